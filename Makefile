@@ -1,0 +1,33 @@
+# Set-up and everyday commands. Only Python 3.11+, pip and make are needed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/switchboard dev
+
+test: $(STAMP)
+	$(BIN)/ruff check tenancy api jobs integrations tests
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy tenancy api jobs integrations
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.provisioning
+	$(BIN)/python -m bench.migrate
+
+clean:
+	rm -rf $(VENV) .data

@@ -1,0 +1,1 @@
+"""HTTP interface: app factory, error envelope, auth, and one folder per feature."""

@@ -1,0 +1,162 @@
+"""Agency operations under /functions/v1: provisioning, invitations, plans, keys, wallet credit."""
+
+from __future__ import annotations
+
+from quart import Blueprint, current_app, request
+from quart_schema import tag, validate_request, validate_response
+
+from api.agency import service
+from api.agency.schemas import (
+    AcceptInvitationRequest,
+    AcceptInvitationResponse,
+    AddSubAccountUserRequest,
+    AddSubAccountUserResponse,
+    ApiKeyResponse,
+    CreatePlanRequest,
+    CreateSubAccountRequest,
+    CreateSubAccountResponse,
+    FunctionsError,
+    InvitationEmailFailed,
+    PlanResponse,
+    SubAccountList,
+    WalletCreditRequest,
+    WalletCreditResponse,
+)
+from api.auth import AGENCY, principal, requires
+from api.errors import APIError
+from api.types import normalise_email, pagination, parse_uuid
+from tenancy.invitations import accept_invitation
+from tenancy.provisioning import NewSubAccount, provision_sub_account
+
+blueprint = Blueprint("agency", __name__, url_prefix="/functions/v1")
+
+
+def _pool():  # type: ignore[no-untyped-def]
+    return current_app.config["DB_POOL"]
+
+
+def _missing(field: str, message: str) -> APIError:
+    return APIError(400, "validation_error", message,
+                    details=[{"field": field, "message": message, "type": "missing"}])
+
+
+def _email(raw: str | None) -> str:
+    if raw is None or not raw.strip():
+        raise _missing("email", "email is required")
+    email = normalise_email(raw)
+    if email is None:
+        raise APIError(400, "validation_error", "email is not a valid address",
+                       details=[{"field": "email", "message": "invalid email address",
+                                 "type": "email"}])
+    return email
+
+
+@blueprint.post("/create-subaccount-webhook")
+@tag(["Sub-Accounts"])
+@requires(AGENCY)
+@validate_request(CreateSubAccountRequest)
+@validate_response(CreateSubAccountResponse, 201)
+@validate_response(FunctionsError, 400)
+@validate_response(FunctionsError, 401)
+@validate_response(FunctionsError, 403)
+@validate_response(FunctionsError, 404)
+async def create_subaccount_webhook(data: CreateSubAccountRequest) -> tuple[dict, int]:
+    """Provision a sub-account, optionally linked to a CRM location, and invite its owner."""
+    email = _email(data.email)
+    name = data.name.strip() if data.name and data.name.strip() else None
+    location_id = data.locationID.strip() if data.locationID and data.locationID.strip() else None
+    if name is None and location_id is None:
+        raise _missing("name", "name is required when locationID is absent")
+    plan = data.plan.strip() if data.plan and data.plan.strip() else None
+    result = await provision_sub_account(
+        _pool(), principal().organisation_id, NewSubAccount(email, name, location_id, plan))
+    return {"success": True, **result}, 201
+
+
+@blueprint.post("/crm-api/add-subaccount-user")
+@tag(["Sub-Account Users"])
+@requires(AGENCY)
+@validate_request(AddSubAccountUserRequest)
+@validate_response(AddSubAccountUserResponse, 201)
+@validate_response(FunctionsError, 400)
+@validate_response(FunctionsError, 403)
+@validate_response(FunctionsError, 404)
+@validate_response(FunctionsError, 409)
+@validate_response(InvitationEmailFailed, 502)
+async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict, int]:
+    """Invite a user to a sub-account of the agency (an open invitation is refreshed)."""
+    email = _email(data.email)
+    if data.role is None or not data.role.strip():
+        raise _missing("role", "role is required")
+    if data.sub_account_id is None:
+        raise _missing("sub_account_id", "sub_account_id is required")
+    sub_account_id = parse_uuid(data.sub_account_id, "sub_account_id")
+    result = await service.invite_user(
+        _pool(), principal().organisation_id, sub_account_id, email, data.role.strip(),
+        data.first_name, data.last_name, data.phone)
+    return {"success": True, **result}, 201
+
+
+@blueprint.post("/accept-invitation")
+@tag(["Sub-Account Users"])
+@validate_request(AcceptInvitationRequest)
+@validate_response(AcceptInvitationResponse, 200)
+@validate_response(FunctionsError, 404)
+@validate_response(FunctionsError, 410)
+async def accept(data: AcceptInvitationRequest) -> dict:
+    """Accept an invitation by its token (no API key): the user becomes a member."""
+    result = await accept_invitation(_pool(), data.token.strip(), data.first_name, data.last_name)
+    return {"success": True, **result}
+
+
+@blueprint.post("/agency/plans")
+@tag(["Sub-Accounts"])
+@requires(AGENCY)
+@validate_request(CreatePlanRequest)
+@validate_response(PlanResponse, 201)
+@validate_response(FunctionsError, 409)
+async def create_plan(data: CreatePlanRequest) -> tuple[dict, int]:
+    """Create a pricing plan that sub-accounts can be provisioned on."""
+    rebilling = data.rebilling.model_dump(exclude_none=True) if data.rebilling else {}
+    plan = await service.create_plan(_pool(), principal().organisation_id, data.slug, data.name,
+                                     data.max_users, data.features or {}, rebilling)
+    return {"success": True, "plan": plan}, 201
+
+
+@blueprint.get("/agency/sub-accounts")
+@tag(["Sub-Accounts"])
+@requires(AGENCY)
+@validate_response(SubAccountList, 200)
+async def list_sub_accounts() -> dict:
+    """List the agency's sub-accounts, newest first."""
+    limit, offset = pagination(request.args)
+    items, total = await service.list_sub_accounts(_pool(), principal().organisation_id, limit,
+                                                   offset)
+    return {"success": True, "sub_accounts": items, "total": total, "limit": limit,
+            "offset": offset, "has_more": offset + len(items) < total}
+
+
+@blueprint.post("/agency/sub-accounts/<sub_account_id>/api-keys")
+@tag(["Sub-Account API Keys"])
+@requires(AGENCY)
+@validate_response(ApiKeyResponse, 201)
+@validate_response(FunctionsError, 404)
+async def create_api_key(sub_account_id: str) -> tuple[dict, int]:
+    """Issue a sub-account API key; it is shown only in this response."""
+    key_id, key = await service.issue_sub_account_key(
+        _pool(), principal().organisation_id, parse_uuid(sub_account_id))
+    return {"success": True, "key_id": key_id, "api_key": key}, 201
+
+
+@blueprint.post("/agency/sub-accounts/<sub_account_id>/wallet/credit")
+@tag(["Agency Wallet"])
+@requires(AGENCY)
+@validate_request(WalletCreditRequest)
+@validate_response(WalletCreditResponse, 200)
+@validate_response(FunctionsError, 404)
+async def credit_wallet(sub_account_id: str, data: WalletCreditRequest) -> dict:
+    """Credit a sub-account's prepaid wallet."""
+    balance = await service.credit_wallet(
+        _pool(), principal().organisation_id, parse_uuid(sub_account_id), data.amount,
+        data.description)
+    return {"success": True, "balance": balance}

@@ -1,0 +1,73 @@
+"""Authentication: the one place a request's key becomes a Principal (and is rate limited).
+
+Routes declare the kind of key they take with `@requires(AGENCY)` or `@requires(SUB_ACCOUNT)`;
+handlers read the result with `principal()`. A key of the wrong kind is answered like an
+unknown one (401), as CONTRACT.md section 2 says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, Literal
+
+from quart import current_app, g, request
+
+from api.errors import APIError
+from tenancy.principals import Principal, principal_for_key
+
+AGENCY: Literal["agency"] = "agency"
+SUB_ACCOUNT: Literal["sub_account"] = "sub_account"
+AUTH_ATTRIBUTE = "_switchboard_auth"
+
+
+def presented_key() -> str | None:
+    key = request.headers.get("x-api-key", "").strip()
+    if key:
+        return key
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
+
+
+async def authenticate(kind: str) -> Principal:
+    key = presented_key()
+    if key is None:
+        raise APIError(401, "missing_api_key", "an API key is required (x-api-key or "
+                       "Authorization: Bearer)")
+    found = await principal_for_key(current_app.config["DB_POOL"], key)
+    if found is None or found.kind != kind:
+        raise APIError(401, "invalid_api_key", "the API key is invalid for this operation")
+    g.principal = found
+    limiter = current_app.config["RATE_LIMITER"]
+    verdict = await limiter.hit(str(found.key_id))
+    if verdict is not None:
+        g.rate_limit_headers = verdict.headers()
+        if not verdict.allowed:
+            raise APIError(429, "rate_limited", "too many requests; retry after the window resets")
+    return found
+
+
+def requires(kind: Literal["agency", "sub_account"]) -> Callable[[Callable[..., Any]],
+                                                                 Callable[..., Any]]:
+    def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(func)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            await authenticate(kind)
+            return await func(*args, **kwargs)
+
+        setattr(wrapper, AUTH_ATTRIBUTE, kind)
+        return wrapper
+
+    return decorator
+
+
+def principal() -> Principal:
+    return g.principal  # type: ignore[no-any-return]
+
+
+def tenant_schema() -> str:
+    found = principal()
+    assert found.schema is not None
+    return found.schema

@@ -1,0 +1,105 @@
+"""One error type for the whole API and the envelope every error response is rendered in."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from quart import Quart, Response, jsonify, request
+from quart_schema import RequestSchemaValidationError
+from werkzeug.exceptions import HTTPException
+
+from tenancy.errors import APIError, not_found
+
+__all__ = ["APIError", "not_found", "register_error_handlers"]
+
+log = logging.getLogger("switchboard.api")
+
+FUNCTIONS_PREFIX = "/functions/v1"
+
+HTTP_CODES = {
+    400: "bad_request",
+    401: "invalid_api_key",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "service_unavailable",
+}
+
+
+def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None,
+               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = details
+    if request.path.startswith(FUNCTIONS_PREFIX):
+        body: dict[str, Any] = {"success": False, "error": error}
+    else:
+        body = {"status": "error", "error": error}
+    body.update(extra or {})
+    return body
+
+
+def error_response(status: int, code: str, message: str, **kwargs: Any) -> Response:
+    headers = kwargs.pop("headers", None) or {}
+    response = jsonify(error_body(code, message, **kwargs))
+    response.status_code = status
+    response.headers.update(headers)
+    return response
+
+
+def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"field": ".".join(str(part) for part in err["loc"]) or "body",
+         "message": err["msg"], "type": err["type"]}
+        for err in exc.errors(include_input=False, include_url=False)
+    ]
+
+
+def register_error_handlers(app: Quart) -> None:
+    @app.errorhandler(APIError)
+    async def handle_api_error(exc: APIError) -> Response:
+        return error_response(exc.status, exc.code, exc.message, details=exc.details,
+                              extra=exc.extra, headers=exc.headers)
+
+    @app.errorhandler(RequestSchemaValidationError)
+    async def handle_validation(exc: RequestSchemaValidationError) -> Response:
+        inner = exc.validation_error
+        if isinstance(inner, ValidationError):
+            details = validation_details(inner)
+            # A body that is no JSON object at all.
+            if len(details) == 1 and details[0]["field"] == "body" or (
+                details and details[0]["type"] in ("model_type", "dict_type")
+                and details[0]["field"] in ("body", "")
+            ):
+                return error_response(400, "validation_error", "the body must be a JSON object",
+                                      details=details)
+            return error_response(400, "validation_error", "invalid request", details=details)
+        return error_response(400, "validation_error", "invalid request")
+
+    @app.errorhandler(HTTPException)
+    async def handle_http(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        code = HTTP_CODES.get(status, "http_error")
+        message = {404: "no such route", 405: "method not allowed for this route",
+                   413: "request body too large"}.get(status, exc.name or "error")
+        return error_response(status, code, message)
+
+    @app.errorhandler(Exception)
+    async def handle_unexpected(exc: Exception) -> Response:
+        from tenancy.db_errors import unavailable
+
+        if unavailable(exc):
+            log.warning("database or queue unavailable: %s", type(exc).__name__)
+            return error_response(503, "service_unavailable",
+                                  "a backing service is unavailable; retry shortly",
+                                  headers={"Retry-After": "1"})
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal_error", "internal error")

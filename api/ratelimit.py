@@ -1,0 +1,63 @@
+"""Per-key fixed-window rate limit on Redis, counted atomically by one Lua script."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+import redis.exceptions
+
+log = logging.getLogger("switchboard.ratelimit")
+
+# INCR and the first EXPIRE happen together, so concurrent requests can neither lose a count
+# nor leave a counter without expiry.
+HIT = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+return {count, ttl}
+"""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_seconds: int
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "RateLimit-Limit": str(self.limit),
+            "RateLimit-Remaining": str(self.remaining),
+            "RateLimit-Reset": str(self.reset_seconds),
+        }
+        if not self.allowed:
+            headers["Retry-After"] = str(self.reset_seconds)
+        return headers
+
+
+class RateLimiter:
+    def __init__(self, client: aioredis.Redis, limit: int, window_seconds: int,
+                 fail_open: bool) -> None:
+        self.client = client
+        self.limit = limit
+        self.window_ms = window_seconds * 1000
+        self.fail_open = fail_open
+        self._script = client.register_script(HIT)
+
+    async def hit(self, key_id: str) -> Verdict | None:
+        """Count one request for the key; None when Redis is down and the limiter fails open."""
+        window = int(time.time() * 1000) // self.window_ms
+        try:
+            count, ttl = await self._script(keys=[f"rl:{key_id}:{window}"], args=[self.window_ms])
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            if self.fail_open:
+                log.warning("rate limiter unavailable; letting request through")
+                return None
+            raise
+        reset = max(1, -(-int(ttl) // 1000)) if int(ttl) > 0 else self.window_ms // 1000
+        return Verdict(allowed=count <= self.limit, limit=self.limit,
+                       remaining=max(0, self.limit - int(count)), reset_seconds=reset)

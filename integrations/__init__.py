@@ -1,0 +1,1 @@
+"""Leaf adapters to the outside world, each an interface with implementations."""

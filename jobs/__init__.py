@@ -1,0 +1,1 @@
+"""Background work on arq: tasks and the worker settings."""

@@ -1,0 +1,54 @@
+"""arq worker settings: shared clients made on start-up, tasks take ids and are idempotent."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from arq.connections import RedisSettings
+
+from tenancy.db import create_pool
+from tenancy.settings import get_settings
+
+log = logging.getLogger("switchboard.worker")
+
+
+async def ping(ctx: dict[str, Any], value: str) -> str:
+    """A trivial job: proves the worker runs jobs and reaches the database."""
+    await ctx["db"].fetchval("SELECT 1")
+    return f"pong:{value}"
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    ctx["db"] = await create_pool(ctx["database_url"], min_size=1, max_size=10)
+
+
+async def shutdown(ctx: dict[str, Any]) -> None:
+    pool = ctx.get("db")
+    if pool is not None:
+        await pool.close()
+
+
+FUNCTIONS = [ping]
+
+
+def worker_settings(database_url: str, redis_url: str, **overrides: Any) -> dict[str, Any]:
+    """Keyword arguments for arq's Worker, bound to these servers."""
+
+    async def on_startup(ctx: dict[str, Any]) -> None:
+        ctx["database_url"] = database_url
+        ctx["settings"] = get_settings()
+        await startup(ctx)
+
+    settings: dict[str, Any] = {
+        "functions": FUNCTIONS,
+        "redis_settings": RedisSettings.from_dsn(redis_url),
+        "on_startup": on_startup,
+        "on_shutdown": shutdown,
+        "max_jobs": 20,
+        "job_timeout": 300,
+        "keep_result": 3600,
+        "handle_signals": True,
+    }
+    settings.update(overrides)
+    return settings

@@ -1,0 +1,1 @@
+"""Control plane: settings, database, keys, principals, tenants, provisioning, CLI."""

@@ -1,0 +1,210 @@
+"""The `switchboard` command line: dev, serve, worker, migrate, create-organisation."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import uuid
+from typing import Any
+
+from tenancy.settings import get_settings
+
+
+def _urls() -> tuple[str, str]:
+    """Resolve the servers (embedded ones when the URLs are unset) and pin them in the env."""
+    from tenancy.runtime import resolve_urls
+
+    database_url, redis_url = resolve_urls(get_settings())
+    os.environ["DATABASE_URL"], os.environ["REDIS_URL"] = database_url, redis_url
+    get_settings.cache_clear()
+    return database_url, redis_url
+
+
+def _shutdown_event() -> asyncio.Event:
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, event.set)
+    return event
+
+
+async def _serve_api(host: str, port: int, stop: asyncio.Event) -> None:
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from api.app import create_app
+
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.graceful_timeout = 10
+    await serve(create_app(), config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+
+
+async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
+                      burst: bool = False) -> None:
+    from arq.worker import Worker
+
+    from jobs.worker import worker_settings
+
+    worker = Worker(**worker_settings(database_url, redis_url, handle_signals=False, burst=burst))
+    task = asyncio.create_task(worker.async_run())
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    await worker.close()
+    stopper.cancel()
+    if not task.done():
+        task.cancel()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    _urls()
+
+    async def main() -> None:
+        await _serve_api(args.host, args.port, _shutdown_event())
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    database_url, redis_url = _urls()
+
+    async def main() -> None:
+        await _run_worker(database_url, redis_url, _shutdown_event(), burst=args.burst)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from tenancy.migrate import run_cli
+
+    database_url, _ = _urls()
+    tenants = [uuid.UUID(value) for value in args.tenant] if args.tenant else None
+    return run_cli(database_url, args.concurrency, tenants)
+
+
+def cmd_create_organisation(args: argparse.Namespace) -> int:
+    from tenancy.db import create_pool
+    from tenancy.organisations import create_organisation
+
+    database_url, _ = _urls()
+
+    async def main() -> tuple[uuid.UUID, str]:
+        pool = await create_pool(database_url, min_size=1, max_size=2)
+        try:
+            return await create_organisation(pool, args.name, args.plan_type,
+                                             args.max_sub_accounts, not args.inactive)
+        finally:
+            await pool.close()
+
+    organisation_id, key = asyncio.run(main())
+    print(json.dumps({"organisation_id": str(organisation_id), "agency_api_key": key}))
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from tenancy.migrate import run_cli
+
+    database_url, redis_url = _urls()
+    if run_cli(database_url, 2, None) != 0:
+        print("some tenant migrations failed; see above", file=sys.stderr)
+    settings = get_settings()
+
+    async def main() -> None:
+        await _ensure_demo(database_url, args.port, settings.data_dir)
+        stop = _shutdown_event()
+        await asyncio.gather(_serve_api(args.host, args.port, stop),
+                             _run_worker(database_url, redis_url, stop))
+
+    print(f"DATABASE_URL={database_url}\nREDIS_URL={redis_url}", file=sys.stderr)
+    asyncio.run(main())
+    return 0
+
+
+async def _ensure_demo(database_url: str, port: int, data_dir: Any) -> None:
+    """On first start, a demo organisation and sub-account with their keys printed once."""
+    from tenancy.db import create_pool
+    from tenancy.organisations import create_organisation
+    from tenancy.principals import insert_key
+    from tenancy.provisioning import NewSubAccount, provision_sub_account
+
+    pool = await create_pool(database_url, min_size=1, max_size=4)
+    try:
+        if await pool.fetchval("SELECT count(*) FROM control.organisations") > 0:
+            print("demo data exists; keys were printed on first start", file=sys.stderr)
+            return
+        organisation_id, agency_key = await create_organisation(pool, "Demo Agency")
+        result = await provision_sub_account(
+            pool, organisation_id,
+            NewSubAccount("owner@demo.switchboard.local", "Demo Sub-Account", None, None))
+        async with pool.acquire() as conn:
+            _, sub_key = await insert_key(conn, "sub_account", organisation_id,
+                                          result["sub_account_id"], "demo key")
+    finally:
+        await pool.close()
+    print(
+        "\nDemo organisation created (these keys are shown once):\n"
+        f"  organisation_id:  {organisation_id}\n"
+        f"  agency key:       {agency_key}\n"
+        f"  sub_account_id:   {result['sub_account_id']}\n"
+        f"  sub-account key:  {sub_key}\n\n"
+        f"  curl -H 'x-api-key: {sub_key}' http://127.0.0.1:{port}/webhooks/inbound/team-users\n",
+        file=sys.stderr,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="embedded servers, migrations, API and worker together")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8000)
+    dev.set_defaults(func=cmd_dev)
+
+    serve = sub.add_parser("serve", help="the API only")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="the arq worker only")
+    worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    worker.set_defaults(func=cmd_worker)
+
+    migrate = sub.add_parser("migrate", help="control schema, then every tenant schema")
+    migrate.add_argument("--concurrency", type=int, default=4)
+    migrate.add_argument("--tenant", action="append", metavar="SUB_ACCOUNT_ID")
+    migrate.set_defaults(func=cmd_migrate)
+
+    org = sub.add_parser("create-organisation", help="create an organisation and agency key")
+    org.add_argument("--name", required=True)
+    org.add_argument("--plan-type", default="white_label",
+                     choices=["white_label", "saas", "standard"])
+    org.add_argument("--max-sub-accounts", type=int, default=100)
+    org.add_argument("--inactive", action="store_true")
+    org.set_defaults(func=cmd_create_organisation)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    if getattr(args, "tenant", None):
+        for value in args.tenant:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                print(f"not a sub-account id: {value}", file=sys.stderr)
+                return 2
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The asyncpg pool and the two ways to use it: control transactions and tenant transactions.
+
+Tenant SQL never names a schema. `tenant_transaction` points `search_path` at the tenant's schema
+with `set_config(..., is_local => true)` (the parameterised form of SET LOCAL): the setting dies
+with the transaction, so a pooled connection can never carry one tenant into the next request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
+
+
+def schema_name_for(sub_account_id: Any) -> str:
+    return f"t_{sub_account_id.hex}"
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for kind in ("json", "jsonb"):
+        await conn.set_type_codec(kind, encoder=json.dumps, decoder=json.loads,
+                                  schema="pg_catalog")
+
+
+def asyncpg_dsn(url: str) -> str:
+    """Accept SQLAlchemy-style URLs (postgresql+asyncpg://) as well as plain ones."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+
+
+async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        asyncpg_dsn(url), min_size=min_size, max_size=max_size, init=_init_connection,
+        command_timeout=60,
+    )
+    assert pool is not None
+    return pool
+
+
+@asynccontextmanager
+async def control_transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    async with pool.acquire() as conn, conn.transaction():
+        yield conn
+
+
+@asynccontextmanager
+async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[asyncpg.Connection]:
+    """A transaction whose unqualified table names resolve to one tenant's schema."""
+    if not SCHEMA_NAME.match(schema):
+        raise ValueError("not a tenant schema name")
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT set_config('search_path', $1, true)", f"{schema}, public")
+        yield conn

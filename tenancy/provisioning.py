@@ -1,0 +1,180 @@
+"""Provisioning a sub-account, in the order SPEC.md gives for create-subaccount-webhook.
+
+The checks run once without locks (so a refusal costs nothing), the CRM location is fetched
+outside any transaction, and then one transaction locks the organisation row, checks the
+sub-account limit again (so concurrent creates cannot pass it), and writes the sub-account, its
+schema at head, its zero-balance wallet and the owner invitation together. The invitation email
+and the CRM connection follow the commit.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from integrations.crm import CRMError, Location, crm_provider
+from integrations.email import EmailDeliveryError
+from tenancy.clock import utcnow
+from tenancy.db import schema_name_for
+from tenancy.errors import APIError, not_found
+from tenancy.invitations import email_config_for, email_invitation, upsert_invitation
+from tenancy.schema import create_tenant_schema
+from tenancy.settings import get_settings
+
+PROVISIONING_PLAN_TYPES = ("white_label", "saas")
+
+
+@dataclass(frozen=True)
+class NewSubAccount:
+    email: str
+    name: str | None
+    location_id: str | None
+    plan_slug: str | None
+
+
+SELECT_ORGANISATION = """
+SELECT id, name, plan_type, is_active, max_sub_accounts, default_max_users, default_rebilling
+FROM control.organisations WHERE id = $1
+"""
+
+COUNT_SUB_ACCOUNTS = "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = $1"
+
+SELECT_PLAN = """
+SELECT id, slug, max_users, features, rebilling
+FROM control.plans WHERE organisation_id = $1 AND slug = $2
+"""
+
+INSERT_SUB_ACCOUNT = """
+INSERT INTO control.sub_accounts
+    (id, organisation_id, name, slug, schema_name, plan_id, max_users, features, rebilling,
+     timezone, crm_location_id, schema_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (slug) DO NOTHING
+RETURNING id
+"""
+
+INSERT_WALLET = "INSERT INTO wallet (id, balance) VALUES (1, 0)"
+
+UPDATE_CRM = """
+UPDATE control.sub_accounts SET crm_connected = $2, crm_error = $3, updated_at = now()
+WHERE id = $1
+"""
+
+
+def slugify(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48].strip("-")
+    return slug or "sub-account"
+
+
+async def check_organisation(conn: asyncpg.Connection | asyncpg.Pool,
+                             organisation_id: uuid.UUID, *, lock: bool = False
+                             ) -> asyncpg.Record:
+    row = await conn.fetchrow(SELECT_ORGANISATION + (" FOR UPDATE" if lock else ""),
+                              organisation_id)
+    if row is None:
+        raise not_found("organisation")
+    if not row["is_active"]:
+        raise APIError(403, "organisation_inactive", "the organisation is inactive")
+    if row["plan_type"] not in PROVISIONING_PLAN_TYPES:
+        raise APIError(403, "plan_not_allowed",
+                       "sub-accounts need a white-label or SaaS-mode organisation plan")
+    count = await conn.fetchval(COUNT_SUB_ACCOUNTS, organisation_id)
+    if count >= row["max_sub_accounts"]:
+        raise APIError(403, "sub_account_limit_reached",
+                       f"the organisation already has its {row['max_sub_accounts']} sub-accounts")
+    return row
+
+
+async def find_plan(conn: asyncpg.Connection | asyncpg.Pool, organisation_id: uuid.UUID,
+                    slug: str | None) -> asyncpg.Record | None:
+    if slug is None:
+        return None
+    plan = await conn.fetchrow(SELECT_PLAN, organisation_id, slug)
+    if plan is None:
+        raise APIError(404, "not_found", f"plan {slug!r} not found for this organisation")
+    return plan
+
+
+async def provision_sub_account(pool: asyncpg.Pool, organisation_id: uuid.UUID,
+                                request: NewSubAccount) -> dict[str, Any]:
+    await check_organisation(pool, organisation_id)
+    await find_plan(pool, organisation_id, request.plan_slug)
+    crm = crm_provider(get_settings().crm)
+    location: Location | None = None
+    crm_error: str | None = None
+    if request.location_id is not None:
+        try:
+            location = await crm.fetch_location(request.location_id)
+        except CRMError as exc:
+            crm_error = str(exc)
+    name = location.name if location else (request.name or request.location_id or "")
+    timezone = location.timezone if location else "UTC"
+
+    sub_account_id = uuid.uuid4()
+    schema = schema_name_for(sub_account_id)
+    async with pool.acquire() as conn, conn.transaction():
+        organisation = await check_organisation(conn, organisation_id, lock=True)
+        plan = await find_plan(conn, organisation_id, request.plan_slug)
+        slug = await _insert_sub_account(conn, sub_account_id, organisation, plan, name, schema,
+                                         timezone, request.location_id)
+        await create_tenant_schema(conn, schema)
+        await conn.execute(INSERT_WALLET)
+        invitation = await upsert_invitation(conn, sub_account_id, request.email,
+                                             "sub_account_owner")
+        config = await email_config_for(conn, organisation_id)
+
+    result: dict[str, Any] = {
+        "sub_account_id": sub_account_id,
+        "sub_account_slug": slug,
+        "invitation_token": invitation.token,
+        "invitation_expires_at": invitation.expires_at,
+        "crm_connected": False,
+        "plan": plan["slug"] if plan else None,
+    }
+    try:
+        await email_invitation(config, invitation, name)
+        result["invitation_email_sent"] = True
+    except EmailDeliveryError:
+        result["invitation_email_sent"] = False
+
+    if location is not None:
+        try:
+            await crm.connect_location(location.id, str(sub_account_id))
+            result["crm_connected"] = True
+        except CRMError as exc:
+            crm_error = str(exc)
+    if result["crm_connected"] or crm_error is not None:
+        await pool.execute(UPDATE_CRM, sub_account_id, result["crm_connected"], crm_error)
+    if crm_error is not None:
+        result["crm_error"] = crm_error
+    return result
+
+
+async def _insert_sub_account(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                              organisation: asyncpg.Record, plan: asyncpg.Record | None,
+                              name: str, schema: str, timezone: str,
+                              location_id: str | None) -> str:
+    """Insert the row under the name's slug, or the slug with a timestamp suffix if taken."""
+    from tenancy.schema import tenant_head
+
+    base = slugify(name)
+    stamp = utcnow().strftime("%Y%m%d%H%M%S%f")[:17]
+    candidates = [base, f"{base}-{stamp}", f"{base}-{stamp}-{secrets.token_hex(3)}"]
+    if plan is not None:
+        max_users, features, rebilling = plan["max_users"], plan["features"], plan["rebilling"]
+    else:
+        max_users, features = organisation["default_max_users"], {}
+        rebilling = organisation["default_rebilling"]
+    for slug in candidates:
+        inserted = await conn.fetchval(
+            INSERT_SUB_ACCOUNT, sub_account_id, organisation["id"], name, slug, schema,
+            plan["id"] if plan else None, max_users, features, rebilling, timezone, location_id,
+            tenant_head())
+        if inserted is not None:
+            return slug
+    raise APIError(500, "internal_error", "could not allocate a slug")

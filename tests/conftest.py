@@ -1,0 +1,253 @@
+"""Test servers and factories.
+
+One PostgreSQL (embedded, or the one DATABASE_URL names) with a fresh database per run, built by
+the real migrations; one Redis (embedded, or REDIS_URL); one real SMTP server (aiosmtpd) on
+loopback. Every test provisions its own organisations and sub-accounts: isolation by construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from email import message_from_bytes
+from email.message import Message
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tenancy.embedded import free_port, start_postgres, start_redis
+from tenancy.settings import get_settings
+
+# --- servers ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Servers:
+    database_url: str
+    admin_url: str
+    database: str
+    redis_url: str
+
+
+def _with_database(url: str, database: str) -> str:
+    base, _, query = url.partition("?")
+    scheme, rest = base.split("://", 1)
+    authority = rest.split("/", 1)[0]
+    return f"{scheme}://{authority}/{database}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[Servers]:
+    tmp = Path(tempfile.mkdtemp(prefix="switchboard-test-"))
+    embedded_pg = embedded_redis = None
+    admin_url = os.environ.get("DATABASE_URL")
+    if not admin_url:
+        embedded_pg = start_postgres(tmp, fast_unsafe=True)
+        admin_url = embedded_pg.url
+    redis_url = os.environ.get("REDIS_URL")
+    if not redis_url:
+        embedded_redis = start_redis(tmp, port=free_port())
+        redis_url = embedded_redis.url
+    database = f"sbtest_{uuid.uuid4().hex[:12]}"
+
+    async def create() -> None:
+        conn = await asyncpg.connect(admin_url)
+        await conn.execute(f'CREATE DATABASE "{database}"')
+        await conn.close()
+
+    asyncio.run(create())
+    try:
+        yield Servers(_with_database(admin_url, database), admin_url, database, redis_url)
+    finally:
+        async def drop() -> None:
+            conn = await asyncpg.connect(admin_url)
+            await conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            await conn.close()
+
+        try:
+            asyncio.run(drop())
+        finally:
+            if embedded_redis is not None:
+                embedded_redis.stop()
+            if embedded_pg is not None:
+                embedded_pg.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- SMTP -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Mailbox:
+    host: str
+    port: int
+    messages: list[tuple[str, list[str], Message]] = field(default_factory=list)
+
+    def to(self, address: str) -> list[Message]:
+        return [msg for _, rcpt, msg in self.messages if address.lower() in
+                [r.lower() for r in rcpt]]
+
+
+class _Handler:
+    def __init__(self, box: Mailbox) -> None:
+        self.box = box
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        self.box.messages.append((envelope.mail_from, list(envelope.rcpt_tos),
+                                  message_from_bytes(envelope.original_content)))
+        return "250 Message accepted for delivery"
+
+
+@pytest.fixture(scope="session")
+def mailbox() -> Iterator[Mailbox]:
+    from aiosmtpd.controller import Controller
+
+    box = Mailbox("127.0.0.1", free_port())
+    controller = Controller(_Handler(box), hostname=box.host, port=box.port)
+    controller.start()
+    try:
+        yield box
+    finally:
+        controller.stop()
+
+
+# --- settings, migrations, app ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def environment(servers: Servers, mailbox: Mailbox) -> Iterator[None]:
+    values = {
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        "SMTP_HOST": mailbox.host,
+        "SMTP_PORT": str(mailbox.port),
+        "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000",
+        "SWITCHBOARD_WEBHOOK_RETRY_SCALE": "0.001",
+        "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true",
+    }
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def migrated(servers: Servers, environment: None) -> str:
+    from tenancy.migrate import upgrade_control
+
+    upgrade_control(servers.database_url)
+    return servers.database_url
+
+
+@pytest.fixture(scope="session")
+async def pool(migrated: str) -> AsyncIterator[asyncpg.Pool]:
+    from tenancy.db import create_pool
+
+    db_pool = await create_pool(migrated, min_size=1, max_size=10)
+    yield db_pool
+    await db_pool.close()
+
+
+@pytest.fixture(scope="session")
+async def app(migrated: str) -> AsyncIterator[Any]:
+    from api.app import create_app
+
+    application = create_app()
+    async with application.test_app() as test_app:
+        yield test_app
+
+
+@pytest.fixture(scope="session")
+def client(app: Any) -> Any:
+    return app.test_client()
+
+
+# --- factories --------------------------------------------------------------------------------
+
+
+@dataclass
+class Agency:
+    id: uuid.UUID
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"x-api-key": self.key}
+
+
+@dataclass
+class Tenant:
+    id: uuid.UUID
+    organisation: Agency
+    key: str
+    schema: str
+    slug: str
+    owner_email: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"x-api-key": self.key}
+
+
+async def make_agency(pool: asyncpg.Pool, *, plan_type: str = "white_label",
+                      max_sub_accounts: int = 100, active: bool = True) -> Agency:
+    from tenancy.organisations import create_organisation
+
+    organisation_id, key = await create_organisation(
+        pool, f"Agency {uuid.uuid4().hex[:8]}", plan_type, max_sub_accounts, active)
+    return Agency(organisation_id, key)
+
+
+async def make_tenant(client: Any, agency: Agency, *, name: str | None = None,
+                      plan: str | None = None) -> Tenant:
+    owner = f"owner-{uuid.uuid4().hex[:10]}@example.com"
+    body: dict[str, Any] = {"email": owner, "name": name or f"Tenant {uuid.uuid4().hex[:8]}"}
+    if plan is not None:
+        body["plan"] = plan
+    response = await client.post("/functions/v1/create-subaccount-webhook", json=body,
+                                 headers=agency.headers)
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    created = await response.get_json()
+    sub_account_id = uuid.UUID(created["sub_account_id"])
+    response = await client.post(f"/functions/v1/agency/sub-accounts/{sub_account_id}/api-keys",
+                                 headers=agency.headers)
+    assert response.status_code == 201
+    key = (await response.get_json())["api_key"]
+    return Tenant(sub_account_id, agency, key, f"t_{sub_account_id.hex}",
+                  created["sub_account_slug"], owner)
+
+
+@pytest.fixture
+async def agency(pool: asyncpg.Pool) -> Agency:
+    return await make_agency(pool)
+
+
+@pytest.fixture
+async def agency_second(pool: asyncpg.Pool) -> Agency:
+    return await make_agency(pool)
+
+
+@pytest.fixture
+async def tenant(client: Any, agency: Agency) -> Tenant:
+    return await make_tenant(client, agency)
+
+
+@pytest.fixture
+async def tenant_second(client: Any, agency_second: Agency) -> Tenant:
+    """A sub-account of another organisation: its ids must behave as missing to `tenant`."""
+    return await make_tenant(client, agency_second)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import importlib
 import logging
 import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from arq import create_pool as create_arq_pool
+from arq.connections import RedisSettings
 from pydantic_core import to_jsonable_python
 import swagger_ui_bundle
 from quart import Quart, Response, g, request, send_from_directory
@@ -96,12 +100,14 @@ def create_app(settings: Settings | None = None) -> Quart:
 
 
 def _register_blueprints(app: Quart) -> None:
-    from api.agency.routes import blueprint as agency
-    from api.health import blueprint as health
-    from api.team_users.routes import blueprint as team_users
+    """Every `blueprint` in api/*/routes.py (and api/health.py), in name order."""
+    from api import health
 
-    for blueprint in (health, agency, team_users):
-        app.register_blueprint(blueprint)
+    app.register_blueprint(health.blueprint)
+    package = Path(__file__).resolve().parent
+    for folder in sorted(p for p in package.iterdir() if (p / "routes.py").exists()):
+        module = importlib.import_module(f"api.{folder.name}.routes")
+        app.register_blueprint(module.blueprint)
 
 
 def _register_lifecycle(app: Quart, settings: Settings) -> None:
@@ -114,6 +120,7 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
             database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
         client = aioredis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
         app.config["REDIS"] = client
+        app.config["ARQ"] = await create_arq_pool(RedisSettings.from_dsn(redis_url))
         app.config["RATE_LIMITER"] = RateLimiter(
             client, settings.rate_limit_requests, settings.rate_limit_window_seconds,
             settings.rate_limit_fail_open)
@@ -122,6 +129,7 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
     async def close_clients() -> None:
         await app.config["DB_POOL"].close()
         await app.config["REDIS"].aclose()
+        await app.config["ARQ"].aclose()
 
     @app.before_request
     async def assign_request_id() -> None:

@@ -29,7 +29,26 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         await pool.close()
 
 
-FUNCTIONS = [ping]
+def _collect(attribute: str) -> list[Any]:
+    """`TASKS` / `CRON_JOBS` of every module in the jobs package."""
+    import importlib
+    import pkgutil
+
+    import jobs
+
+    found: list[Any] = []
+    for info in sorted(pkgutil.iter_modules(jobs.__path__), key=lambda m: m.name):
+        if info.name != "worker":
+            found.extend(getattr(importlib.import_module(f"jobs.{info.name}"), attribute, []))
+    return found
+
+
+def functions() -> list[Any]:
+    return [ping, *_collect("TASKS")]
+
+
+def cron_jobs() -> list[Any]:
+    return _collect("CRON_JOBS")
 
 
 def worker_settings(database_url: str, redis_url: str, **overrides: Any) -> dict[str, Any]:
@@ -41,7 +60,8 @@ def worker_settings(database_url: str, redis_url: str, **overrides: Any) -> dict
         await startup(ctx)
 
     settings: dict[str, Any] = {
-        "functions": FUNCTIONS,
+        "functions": functions(),
+        "cron_jobs": cron_jobs(),
         "redis_settings": RedisSettings.from_dsn(redis_url),
         "on_startup": on_startup,
         "on_shutdown": shutdown,

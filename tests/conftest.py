@@ -177,6 +177,26 @@ def client(app: Any) -> Any:
     return app.test_client()
 
 
+@pytest.fixture
+def run_worker(migrated: str, servers: Servers) -> Any:
+    """Run the real arq worker in burst mode (until the queue is empty) against the test Redis."""
+    from arq.worker import Worker
+
+    from jobs.worker import worker_settings
+
+    async def run(**overrides: Any) -> Any:
+        options: dict[str, Any] = {"burst": True, "poll_delay": 0.05, "handle_signals": False}
+        options.update(overrides)
+        worker = Worker(**worker_settings(migrated, servers.redis_url, **options))
+        try:
+            await worker.async_run()
+        finally:
+            await worker.close()
+        return worker
+
+    return run
+
+
 # --- factories --------------------------------------------------------------------------------
 
 

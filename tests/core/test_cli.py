@@ -1,0 +1,143 @@
+"""The `switchboard` commands as an operator runs them: real processes, real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import asyncpg
+import httpx
+import pytest
+from arq import create_pool as create_arq_pool
+from arq.connections import RedisSettings
+
+from tenancy.embedded import free_port
+
+SWITCHBOARD = [sys.executable, "-m", "tenancy.cli"]
+
+
+def _env(servers, **extra: str) -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
+            **extra}
+
+
+def test_create_organisation_prints_id_and_agency_key(servers, pool, migrated) -> None:
+    done = subprocess.run(
+        [*SWITCHBOARD, "create-organisation", "--name", "CLI Agency", "--plan-type", "saas",
+         "--max-sub-accounts", "3", "--inactive"],
+        env=_env(servers), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert set(printed) == {"organisation_id", "agency_api_key"}
+    assert printed["agency_api_key"].startswith("sb_")
+
+    async def row() -> asyncpg.Record:
+        conn = await asyncpg.connect(migrated)
+        try:
+            return await conn.fetchrow(
+                "SELECT name, plan_type, max_sub_accounts, is_active FROM control.organisations "
+                "WHERE id = $1", uuid.UUID(printed["organisation_id"]))
+        finally:
+            await conn.close()
+
+    stored = asyncio.run(row())
+    assert dict(stored) == {"name": "CLI Agency", "plan_type": "saas", "max_sub_accounts": 3,
+                            "is_active": False}
+
+
+async def test_worker_command_runs_a_job_and_exits(servers, migrated) -> None:
+    arq = await create_arq_pool(RedisSettings.from_dsn(servers.redis_url))
+    job = await arq.enqueue_job("ping", "cli")
+    process = await asyncio.create_subprocess_exec(
+        *SWITCHBOARD, "worker", "--burst", env=_env(servers),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, stderr.decode()
+    assert await job.result(timeout=5) == "pong:cli"
+    await arq.aclose()
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"process exited early: {process.stderr.read()}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("service did not become healthy")
+
+
+def test_serve_answers_and_stops_gracefully_on_sigterm(servers, migrated) -> None:
+    port = free_port()
+    process = subprocess.Popen([*SWITCHBOARD, "serve", "--port", str(port)], env=_env(servers),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        assert ready.status_code == 200 and ready.json()["checks"] == {"database": "ok",
+                                                                       "redis": "ok"}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.fixture
+def empty_database(servers):
+    name = f"sbdev_{uuid.uuid4().hex[:10]}"
+
+    async def run(statement: str) -> None:
+        conn = await asyncpg.connect(servers.admin_url)
+        await conn.execute(statement)
+        await conn.close()
+
+    asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    base = servers.database_url.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, empty_database,
+                                                                    tmp_path) -> None:
+    port = free_port()
+    env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DATA_DIR=str(tmp_path))
+    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/healthz", process, 90)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        output = process.stderr.read()
+        key = re.search(r"sub-account key:\s+(sb_\S+)", output)
+        assert key and "agency key:" in output and "curl -H 'x-api-key:" in output
+    finally:
+        if process.poll() is None:
+            process.kill()
+    # Start again: the demo data is kept and the printed key still works.
+    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/healthz", process, 90)
+        answer = httpx.get(f"http://127.0.0.1:{port}/webhooks/inbound/team-users",
+                           headers={"x-api-key": key.group(1)}, timeout=5)
+        assert answer.status_code == 200 and answer.json()["status"] == "success"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()

@@ -68,18 +68,22 @@ def tenants_behind(url: str, head: str, only: Iterable[uuid.UUID] | None = None
 _engine: Any = None
 _script: ScriptDirectory | None = None
 _script_location: Path | None = None
+_config: Any = None
 
 
 def _worker_init(url: str, script_location: str | None) -> None:
-    global _engine, _script, _script_location
-    _engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
+    global _engine, _script, _script_location, _config
+    # One kept connection per worker process: the tenants it migrates reuse it.
+    _engine = create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=0,
+                            pool_pre_ping=True)
     _script_location = Path(script_location) if script_location else None
-    _script = ScriptDirectory.from_config(alembic_config("tenant", script_location=_script_location))
+    _config = alembic_config("tenant", script_location=_script_location)
+    _script = ScriptDirectory.from_config(_config)
 
 
 def _upgrade_schema(conn: Connection, schema: str, head: str) -> None:
-    assert _script is not None
-    cfg = alembic_config("tenant", script_location=_script_location)
+    assert _script is not None and _config is not None
+    cfg = _config
 
     def upgrade(rev: Any, context: Any) -> Any:
         return _script._upgrade_revs(head, rev)  # type: ignore[union-attr]
@@ -154,11 +158,18 @@ def run_cli(url: str, concurrency: int, tenants: list[uuid.UUID] | None) -> int:
     interactive = sys.stderr.isatty()
     bar = tqdm(total=len(behind), unit="tenant", disable=not interactive, file=sys.stderr)
 
+    done = 0
+    step = max(1, len(behind) // 10)
+
     def on_result(sid: uuid.UUID, error: str | None) -> None:
+        nonlocal done
+        done += 1
         bar.update(1)
         if error is not None:
             line = f"FAILED {sid}: {error}"
             bar.write(line, file=sys.stderr) if interactive else print(line, file=sys.stderr)
+        elif not interactive and (done % step == 0 or done == len(behind)):
+            print(f"progress {done}/{len(behind)}", file=sys.stderr)
 
     report = migrate_tenants(url, concurrency=concurrency, only=tenants, on_result=on_result)
     bar.close()

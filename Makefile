@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(BIN)/switchboard dev
 
 test: $(STAMP)
-	$(BIN)/ruff check tenancy api jobs integrations tests
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

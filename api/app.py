@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+import swagger_ui_bundle
 from arq import create_pool as create_arq_pool
 from arq.connections import RedisSettings
 from pydantic_core import to_jsonable_python
-import swagger_ui_bundle
 from quart import Quart, Response, g, request, send_from_directory
 from quart.json.provider import DefaultJSONProvider
 from quart.wrappers import Request
@@ -57,6 +57,8 @@ class APIRequest(Request):
             return await super().get_json(force=force, silent=silent, cache=cache)
         except RecursionError:
             raise APIError(400, "invalid_json", "the JSON body is nested too deeply") from None
+        except UnicodeDecodeError:
+            raise APIError(400, "invalid_json", "the body is not valid UTF-8") from None
 
     def on_json_loading_failed(self, error: Exception) -> Any:
         raise APIError(400, "invalid_json", "the body is not valid JSON")

@@ -90,7 +90,10 @@ def register_error_handlers(app: Quart) -> None:
         code = HTTP_CODES.get(status, "http_error")
         message = {404: "no such route", 405: "method not allowed for this route",
                    413: "request body too large"}.get(status, exc.name or "error")
-        return error_response(status, code, message)
+        headers = {}
+        if getattr(exc, "valid_methods", None):
+            headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
+        return error_response(status, code, message, headers=headers)
 
     @app.errorhandler(Exception)
     async def handle_unexpected(exc: Exception) -> Response:

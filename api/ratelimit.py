@@ -50,14 +50,19 @@ class RateLimiter:
 
     async def hit(self, key_id: str) -> Verdict | None:
         """Count one request for the key; None when Redis is down and the limiter fails open."""
-        window = int(time.time() * 1000) // self.window_ms
+        now_ms = int(time.time() * 1000)
+        window = now_ms // self.window_ms
+        # The window ends at a fixed instant; the counter expires then (plus a margin for clock
+        # skew between this process and Redis), and Reset counts down to that instant.
+        until_reset_ms = (window + 1) * self.window_ms - now_ms
         try:
-            count, ttl = await self._script(keys=[f"rl:{key_id}:{window}"], args=[self.window_ms])
+            count, _ = await self._script(keys=[f"rl:{key_id}:{window}"],
+                                          args=[until_reset_ms + 1000])
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
             if self.fail_open:
                 log.warning("rate limiter unavailable; letting request through")
                 return None
             raise
-        reset = max(1, -(-int(ttl) // 1000)) if int(ttl) > 0 else self.window_ms // 1000
-        return Verdict(allowed=count <= self.limit, limit=self.limit,
+        reset = max(1, -(-until_reset_ms // 1000))
+        return Verdict(allowed=int(count) <= self.limit, limit=self.limit,
                        remaining=max(0, self.limit - int(count)), reset_seconds=reset)

@@ -21,16 +21,20 @@ async def ping(ctx: dict[str, Any], value: str) -> str:
 
 async def startup(ctx: dict[str, Any]) -> None:
     ctx["db"] = await create_pool(ctx["database_url"], min_size=1, max_size=10)
+    for hook in _collect("ON_STARTUP"):
+        await hook(ctx)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
+    for hook in _collect("ON_SHUTDOWN"):
+        await hook(ctx)
     pool = ctx.get("db")
     if pool is not None:
         await pool.close()
 
 
 def _collect(attribute: str) -> list[Any]:
-    """`TASKS` / `CRON_JOBS` of every module in the jobs package."""
+    """`TASKS` / `CRON_JOBS` / `ON_STARTUP` / `ON_SHUTDOWN` of every module in the jobs package."""
     import importlib
     import pkgutil
 

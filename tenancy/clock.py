@@ -10,4 +10,5 @@ def utcnow() -> datetime:
 def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    stamp = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+    return stamp + f"{value.microsecond // 1000:03d}Z"

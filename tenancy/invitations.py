@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from integrations.email import EmailDeliveryError, SMTPConfig, build_message, send_email
+from integrations.email import SMTPConfig, build_message, send_email
 from tenancy.clock import iso, utcnow
 from tenancy.errors import APIError
 from tenancy.keys import hash_token

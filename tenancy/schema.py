@@ -23,7 +23,8 @@ from tenancy.tables import tenant_metadata
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 
 
-def alembic_config(which: str, url: str | None = None, script_location: Path | None = None) -> Config:
+def alembic_config(which: str, url: str | None = None,
+                   script_location: Path | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(script_location or MIGRATIONS_DIR / which))
     cfg.set_main_option(

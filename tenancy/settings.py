@@ -28,12 +28,14 @@ class Settings(BaseSettings):
     webhook_retry_scale: float = Field(default=1.0, alias="SWITCHBOARD_WEBHOOK_RETRY_SCALE")
 
     rate_limit_requests: int = Field(default=100, alias="SWITCHBOARD_RATE_LIMIT_REQUESTS")
-    rate_limit_window_seconds: int = Field(default=10, alias="SWITCHBOARD_RATE_LIMIT_WINDOW_SECONDS")
+    rate_limit_window_seconds: int = Field(default=10,
+                                           alias="SWITCHBOARD_RATE_LIMIT_WINDOW_SECONDS")
     # When Redis cannot be reached: True lets requests through, False answers 503.
     rate_limit_fail_open: bool = Field(default=True, alias="SWITCHBOARD_RATE_LIMIT_FAIL_OPEN")
 
     # Keys are stored as HMAC-SHA256(key_pepper, key). Set a long random value in production.
-    key_pepper: str = Field(default="switchboard-development-pepper", alias="SWITCHBOARD_KEY_PEPPER")
+    key_pepper: str = Field(default="switchboard-development-pepper",
+                            alias="SWITCHBOARD_KEY_PEPPER")
     public_url: str = Field(default="http://127.0.0.1:8000", alias="SWITCHBOARD_PUBLIC_URL")
 
     db_pool_min: int = Field(default=2, alias="SWITCHBOARD_DB_POOL_MIN")

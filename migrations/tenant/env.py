@@ -18,7 +18,8 @@ def include_object(obj, name, type_, reflected, compare_to):  # type: ignore[no-
 
 
 def run_migrations_online() -> None:
-    schema = context.get_x_argument(as_dictionary=True).get("schema") or config.attributes["schema"]
+    schema = (context.get_x_argument(as_dictionary=True).get("schema")
+              or config.attributes["schema"])
     if not SCHEMA_NAME.match(schema):
         raise SystemExit(f"not a tenant schema: {schema!r}")
     connection = config.attributes.get("connection")
@@ -33,7 +34,8 @@ def run_migrations_online() -> None:
 
 def _run(connection, schema: str) -> None:  # type: ignore[no-untyped-def]
     connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-    connection.execute(text("SELECT set_config('search_path', :p, false)"), {"p": f"{schema}, public"})
+    connection.execute(text("SELECT set_config('search_path', :p, false)"),
+                       {"p": f"{schema}, public"})
     context.configure(
         connection=connection,
         target_metadata=tenant_metadata,

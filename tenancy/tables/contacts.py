@@ -14,6 +14,7 @@ companies = sa.Table(
     sa.Column("name", sa.Text, nullable=False),
     created_at(),
     updated_at(),
+    sa.Index("ix_companies_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
 
 contacts = sa.Table(
@@ -28,6 +29,9 @@ contacts = sa.Table(
     sa.Column("address", sa.Text),
     sa.Column("tags", pg.ARRAY(sa.Text), nullable=False, server_default=sa.text("'{}'::text[]")),
     sa.Column("lead_source", sa.Text, nullable=False, server_default="inbound_webhook"),
+    # Values live on the row itself, so a contact and its values are saved in one statement.
+    sa.Column("custom_field_values", pg.JSONB, nullable=False,
+              server_default=sa.text("'{}'::jsonb")),
     sa.Column("company_id", UUID, sa.ForeignKey("companies.id", ondelete="SET NULL")),
     # A member of control.users; no foreign key across schemas (Citus schema-based sharding).
     sa.Column("assigned_user_id", UUID),
@@ -39,4 +43,56 @@ contacts = sa.Table(
     sa.Index("uq_contacts_phone", "phone", unique=True),
     sa.Index("ix_contacts_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
     sa.Index("ix_contacts_tags", "tags", postgresql_using="gin"),
+    sa.Index("ix_contacts_company_id", "company_id"),
+)
+
+FIELD_TYPES = ("text", "number", "boolean", "date", "select", "multi_select")
+
+custom_fields = sa.Table(
+    "custom_fields",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("key", sa.Text, nullable=False, unique=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("field_type", sa.Text, nullable=False),
+    sa.Column("options", pg.ARRAY(sa.Text)),
+    # Mirrored from an external CRM: readable, never written through this API.
+    sa.Column("read_only", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("is_active", sa.Boolean, nullable=False, server_default=sa.true()),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint(
+        "field_type IN ('text', 'number', 'boolean', 'date', 'select', 'multi_select')",
+        name="field_type"),
+    sa.Index("ix_custom_fields_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
+)
+
+notes = sa.Table(
+    "notes",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    # The agent that wrote it (after a call); agents live in another module, so no foreign key.
+    sa.Column("agent_id", UUID),
+    sa.Column("deleted_at", sa.TIMESTAMP(timezone=True)),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint("char_length(content) BETWEEN 1 AND 5000", name="content_length"),
+    sa.Index("ix_notes_contact_id_created_at", "contact_id", sa.text("created_at DESC"),
+             postgresql_where=sa.text("deleted_at IS NULL")),
+)
+
+appointments = sa.Table(
+    "appointments",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="RESTRICT"),
+              nullable=False, index=True),
+    sa.Column("title", sa.Text),
+    sa.Column("starts_at", sa.TIMESTAMP(timezone=True)),
+    sa.Column("ends_at", sa.TIMESTAMP(timezone=True)),
+    created_at(),
+    updated_at(),
 )

@@ -28,6 +28,9 @@ wallet_transactions = sa.Table(
     sa.Column("description", sa.Text),
     sa.Column("reference_type", sa.Text),
     sa.Column("reference_id", pg.UUID(as_uuid=True)),
+    # posted: applied to the balance; declined: a debit the balance could not cover (no effect).
+    sa.Column("status", sa.Text, nullable=False, server_default="posted"),
     created_at(),
+    sa.CheckConstraint("status IN ('posted', 'declined')", name="status"),
     sa.Index("ix_wallet_transactions_created_at", sa.text("created_at DESC")),
 )

@@ -1,0 +1,136 @@
+"""Campaigns and their recipients, smart lists, conversations, messages and unsubscribes."""
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+
+from tenancy.tables.base import created_at, tenant_metadata, updated_at, uuid_pk
+
+UUID = pg.UUID(as_uuid=True)
+TIMESTAMP = sa.TIMESTAMP(timezone=True)
+
+CAMPAIGN_STATES = ("draft", "scheduled", "sending", "completed", "paused", "cancelled", "failed")
+RECIPIENT_STATES = ("pending", "sending", "sent", "failed", "skipped")
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN (" + ", ".join(f"'{value}'" for value in values) + ")"
+
+
+smart_lists = sa.Table(
+    "smart_lists",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("name", sa.Text, nullable=False),
+    # Contacts carrying any of these tags are the list.
+    sa.Column("tags", pg.ARRAY(sa.Text), nullable=False),
+    created_at(),
+    updated_at(),
+    sa.Index("ix_smart_lists_created_at", sa.text("created_at DESC")),
+)
+
+campaigns = sa.Table(
+    "campaigns",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("campaign_type", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="draft"),
+    sa.Column("subject", sa.Text),
+    sa.Column("message_content", sa.Text),
+    sa.Column("contact_ids", pg.ARRAY(UUID), nullable=False,
+              server_default=sa.text("'{}'::uuid[]")),
+    sa.Column("smart_list_id", UUID, sa.ForeignKey("smart_lists.id")),
+    sa.Column("start_date", TIMESTAMP),
+    sa.Column("business_hours_enabled", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("business_hours_config", pg.JSONB),
+    # Bumped by every schedule, resume and business-hours deferral: a send job carries the
+    # version it was queued for and does nothing once the campaign has moved on.
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("paused_reason", sa.Text),
+    sa.Column("recipients_materialised_at", TIMESTAMP),
+    sa.Column("started_at", TIMESTAMP),
+    sa.Column("completed_at", TIMESTAMP),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint(_one_of("status", CAMPAIGN_STATES), name="status"),
+    sa.CheckConstraint("campaign_type IN ('email', 'sms')", name="campaign_type"),
+    sa.Index("ix_campaigns_due", "status", "start_date"),
+)
+
+campaign_recipients = sa.Table(
+    "campaign_recipients",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
+              nullable=False, index=True),
+    sa.Column("state", sa.Text, nullable=False, server_default="pending"),
+    # Set in the transaction that debits the wallet for this recipient: never charged twice.
+    sa.Column("charged", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("message_id", sa.Text),
+    sa.Column("provider_message_id", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("claimed_at", TIMESTAMP),
+    sa.Column("sent_at", TIMESTAMP),
+    sa.Column("opened_at", TIMESTAMP),
+    sa.Column("clicked_at", TIMESTAMP),
+    sa.Column("unsubscribed_at", TIMESTAMP),
+    created_at(),
+    sa.UniqueConstraint("campaign_id", "contact_id"),
+    sa.CheckConstraint(_one_of("state", RECIPIENT_STATES), name="state"),
+    sa.Index("ix_campaign_recipients_campaign_id_state", "campaign_id", "state"),
+)
+
+conversations = sa.Table(
+    "conversations",
+    tenant_metadata,
+    uuid_pk(),
+    # One conversation per contact; it blocks the contact's deletion (CONTRACT section 3).
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id"), nullable=False, unique=True),
+    sa.Column("last_message_at", TIMESTAMP),
+    created_at(),
+    updated_at(),
+)
+
+messages = sa.Table(
+    "messages",
+    tenant_metadata,
+    uuid_pk(),
+    # Orders messages written in one transaction (they share created_at).
+    sa.Column("seq", sa.BigInteger, sa.Identity(), nullable=False),
+    sa.Column("conversation_id", UUID, sa.ForeignKey("conversations.id"), nullable=False),
+    sa.Column("direction", sa.Text, nullable=False),
+    sa.Column("sender_type", sa.Text, nullable=False),
+    sa.Column("message_type", sa.Text, nullable=False),
+    sa.Column("subject", sa.Text),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id")),
+    sa.Column("provider_message_id", sa.Text),
+    sa.Column("error", sa.Text),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint("direction IN ('inbound', 'outbound')", name="direction"),
+    sa.CheckConstraint("message_type IN ('sms', 'email')", name="message_type"),
+    sa.CheckConstraint("status IN ('queued', 'sent', 'failed', 'received')", name="status"),
+    sa.Index("ix_messages_conversation_id_created_at", "conversation_id",
+             sa.text("created_at DESC"), sa.text("seq DESC")),
+    # A provider that retries an inbound webhook gives the same id: kept once.
+    sa.Index("uq_messages_inbound_provider_message_id", "message_type", "provider_message_id",
+             unique=True, postgresql_where=sa.text("direction = 'inbound'")),
+)
+
+unsubscribes = sa.Table(
+    "unsubscribes",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("channel", sa.Text, nullable=False),
+    sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id", ondelete="SET NULL")),
+    created_at(),
+    sa.UniqueConstraint("contact_id", "channel"),
+    sa.CheckConstraint("channel IN ('sms', 'email')", name="channel"),
+)

@@ -1,0 +1,144 @@
+"""Voice: LLM provider integrations, AI agents, phone numbers, number pools and calls."""
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+
+from tenancy.tables.base import MONEY, created_at, tenant_metadata, updated_at, uuid_pk
+
+UUID = pg.UUID(as_uuid=True)
+TIMESTAMP = sa.TIMESTAMP(timezone=True)
+
+LLM_PROVIDERS = ("openai", "anthropic", "google", "deepseek", "grok")
+CALL_STATUSES = ("queued", "ringing", "in_progress", "completed", "failed")
+
+integrations = sa.Table(
+    "integrations",
+    tenant_metadata,
+    sa.Column("provider", sa.Text, primary_key=True),
+    # Never returned by any operation.
+    sa.Column("api_key", sa.Text, nullable=False),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint("provider IN ('openai', 'anthropic', 'google', 'deepseek', 'grok')",
+                       name="provider"),
+)
+
+agents = sa.Table(
+    "agents",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("voice_id", sa.Text, nullable=False),
+    sa.Column("max_duration", sa.Float, nullable=False),
+    sa.Column("temperature", sa.Float, nullable=False),
+    sa.Column("silence_timeout", sa.Float, nullable=False),
+    sa.Column("voice_activity_timeout", sa.Float, nullable=False),
+    sa.Column("llm_model", sa.Text, nullable=False),
+    sa.Column("language", sa.Text, nullable=False),
+    sa.Column("background_noise", sa.Boolean, nullable=False),
+    sa.Column("background_type", sa.Text),
+    sa.Column("voicemail_detection", sa.Boolean, nullable=False),
+    sa.Column("voicemail_type", sa.Text),
+    sa.Column("voicemail_message", sa.Text),
+    sa.Column("backcchanneling", sa.Boolean, nullable=False),
+    sa.Column("is_active", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("webhook", sa.Boolean, nullable=False),
+    sa.Column("webhook_url", sa.Text),
+    # Standard Webhooks signing secret (whsec_...) of the post-call webhook.
+    sa.Column("webhook_secret", sa.Text, nullable=False),
+    sa.Column("recording", sa.Boolean, nullable=False),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint("temperature >= 0 AND temperature <= 1", name="temperature"),
+    sa.CheckConstraint("max_duration > 0 AND silence_timeout > 0 AND voice_activity_timeout > 0",
+                       name="positive_durations"),
+    sa.CheckConstraint("NOT background_noise OR background_type IS NOT NULL",
+                       name="background_type"),
+    sa.CheckConstraint("NOT voicemail_detection OR voicemail_type IN ('leave_message', 'hangup')",
+                       name="voicemail_type"),
+    sa.CheckConstraint("NOT webhook OR webhook_url IS NOT NULL", name="webhook_url"),
+    sa.Index("ix_agents_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
+)
+
+phone_numbers = sa.Table(
+    "phone_numbers",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("phone_number", sa.Text, nullable=False),
+    sa.Column("purchased", sa.Boolean, nullable=False),
+    sa.Column("agent_id", UUID, sa.ForeignKey("agents.id", ondelete="SET NULL")),
+    sa.Column("is_active", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("purchased_at", TIMESTAMP),
+    sa.Column("next_billing_date", TIMESTAMP),
+    # The telephony provider that holds the number and its reference there (e.g. a Twilio PN sid).
+    sa.Column("provider", sa.Text, nullable=False),
+    sa.Column("provider_ref", sa.Text),
+    # The inbound routing to the agent (a SIP dispatch rule); null when unassigned.
+    sa.Column("dispatch_rule_id", sa.Text),
+    sa.Column("assigned_at", TIMESTAMP),
+    sa.Column("released_at", TIMESTAMP),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint("purchased OR (purchased_at IS NULL AND next_billing_date IS NULL)",
+                       name="imported_not_billed"),
+    sa.CheckConstraint("is_active OR agent_id IS NULL", name="released_unassigned"),
+    # A number is held once; a released one may be bought or imported again.
+    sa.Index("uq_phone_numbers_phone_number", "phone_number", unique=True,
+             postgresql_where=sa.text("is_active")),
+    sa.Index("ix_phone_numbers_agent_id", "agent_id"),
+)
+
+number_pools = sa.Table(
+    "number_pools",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("name", sa.Text, nullable=False),
+    # Round-robin position: each call takes the next value with one UPDATE ... RETURNING.
+    sa.Column("cursor", sa.BigInteger, nullable=False, server_default="0"),
+    created_at(),
+    updated_at(),
+)
+
+number_pool_members = sa.Table(
+    "number_pool_members",
+    tenant_metadata,
+    sa.Column("pool_id", UUID, sa.ForeignKey("number_pools.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("phone_number_id", UUID, sa.ForeignKey("phone_numbers.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.UniqueConstraint("pool_id", "position"),
+    sa.Index("ix_number_pool_members_phone_number_id", "phone_number_id"),
+)
+
+calls = sa.Table(
+    "calls",
+    tenant_metadata,
+    uuid_pk(),
+    # NO ACTION: a contact with calls cannot be deleted (409 contact_referenced).
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id"), nullable=False),
+    sa.Column("agent_id", UUID, sa.ForeignKey("agents.id"), nullable=False),
+    sa.Column("phone_number_id", UUID, sa.ForeignKey("phone_numbers.id")),
+    sa.Column("pool_id", UUID, sa.ForeignKey("number_pools.id", ondelete="SET NULL")),
+    sa.Column("from_number", sa.Text, nullable=False),
+    sa.Column("to_number", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="queued"),
+    sa.Column("provider", sa.Text, nullable=False),
+    sa.Column("provider_call_id", sa.Text),
+    sa.Column("started_at", TIMESTAMP),
+    sa.Column("ended_at", TIMESTAMP),
+    sa.Column("duration_seconds", sa.Integer),
+    sa.Column("transcript", sa.Text),
+    sa.Column("recording_url", sa.Text),
+    sa.Column("billed_minutes", sa.Integer),
+    sa.Column("cost", MONEY),
+    sa.Column("error", sa.Text),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint(
+        "status IN ('queued', 'ringing', 'in_progress', 'completed', 'failed')", name="status"),
+    sa.Index("ix_calls_contact_id", "contact_id"),
+    sa.Index("ix_calls_agent_id", "agent_id"),
+    sa.Index("ix_calls_open", "status", postgresql_where=sa.text(
+        "status IN ('queued', 'ringing', 'in_progress')")),
+)

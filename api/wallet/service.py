@@ -1,16 +1,19 @@
 """The prepaid wallet: a balance row and a ledger of signed amounts, in the tenant schema.
 
 Every change is one UPDATE guarded so the balance never goes below zero (the CHECK constraint
-backs it), plus one ledger row, in the caller's tenant transaction.
+backs it), plus one ledger row, in the caller's tenant transaction. A debit the balance cannot
+cover changes nothing and is written to the ledger as a `declined` row.
 """
 
 from __future__ import annotations
 
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import asyncpg
 
+from tenancy.db import tenant_transaction
 from tenancy.errors import APIError
 
 CREDIT = """
@@ -25,30 +28,89 @@ RETURNING balance
 
 INSERT_TRANSACTION = """
 INSERT INTO wallet_transactions
-    (amount, balance_after, kind, description, reference_type, reference_id)
-VALUES ($1, $2, $3, $4, $5, $6)
+    (amount, balance_after, kind, description, reference_type, reference_id, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING id
 """
 
 SELECT_BALANCE = "SELECT balance, currency FROM wallet WHERE id = 1"
 
+SELECT_BALANCE_ONLY = "SELECT balance FROM wallet WHERE id = 1"
+
+SELECT_TRANSACTIONS = """
+SELECT id, amount, balance_after, kind, status, description, reference_type, reference_id,
+       created_at, count(*) OVER () AS total
+FROM wallet_transactions
+ORDER BY created_at DESC, id DESC
+LIMIT $1 OFFSET $2
+"""
+
+COUNT_TRANSACTIONS = "SELECT count(*) FROM wallet_transactions"
+
+
+class InsufficientFunds(APIError):
+    """402 insufficient_funds: the balance cannot cover a debit; the balance is unchanged."""
+
+    def __init__(self, amount: Decimal, balance: Decimal) -> None:
+        super().__init__(402, "insufficient_funds", "the wallet balance cannot cover this charge")
+        self.amount = amount
+        self.balance = balance
+
+
+def _not_negative(amount: Decimal) -> None:
+    # A negative debit would be a credit in disguise: a programming error, not a client's.
+    if amount < 0:
+        raise ValueError("wallet amounts are not negative; use credit or debit")
+
 
 async def credit(conn: asyncpg.Connection, amount: Decimal, kind: str = "credit",
                  description: str | None = None, reference_type: str | None = None,
                  reference_id: uuid.UUID | None = None) -> Decimal:
+    _not_negative(amount)
     balance: Decimal = await conn.fetchval(CREDIT, amount)
     await conn.execute(INSERT_TRANSACTION, amount, balance, kind, description, reference_type,
-                       reference_id)
+                       reference_id, "posted")
     return balance
 
 
 async def debit(conn: asyncpg.Connection, amount: Decimal, kind: str,
                 description: str | None = None, reference_type: str | None = None,
                 reference_id: uuid.UUID | None = None) -> Decimal:
-    """Take `amount` off the balance, or raise 402 insufficient_funds and change nothing."""
+    """Take `amount` off the balance, or record a declined row and raise InsufficientFunds.
+
+    The declined row is written in the caller's transaction: a caller that handles the refusal
+    and commits (a campaign pausing) keeps it; a caller that lets the 402 roll its transaction
+    back may keep a record with `record_declined` in a transaction of its own.
+    """
+    _not_negative(amount)
     balance = await conn.fetchval(DEBIT, amount)
     if balance is None:
-        raise APIError(402, "insufficient_funds", "the wallet balance cannot cover this charge")
+        current: Decimal = await conn.fetchval(SELECT_BALANCE_ONLY)
+        await conn.execute(INSERT_TRANSACTION, -amount, current, kind, description,
+                           reference_type, reference_id, "declined")
+        raise InsufficientFunds(amount, current)
     await conn.execute(INSERT_TRANSACTION, -amount, balance, kind, description, reference_type,
-                       reference_id)
+                       reference_id, "posted")
     return balance  # type: ignore[no-any-return]
+
+
+async def record_declined(pool: asyncpg.Pool, schema: str, amount: Decimal, kind: str,
+                          description: str | None = None, reference_type: str | None = None,
+                          reference_id: uuid.UUID | None = None) -> None:
+    """Write a declined debit in a transaction of its own (after the caller's rolled back)."""
+    async with tenant_transaction(pool, schema) as conn:
+        current = await conn.fetchval(SELECT_BALANCE_ONLY)
+        await conn.execute(INSERT_TRANSACTION, -amount, current, kind, description,
+                           reference_type, reference_id, "declined")
+
+
+async def wallet_with_transactions(pool: asyncpg.Pool, schema: str, limit: int,
+                                   offset: int) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                         int]:
+    """The balance and one page of the ledger, newest first."""
+    async with tenant_transaction(pool, schema) as conn:
+        wallet = await conn.fetchrow(SELECT_BALANCE)
+        rows = await conn.fetch(SELECT_TRANSACTIONS, limit, offset)
+        total = rows[0]["total"] if rows else await conn.fetchval(COUNT_TRANSACTIONS)
+    items = [{key: row[key] for key in row.keys() if key != "total"} for row in rows]
+    return dict(wallet), items, total

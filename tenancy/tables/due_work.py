@@ -27,6 +27,8 @@ due_work = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     # A claimed row is leased to one worker until this time; afterwards it may be claimed again.
     sa.Column("claimed_until", TIMESTAMP),
+    # The version the current lease was taken at: only that claim may release it early.
+    sa.Column("claimed_version", sa.BigInteger),
     sa.Column("last_error", sa.Text),
     created_at(),
     updated_at(),

@@ -1,0 +1,218 @@
+"""Outbound webhook HTTP: Standard Webhooks signing, an SSRF guard, and one POST per attempt.
+
+Signing follows the Standard Webhooks spec: the secret is `whsec_<base64 key>`, and
+`webhook-signature` is `v1,<base64 HMAC-SHA256(key, "{webhook-id}.{webhook-timestamp}.{body}")>`.
+
+The SSRF guard resolves the target host when sending, refuses it if any address it resolves to
+is not a public unicast address, and then connects to the very address it checked (the URL's
+host is swapped for that address, while the Host header and TLS SNI / certificate check keep the
+original name), so DNS cannot answer differently between the check and the connect.
+Redirects are never followed, proxies from the environment are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+
+import httpx
+
+SECRET_PREFIX = "whsec_"
+USER_AGENT = "Switchboard-Webhooks/1.0"
+TIMEOUT_SECONDS = 10.0
+RESOLVE_TIMEOUT_SECONDS = 5.0
+LOCAL_NAMES = ("localhost", "localhost.localdomain")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class TargetNotAllowed(Exception):
+    """The URL is not an http(s) URL, or its host is (or resolves to) a non-public address."""
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+    refused: bool = False
+
+    @property
+    def delivered(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+# --- signing ----------------------------------------------------------------------------------
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def signing_key(secret: str) -> bytes:
+    """The HMAC key of a `whsec_` secret; any other string is used as its UTF-8 bytes."""
+    if secret.startswith(SECRET_PREFIX):
+        try:
+            return base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    return secret.encode("utf-8")
+
+
+def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
+    content = f"{message_id}.{timestamp}.{body}".encode()
+    digest = hmac.new(signing_key(secret), content, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode("ascii")
+
+
+def signed_headers(secret: str, message_id: str, body: str,
+                   timestamp: int | None = None) -> dict[str, str]:
+    stamp = int(time.time()) if timestamp is None else timestamp
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(stamp),
+        "webhook-signature": sign(secret, message_id, stamp, body),
+    }
+
+
+# --- target checks ----------------------------------------------------------------------------
+
+
+def parse_target(url: str) -> httpx.URL:
+    """An absolute http(s) URL with a host, or TargetNotAllowed."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise TargetNotAllowed("not a valid URL") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise TargetNotAllowed("the URL must be an absolute http or https URL")
+    return parsed
+
+
+def is_public_address(address: IPAddress) -> bool:
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is not None and not is_public_address(embedded):
+            return False
+    return not (
+        address.is_private or address.is_loopback or address.is_link_local
+        or address.is_multicast or address.is_reserved or address.is_unspecified
+        or not address.is_global
+    )
+
+
+def literal_address(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+async def resolve(host: str, port: int) -> list[IPAddress]:
+    loop = asyncio.get_running_loop()
+    infos = await asyncio.wait_for(
+        loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_SECONDS)
+    found: list[IPAddress] = []
+    for _family, _type, _proto, _name, sockaddr in infos:
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in found:
+            found.append(address)
+    return found
+
+
+async def checked_addresses(target: httpx.URL) -> list[IPAddress]:
+    """Every address the target's host resolves to, all public; else TargetNotAllowed."""
+    host = target.host
+    literal = literal_address(host)
+    if literal is not None:
+        addresses = [literal]
+    elif host.lower().rstrip(".") in LOCAL_NAMES or host.lower().endswith(".localhost"):
+        raise TargetNotAllowed("the URL points at a local host")
+    else:
+        try:
+            addresses = await resolve(target.raw_host.decode("ascii"), target.port or _port(target))
+        except (TimeoutError, OSError, UnicodeError) as exc:
+            raise TargetNotAllowed("the URL's host could not be resolved") from exc
+    if not addresses or not all(is_public_address(a) for a in addresses):
+        raise TargetNotAllowed("the URL points at a private, loopback or reserved address")
+    return addresses
+
+
+def _port(target: httpx.URL) -> int:
+    return 443 if target.scheme == "https" else 80
+
+
+async def check_target(url: str, *, allow_private: bool) -> None:
+    """Creation-time check: the URL is http(s) and, unless allowed, not a private target.
+
+    A public name that does not resolve right now is accepted: the send-time check decides.
+    """
+    target = parse_target(url)
+    if allow_private:
+        return
+    try:
+        await checked_addresses(target)
+    except TargetNotAllowed as exc:
+        if isinstance(exc.__cause__, OSError):
+            return
+        raise
+
+
+# --- sending ----------------------------------------------------------------------------------
+
+
+async def post(url: str, secret: str, message_id: str, body: str, *, allow_private: bool,
+               timeout_seconds: float = TIMEOUT_SECONDS) -> AttemptResult:
+    """One signed delivery attempt. Never raises for network or policy failures."""
+    started = time.perf_counter()
+    try:
+        request_url, extensions, host_header = await _route(url, allow_private)
+    except TargetNotAllowed as exc:
+        return AttemptResult(None, f"target_not_allowed: {exc}", _ms(started), refused=True)
+    headers = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        **signed_headers(secret, message_id, body),
+    }
+    if host_header is not None:
+        headers["host"] = host_header
+    try:
+        async with (
+            httpx.AsyncClient(timeout=httpx.Timeout(timeout_seconds), follow_redirects=False,
+                              trust_env=False) as client,
+            client.stream("POST", request_url, content=body.encode("utf-8"), headers=headers,
+                          extensions=extensions) as response,
+        ):
+            return AttemptResult(response.status_code, None, _ms(started))
+    except httpx.TimeoutException:
+        return AttemptResult(None, "timeout", _ms(started))
+    except httpx.HTTPError as exc:
+        return AttemptResult(None, f"{type(exc).__name__}: {exc}"[:500], _ms(started))
+    except OSError as exc:
+        return AttemptResult(None, f"{type(exc).__name__}: {exc}"[:500], _ms(started))
+
+
+async def _route(url: str, allow_private: bool) -> tuple[httpx.URL, dict[str, str], str | None]:
+    """The URL to connect to, request extensions and Host header (pinned when guarded)."""
+    target = parse_target(url)
+    if allow_private:
+        return target, {}, None
+    address = (await checked_addresses(target))[0]
+    if literal_address(target.host) is not None:
+        return target, {}, None
+    host_header = target.netloc.decode("ascii")
+    extensions = {"sni_hostname": target.raw_host.decode("ascii")} if (
+        target.scheme == "https") else {}
+    return target.copy_with(host=str(address)), extensions, host_header
+
+
+def _ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)

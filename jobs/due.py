@@ -1,0 +1,311 @@
+"""The durable scheduler: work that must happen is a row in `control.due_work`; arq only runs it.
+
+Service API (any feature, from a route's or a job's transaction):
+
+- `schedule_due(conn, sub_account_id, kind, ref_id, due_at)`: insert, or replace the time of,
+  the one row per (kind, ref_id). Written in the caller's transaction; rescheduling supersedes
+  the earlier time (a job queued for it finds a newer version and does nothing).
+- `cancel_due(conn, kind, ref_id)` / `cancel_due_many(conn, kind, ref_ids)`: forget it.
+- `@register(kind, lease_seconds=...)` on `async def handler(ctx, work: DueWork)`, in the
+  feature's own `jobs/<feature>.py`. The handler returns None when the work is done (the row is
+  deleted) or the aware datetime at which it must run again (the row is rescheduled). It must be
+  idempotent: it may run again after a crash, so it reloads its state from the database.
+  An exception reschedules the row with a capped backoff.
+
+How it runs: `schedule_due` sends `pg_notify` in the writing transaction (delivered on commit);
+the worker LISTENs on a dedicated connection and enqueues `run_due` with `_defer_until=due_at` and
+a job id derived from (row id, version), so enqueuing twice runs once. `run_due` claims the row
+with `FOR UPDATE SKIP LOCKED` and a lease (the claim also bumps the version), calls the handler,
+then deletes or reschedules the row. A cron sweeper (every 5 s, and once at worker start)
+re-enqueues due, unleased rows that Redis lost or never got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+from arq import cron
+from arq.worker import func
+
+from tenancy.clock import utcnow
+from tenancy.db import asyncpg_dsn
+
+log = logging.getLogger("switchboard.due")
+
+CHANNEL = "switchboard_due"
+SWEEP_LIMIT = 1000
+MAX_ERROR_BACKOFF_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class DueWork:
+    id: uuid.UUID
+    sub_account_id: uuid.UUID
+    schema: str
+    kind: str
+    ref_id: uuid.UUID
+    due_at: datetime
+    attempts: int
+    version: int
+
+
+Handler = Callable[[dict[str, Any], DueWork], Awaitable[datetime | None]]
+
+
+@dataclass(frozen=True)
+class Registration:
+    handler: Handler
+    lease: timedelta
+
+
+HANDLERS: dict[str, Registration] = {}
+
+
+def register(kind: str, *, lease_seconds: float = 300) -> Callable[[Handler], Handler]:
+    """Make `handler` run the due work of `kind`; the lease must outlast one run."""
+
+    def decorator(handler: Handler) -> Handler:
+        HANDLERS[kind] = Registration(handler, timedelta(seconds=lease_seconds))
+        return handler
+
+    return decorator
+
+
+# --- service API ------------------------------------------------------------------------------
+
+UPSERT_DUE = """
+INSERT INTO control.due_work (sub_account_id, kind, ref_id, due_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (kind, ref_id) DO UPDATE
+SET due_at = EXCLUDED.due_at, version = control.due_work.version + 1, updated_at = now()
+RETURNING id, version, due_at
+"""
+
+DELETE_DUE = "DELETE FROM control.due_work WHERE kind = $1 AND ref_id = ANY($2::uuid[])"
+
+
+async def schedule_due(conn: asyncpg.Connection, sub_account_id: uuid.UUID, kind: str,
+                       ref_id: uuid.UUID, due_at: datetime) -> None:
+    """Run `kind` for `ref_id` at `due_at` (replacing any earlier time), once this commits."""
+    row = await conn.fetchrow(UPSERT_DUE, sub_account_id, kind, ref_id, due_at)
+    await notify(conn, row["id"], row["version"], row["due_at"])
+
+
+async def cancel_due(conn: asyncpg.Connection, kind: str, ref_id: uuid.UUID) -> None:
+    await conn.execute(DELETE_DUE, kind, [ref_id])
+
+
+async def cancel_due_many(conn: asyncpg.Connection, kind: str,
+                          ref_ids: Iterable[uuid.UUID]) -> None:
+    ids = list(ref_ids)
+    if ids:
+        await conn.execute(DELETE_DUE, kind, ids)
+
+
+async def notify(conn: asyncpg.Connection, due_id: uuid.UUID, version: int,
+                 due_at: datetime) -> None:
+    payload = json.dumps({"id": str(due_id), "version": version, "due_at": due_at.timestamp()})
+    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+
+
+# --- enqueueing -------------------------------------------------------------------------------
+
+
+def job_id(due_id: uuid.UUID | str, version: int) -> str:
+    return f"due:{due_id}:{version}"
+
+
+async def enqueue(redis: Any, due_id: uuid.UUID | str, version: int, due_at: datetime) -> None:
+    """Queue `run_due` for this version of the row; a no-op when that job is already queued."""
+    defer = due_at if due_at > utcnow() else None
+    await redis.enqueue_job("run_due", str(due_id), version, _job_id=job_id(due_id, version),
+                            _defer_until=defer)
+
+
+SELECT_SWEEP = """
+SELECT id, version, due_at FROM control.due_work
+WHERE due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
+ORDER BY due_at
+LIMIT $1
+"""
+
+
+async def sweep_due(ctx: dict[str, Any]) -> int:
+    """Enqueue every due, unleased row (the queue dedupes the ones it still holds)."""
+    rows = await ctx["db"].fetch(SELECT_SWEEP, SWEEP_LIMIT)
+    for row in rows:
+        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
+    return len(rows)
+
+
+# --- running ----------------------------------------------------------------------------------
+
+SELECT_CLAIMABLE = """
+SELECT w.kind FROM control.due_work AS w
+WHERE w.id = $1 AND w.version = $2 AND w.due_at <= now()
+  AND (w.claimed_until IS NULL OR w.claimed_until < now())
+FOR UPDATE SKIP LOCKED
+"""
+
+CLAIM = """
+UPDATE control.due_work AS w
+SET version = w.version + 1, attempts = w.attempts + 1, claimed_until = now() + $2::interval,
+    claimed_version = w.version + 1, updated_at = now()
+FROM control.sub_accounts AS s
+WHERE w.id = $1 AND s.id = w.sub_account_id
+RETURNING w.id, w.sub_account_id, s.schema_name, w.kind, w.ref_id, w.due_at, w.attempts, w.version
+"""
+
+FINISH_DONE = "DELETE FROM control.due_work WHERE id = $1 AND version = $2 RETURNING id"
+
+FINISH_AGAIN = """
+UPDATE control.due_work
+SET due_at = $3, version = version + 1, claimed_until = NULL, claimed_version = NULL,
+    last_error = $4, updated_at = now()
+WHERE id = $1 AND version = $2
+RETURNING id, version, due_at
+"""
+
+# Rescheduled while it ran: release our lease (not a later claim's) so the new version can run.
+RELEASE = """
+UPDATE control.due_work SET claimed_until = NULL, claimed_version = NULL, updated_at = now()
+WHERE id = $1 AND claimed_version = $2
+RETURNING id, version, due_at
+"""
+
+
+async def claim(pool: asyncpg.Pool, due_id: uuid.UUID, version: int) -> DueWork | None:
+    async with pool.acquire() as conn, conn.transaction():
+        kind = await conn.fetchval(SELECT_CLAIMABLE, due_id, version)
+        if kind is None:
+            return None
+        registration = HANDLERS.get(kind)
+        lease = registration.lease if registration else timedelta(minutes=5)
+        row = await conn.fetchrow(CLAIM, due_id, lease)
+    if row is None:
+        return None
+    return DueWork(row["id"], row["sub_account_id"], row["schema_name"], row["kind"],
+                   row["ref_id"], row["due_at"], row["attempts"], row["version"])
+
+
+async def finish(ctx: dict[str, Any], work: DueWork, next_at: datetime | None,
+                 error: str | None = None) -> None:
+    async with ctx["db"].acquire() as conn, conn.transaction():
+        if next_at is None:
+            if await conn.fetchval(FINISH_DONE, work.id, work.version) is not None:
+                return
+            row = None
+        else:
+            row = await conn.fetchrow(FINISH_AGAIN, work.id, work.version, next_at, error)
+        if row is None:
+            row = await conn.fetchrow(RELEASE, work.id, work.version)
+    if row is not None:
+        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
+
+
+async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
+    """arq task: claim one due row, run its kind's handler, record the outcome."""
+    work = await claim(ctx["db"], uuid.UUID(due_id), version)
+    if work is None:
+        return
+    registration = HANDLERS.get(work.kind)
+    try:
+        if registration is None:
+            raise LookupError(f"no handler registered for due work kind {work.kind!r}")
+        next_at = await registration.handler(ctx, work)
+    except Exception as exc:
+        log.exception("due work %s (%s) failed", work.id, work.kind)
+        backoff = min(5 * 2 ** min(work.attempts, 10), MAX_ERROR_BACKOFF_SECONDS)
+        await finish(ctx, work, utcnow() + timedelta(seconds=backoff), type(exc).__name__)
+        return
+    await finish(ctx, work, next_at)
+
+
+# --- the worker's LISTEN connection -----------------------------------------------------------
+
+
+class Listener:
+    """Holds a LISTEN connection; on each notification enqueues the row's job. Reconnects."""
+
+    def __init__(self, ctx: dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+        self.pending: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="due-listener")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.ready.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        for task in list(self.pending):
+            task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._listen()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("due-work listener connection failed; reconnecting", exc_info=True)
+            await asyncio.sleep(1)
+
+    async def _listen(self) -> None:
+        conn = await asyncpg.connect(asyncpg_dsn(self.ctx["database_url"]))
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _conn: lost.set())
+        try:
+            await conn.add_listener(CHANNEL, self._notified)
+            # Anything committed while nobody listened is picked up now.
+            await sweep_due(self.ctx)
+            self.ready.set()
+            await lost.wait()
+        finally:
+            if not conn.is_closed():
+                await conn.close(timeout=5)
+
+    def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        task = asyncio.create_task(self._enqueue(payload))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def _enqueue(self, payload: str) -> None:
+        try:
+            message = json.loads(payload)
+            due_at = datetime.fromtimestamp(float(message["due_at"]), tz=utcnow().tzinfo)
+            await enqueue(self.ctx["redis"], message["id"], int(message["version"]), due_at)
+        except Exception:
+            log.warning("could not enqueue due work from a notification", exc_info=True)
+
+
+async def start_listener(ctx: dict[str, Any]) -> None:
+    listener = Listener(ctx)
+    ctx["due_listener"] = listener
+    await listener.start()
+
+
+async def stop_listener(ctx: dict[str, Any]) -> None:
+    listener = ctx.pop("due_listener", None)
+    if listener is not None:
+        await listener.stop()
+
+
+TASKS = [func(run_due, name="run_due", keep_result=0, max_tries=3)]
+CRON_JOBS = [cron(sweep_due, name="sweep_due", second=set(range(0, 60, 5)), keep_result=0)]
+ON_STARTUP = [start_listener]
+ON_SHUTDOWN = [stop_listener]

@@ -21,6 +21,7 @@ from quart.json.provider import DefaultJSONProvider
 from quart.wrappers import Request
 from quart_schema import Info, QuartSchema
 
+from api import idempotency
 from api.errors import APIError, register_error_handlers
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
@@ -153,4 +154,5 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         response.headers["X-API-Version"] = API_VERSION
         for name, value in getattr(g, "rate_limit_headers", {}).items():
             response.headers[name] = value
+        await idempotency.finish(response)
         return response

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from quart import current_app, g, request
 
+from api import idempotency
 from api.errors import APIError
 from tenancy.principals import Principal, principal_for_key
 
@@ -54,7 +55,10 @@ def requires(kind: Literal["agency", "sub_account"]) -> Callable[[Callable[..., 
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            await authenticate(kind)
+            found = await authenticate(kind)
+            replay = await idempotency.begin(found.key_id)
+            if replay is not None:
+                return replay
             return await func(*args, **kwargs)
 
         setattr(wrapper, AUTH_ATTRIBUTE, kind)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from decimal import Decimal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from decimal import Decimal
 from typing import Any
 
 import asyncpg

@@ -21,12 +21,13 @@ from quart.json.provider import DefaultJSONProvider
 from quart.wrappers import Request
 from quart_schema import Info, QuartSchema
 
-from api import idempotency
+from api import idempotency, metrics
 from api.errors import APIError, register_error_handlers
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
 from tenancy.clock import iso
 from tenancy.db import create_pool
+from tenancy.logs import request_id_var, sub_account_id_var
 from tenancy.settings import Settings, get_settings
 
 API_VERSION = "2026.10.07"
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None) -> Quart:
     app.json = JSONProvider(app)
     register_error_handlers(app)
     _register_lifecycle(app, settings)
+    metrics.install(app)
     _register_blueprints(app)
 
     @app.get("/docs/assets/<path:name>")
@@ -142,6 +144,8 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
     async def assign_request_id() -> None:
         incoming = request.headers.get("x-request-id", "")
         g.request_id = incoming if REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id_var.set(g.request_id)
+        sub_account_id_var.set(None)
 
     @app.before_request
     async def refuse_unstorable_url_text() -> None:

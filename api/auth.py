@@ -15,6 +15,7 @@ from quart import current_app, g, request
 
 from api import idempotency
 from api.errors import APIError
+from tenancy.logs import sub_account_id_var
 from tenancy.principals import Principal, principal_for_key
 
 AGENCY: Literal["agency"] = "agency"
@@ -41,6 +42,8 @@ async def authenticate(kind: str) -> Principal:
     if found is None or found.kind != kind:
         raise APIError(401, "invalid_api_key", "the API key is invalid for this operation")
     g.principal = found
+    if found.sub_account_id is not None:
+        sub_account_id_var.set(str(found.sub_account_id))
     limiter = current_app.config["RATE_LIMITER"]
     verdict = await limiter.hit(str(found.key_id))
     if verdict is not None:

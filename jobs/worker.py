@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 from arq.connections import RedisSettings
+from arq.cron import CronJob
+from arq.worker import Function
 
+from jobs.metrics import counted
 from tenancy.db import create_pool
 from tenancy.settings import get_settings
 
@@ -42,17 +46,24 @@ def _collect(attribute: str) -> list[Any]:
 
     found: list[Any] = []
     for info in sorted(pkgutil.iter_modules(jobs.__path__), key=lambda m: m.name):
-        if info.name != "worker":
+        if info.name not in ("worker", "metrics"):
             found.extend(getattr(importlib.import_module(f"jobs.{info.name}"), attribute, []))
     return found
 
 
+def _counted(task: Any) -> Any:
+    """The task (a coroutine function, arq Function or CronJob) with its runs counted."""
+    if isinstance(task, Function | CronJob):
+        return dataclasses.replace(task, coroutine=counted(task.coroutine))
+    return counted(task)
+
+
 def functions() -> list[Any]:
-    return [ping, *_collect("TASKS")]
+    return [_counted(task) for task in (ping, *_collect("TASKS"))]
 
 
 def cron_jobs() -> list[Any]:
-    return _collect("CRON_JOBS")
+    return [_counted(job) for job in _collect("CRON_JOBS")]
 
 
 def worker_settings(database_url: str, redis_url: str, **overrides: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import signal
 import sys
@@ -56,8 +55,18 @@ async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
     task = asyncio.create_task(worker.async_run())
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    await worker.close()
     stopper.cancel()
+    if not task.done():
+        # Graceful stop: take no new jobs, let running ones finish within the grace period;
+        # whatever is cut off is retried by arq and is idempotent by design.
+        worker.allow_pick_jobs = False
+        grace = get_settings().worker_shutdown_grace_seconds
+        deadline = asyncio.get_running_loop().time() + grace
+        while worker.tasks and any(not t.done() for t in worker.tasks.values()):
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.1)
+    await worker.close()
     if not task.done():
         task.cancel()
 
@@ -194,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from tenancy.logs import configure_logging
+
+    configure_logging(get_settings().log_format)
     args = build_parser().parse_args(argv)
     if getattr(args, "tenant", None):
         for value in args.tenant:

@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     db_pool_min: int = Field(default=2, alias="SWITCHBOARD_DB_POOL_MIN")
     db_pool_max: int = Field(default=20, alias="SWITCHBOARD_DB_POOL_MAX")
     max_body_bytes: int = Field(default=1_048_576, alias="SWITCHBOARD_MAX_BODY_BYTES")
+    log_format: str = Field(default="json", alias="SWITCHBOARD_LOG_FORMAT")
+    # On SIGTERM the worker stops taking jobs and gives running ones this long to finish.
+    worker_shutdown_grace_seconds: float = Field(default=25.0,
+                                                 alias="SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS")
     invitation_ttl_days: int = 7
 
 

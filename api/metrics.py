@@ -1,0 +1,100 @@
+"""Prometheus metrics at /metrics: requests, latency, jobs, queue depth, due-work lag, DB pool.
+
+Request metrics are labelled by the route's rule (`/webhooks/inbound/contacts/<contact_id>`),
+never the raw path, so ids do not explode the series. Job counters are kept in Redis by every
+worker (jobs/metrics.py) and read here, so one scrape of any API replica sees all workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from quart import Blueprint, Quart, Response, current_app, g, request
+from quart_schema import hide
+
+from jobs.metrics import JOB_COUNTS_KEY
+
+blueprint = Blueprint("metrics", __name__)
+access_log = logging.getLogger("switchboard.access")
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+REQUESTS = Counter("switchboard_http_requests_total", "HTTP requests answered",
+                   ["method", "route", "status"], registry=REGISTRY)
+LATENCY = Histogram("switchboard_http_request_duration_seconds", "HTTP request latency",
+                    ["method", "route"], registry=REGISTRY,
+                    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+JOBS = Gauge("switchboard_jobs_total", "Jobs run by the workers, by kind and outcome",
+             ["kind", "outcome"], registry=REGISTRY)
+QUEUE_DEPTH = Gauge("switchboard_queue_depth", "Jobs waiting in the arq queue", registry=REGISTRY)
+DUE_LAG = Gauge("switchboard_due_work_lag_seconds",
+                "Age of the oldest due, unclaimed work item (0 when none)", registry=REGISTRY)
+DUE_PENDING = Gauge("switchboard_due_work_pending", "Due, unclaimed work items",
+                    registry=REGISTRY)
+POOL_SIZE = Gauge("switchboard_db_pool_connections", "asyncpg pool connections",
+                  ["state"], registry=REGISTRY)
+
+DUE_WORK_LAG = """
+SELECT count(*) AS pending,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(due_at)), 0) AS lag
+FROM control.due_work
+WHERE due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
+"""
+
+
+def install(app: Quart) -> None:
+    @app.before_request
+    async def start_timer() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    async def observe(response: Response) -> Response:
+        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        started = getattr(g, "started", None)
+        elapsed = time.perf_counter() - started if started is not None else 0.0
+        if rule != "/metrics":
+            REQUESTS.labels(request.method, rule, str(response.status_code)).inc()
+            LATENCY.labels(request.method, rule).observe(elapsed)
+        access_log.info("%s %s %s", request.method, rule, response.status_code,
+                        extra={"method": request.method, "route": rule,
+                               "status": response.status_code,
+                               "duration_ms": round(elapsed * 1000, 2)})
+        return response
+
+    app.register_blueprint(blueprint)
+
+
+async def _collect() -> None:
+    pool = current_app.config["DB_POOL"]
+    POOL_SIZE.labels("total").set(pool.get_size())
+    POOL_SIZE.labels("idle").set(pool.get_idle_size())
+    POOL_SIZE.labels("in_use").set(pool.get_size() - pool.get_idle_size())
+    try:
+        row = await pool.fetchrow(DUE_WORK_LAG)
+        DUE_PENDING.set(row["pending"])
+        DUE_LAG.set(float(row["lag"]))
+    except Exception:  # the gauges keep their last value while the database is away
+        pass
+    redis = current_app.config["REDIS"]
+    try:
+        QUEUE_DEPTH.set(await redis.zcard("arq:queue"))
+        for field, value in (await redis.hgetall(JOB_COUNTS_KEY)).items():
+            kind, _, outcome = field.decode().rpartition(":")
+            JOBS.labels(kind, outcome).set(int(value))
+    except Exception:
+        pass
+
+
+@blueprint.get("/metrics")
+@hide
+async def metrics() -> Response:
+    await _collect()
+    return Response(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,53 @@
+"""Structured logs: one JSON object per line with request id and sub-account id, no secrets.
+
+The request and tenant are carried in context variables that the API sets once per request,
+so every log line written while serving it carries them. A redacting filter masks anything
+shaped like one of our keys or webhook secrets, as a last line of defence.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from contextvars import ContextVar
+
+from pythonjsonlogger.json import JsonFormatter
+
+request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
+sub_account_id_var: ContextVar[str | None] = ContextVar("sub_account_id", default=None)
+
+SECRET = re.compile(r"(sb_|whsec_)[A-Za-z0-9_\-+/=]{8,}")
+
+
+def redact(text: str) -> str:
+    return SECRET.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
+class ContextFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id_var.get()
+        record.sub_account_id = sub_account_id_var.get()
+        if isinstance(record.msg, str) and SECRET.search(record.msg):
+            record.msg = redact(record.msg)
+        if record.args:
+            record.args = tuple(redact(a) if isinstance(a, str) else a
+                                for a in (record.args if isinstance(record.args, tuple)
+                                          else (record.args,)))
+        return True
+
+
+def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(ContextFilter())
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(sub_account_id)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            timestamp=False))
+    else:
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(sub_account_id)s] %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

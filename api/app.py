@@ -23,6 +23,7 @@ from quart_schema import Info, QuartSchema
 
 from api import idempotency, metrics
 from api.errors import APIError, register_error_handlers
+from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
 from tenancy.clock import iso
@@ -91,6 +92,7 @@ def create_app(settings: Settings | None = None) -> Quart:
             "Bearer": {"type": "http", "scheme": "bearer"},
         },
         conversion_preference="pydantic",
+        openapi_provider_class=SwitchboardOpenAPIProvider,
         pydantic_dump_options={"exclude_unset": True},
     )
     # After QuartSchema, which installs a provider of its own.

@@ -38,6 +38,7 @@ from arq.worker import func
 
 from tenancy.clock import utcnow
 from tenancy.db import asyncpg_dsn
+from tenancy.settings import get_settings
 
 log = logging.getLogger("switchboard.due")
 
@@ -266,7 +267,10 @@ class Listener:
             await asyncio.sleep(1)
 
     async def _listen(self) -> None:
-        conn = await asyncpg.connect(asyncpg_dsn(self.ctx["database_url"]))
+        # LISTEN needs a session of its own: behind PgBouncer in transaction mode, point
+        # SWITCHBOARD_DIRECT_DATABASE_URL at PostgreSQL itself.
+        url = get_settings().direct_database_url or self.ctx["database_url"]
+        conn = await asyncpg.connect(asyncpg_dsn(url))
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _conn: lost.set())
         try:

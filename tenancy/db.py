@@ -49,9 +49,11 @@ def asyncpg_dsn(url: str) -> str:
 
 
 async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
+    from tenancy.settings import get_settings
+
     pool = await asyncpg.create_pool(
         asyncpg_dsn(url), min_size=min_size, max_size=max_size, init=_init_connection,
-        command_timeout=60,
+        command_timeout=60, statement_cache_size=get_settings().db_statement_cache_size,
     )
     assert pool is not None
     return pool

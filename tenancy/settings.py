@@ -38,6 +38,11 @@ class Settings(BaseSettings):
                             alias="SWITCHBOARD_KEY_PEPPER")
     public_url: str = Field(default="http://127.0.0.1:8000", alias="SWITCHBOARD_PUBLIC_URL")
 
+    # PgBouncer in transaction mode before 1.21 cannot keep named prepared statements: set 0.
+    db_statement_cache_size: int = Field(default=100, alias="SWITCHBOARD_DB_STATEMENT_CACHE_SIZE")
+    # A direct PostgreSQL URL for sessions that must outlive a transaction (LISTEN, migrations)
+    # when DATABASE_URL points at PgBouncer.
+    direct_database_url: str | None = Field(default=None, alias="SWITCHBOARD_DIRECT_DATABASE_URL")
     db_pool_min: int = Field(default=2, alias="SWITCHBOARD_DB_POOL_MIN")
     db_pool_max: int = Field(default=20, alias="SWITCHBOARD_DB_POOL_MAX")
     max_body_bytes: int = Field(default=1_048_576, alias="SWITCHBOARD_MAX_BODY_BYTES")

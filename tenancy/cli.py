@@ -1,9 +1,10 @@
-"""The `switchboard` command line: dev, serve, worker, migrate, create-organisation."""
+"""The `switchboard` command line: dev, serve, worker, migrate, create-organisation, tenants."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import os
 import signal
@@ -169,6 +170,158 @@ async def _ensure_demo(database_url: str, port: int, data_dir: Any) -> None:
     )
 
 
+def _uuid_argument(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a UUID: {value}") from None
+
+
+def _tenant_op(work: Any) -> Any:
+    """Run `work(pool)` against the database; a TenantOpError is printed and exits 1."""
+    from tenancy.db import create_pool
+    from tenancy.tenant_ops import TenantOpError
+
+    database_url, _ = _urls()
+
+    async def main() -> Any:
+        pool = await create_pool(database_url, min_size=1, max_size=2)
+        try:
+            return await work(pool)
+        finally:
+            await pool.close()
+
+    try:
+        return asyncio.run(main())
+    except TenantOpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def cmd_tenants_list(args: argparse.Namespace) -> int:
+    from tenancy.clock import iso
+    from tenancy.tenant_ops import list_tenants
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, datetime.datetime):
+            return iso(value)
+        return str(value) if isinstance(value, uuid.UUID) else value
+
+    rows = _tenant_op(lambda pool: list_tenants(pool, args.organisation, args.status))
+    if args.json:
+        print(json.dumps([{key: plain(value) for key, value in row.items()} for row in rows],
+                         indent=2))
+        return 0
+    print(f"{'SUB_ACCOUNT_ID':36}  {'STATUS':9}  {'SCHEMA_VERSION':14}  {'SIZE_BYTES':>12}  "
+          f"{'SCHEMA':34}  NAME")
+    for row in rows:
+        size = "-" if row["size_bytes"] is None else str(row["size_bytes"])
+        print(f"{row['id']!s:36}  {row['status']:9}  {row['schema_version'] or '-':14}  "
+              f"{size:>12}  {row['schema_name']:34}  {row['name']}")
+    return 0
+
+
+def cmd_tenants_export(args: argparse.Namespace) -> int:
+    from tenancy.tenant_ops import export_tenant
+
+    # Key hashes and integration secrets are inside: readable by the owner only.
+    partial = f"{args.out}.partial"
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        print(f"error: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            report = _tenant_op(lambda pool: export_tenant(pool, args.sub_account_id, out))
+        os.replace(partial, args.out)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    print(f"exported sub-account {report.sub_account_id} at tenant schema "
+          f"{report.schema_version}: {report.rows} rows to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_tenants_import(args: argparse.Namespace) -> int:
+    from tenancy.tenant_ops import import_tenant
+
+    try:
+        source = open(args.file, encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 1
+    with source:
+        report = _tenant_op(lambda pool: import_tenant(pool, source))
+    print(f"imported sub-account {report.sub_account_id}: {report.rows} rows", file=sys.stderr)
+    if report.users_matched:
+        print(f"{report.users_matched} users matched existing users by email", file=sys.stderr)
+    if report.plan_dropped:
+        print("its plan does not exist here: the sub-account has no plan now", file=sys.stderr)
+    return 0
+
+
+def cmd_tenants_status(args: argparse.Namespace) -> int:
+    from tenancy import tenant_ops
+    from tenancy.clock import iso
+
+    if args.tenants_command == "delete":
+        change = _tenant_op(lambda pool: tenant_ops.delete(pool, args.sub_account_id,
+                                                           args.grace_days))
+    else:
+        action = getattr(tenant_ops, args.tenants_command)
+        change = _tenant_op(lambda pool: action(pool, args.sub_account_id))
+    note = "" if change.changed else " (unchanged)"
+    after = f"; schema purged after {iso(change.purge_after)}" if change.purge_after else ""
+    print(f"sub-account {change.sub_account_id}: {change.status}{note}{after}")
+    return 0
+
+
+def cmd_tenants_purge(args: argparse.Namespace) -> int:
+    from tenancy.tenant_ops import purge_due
+
+    report = _tenant_op(lambda pool: purge_due(pool))
+    for sub_account_id in report.purged:
+        print(f"purged {sub_account_id}")
+    for sub_account_id, error in report.failed.items():
+        print(f"FAILED {sub_account_id}: {error}", file=sys.stderr)
+    print(f"purged {len(report.purged)} sub-accounts; {len(report.failed)} failed",
+          file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def _add_tenant_commands(sub: Any) -> None:
+    tenants = sub.add_parser("tenants", help="list, export, import, suspend, delete sub-accounts")
+    commands = tenants.add_subparsers(dest="tenants_command", required=True)
+
+    listing = commands.add_parser("list", help="sub-accounts with schema version, status, size")
+    listing.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    listing.add_argument("--organisation", type=_uuid_argument, metavar="ORGANISATION_ID")
+    listing.add_argument("--status", choices=["active", "suspended", "deleted"])
+    listing.set_defaults(func=cmd_tenants_list)
+
+    export = commands.add_parser("export", help="one sub-account's rows to a file")
+    export.add_argument("sub_account_id", type=_uuid_argument, metavar="SUB_ACCOUNT_ID")
+    export.add_argument("--out", required=True, metavar="FILE")
+    export.set_defaults(func=cmd_tenants_export)
+
+    restore = commands.add_parser("import", help="recreate an exported sub-account")
+    restore.add_argument("file", metavar="FILE")
+    restore.set_defaults(func=cmd_tenants_import)
+
+    for name, text in (("suspend", "its keys get 401 until resumed"),
+                       ("resume", "back to active (also undoes a delete before the purge)"),
+                       ("delete", "keys stop now; the schema is purged after the grace period")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("sub_account_id", type=_uuid_argument, metavar="SUB_ACCOUNT_ID")
+        if name == "delete":
+            command.add_argument("--grace-days", type=int, default=7)
+        command.set_defaults(func=cmd_tenants_status)
+
+    purge = commands.add_parser("purge", help="drop deleted sub-accounts past their grace period")
+    purge.set_defaults(func=cmd_tenants_purge)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     org.add_argument("--max-sub-accounts", type=int, default=100)
     org.add_argument("--inactive", action="store_true")
     org.set_defaults(func=cmd_create_organisation)
+
+    _add_tenant_commands(sub)
     return parser
 
 

@@ -77,9 +77,15 @@ sub_accounts = sa.Table(
     # Alembic revision of the tenant schema, written in the migrating transaction:
     # lets `switchboard migrate` find the schemas behind head with one query.
     sa.Column("schema_version", sa.Text),
+    # Set by `switchboard tenants delete`: keys stop at once, the schema goes after purge_after.
+    sa.Column("deleted_at", sa.TIMESTAMP(timezone=True)),
+    sa.Column("purge_after", sa.TIMESTAMP(timezone=True)),
     created_at(),
     updated_at(),
-    sa.CheckConstraint("status IN ('active', 'suspended')", name="status"),
+    sa.CheckConstraint("status IN ('active', 'suspended', 'deleted')", name="status"),
+    sa.CheckConstraint("(status = 'deleted') = (purge_after IS NOT NULL)", name="purge_after"),
+    sa.Index("ix_sub_accounts_purge_after", "purge_after",
+             postgresql_where=sa.text("status = 'deleted'")),
 )
 
 api_keys = sa.Table(

@@ -1,0 +1,602 @@
+"""Operator work on whole tenants: list, suspend and resume, delete and purge, export and import.
+
+Everything here takes an asyncpg pool and plain values; `switchboard tenants ...` (tenancy/cli.py)
+and the purge cron job (jobs/tenant_purge.py) call it. A refusal is a `TenantOpError` whose
+message is meant for the operator; nothing has been changed when one is raised.
+
+Export file: UTF-8 JSON lines, one object per line, in this order:
+
+1. header: ``{"format": "switchboard-tenant-export", "format_version": 1, "sub_account_id",
+   "organisation_id", "schema_name", "schema_version", "exported_at"}``; ``schema_version`` is
+   the tenant schema's alembic revision, read from the schema itself;
+2. control rows, ``{"table": "control.<name>", "row": {...}}``: the users the sub-account's
+   memberships and invitations refer to, the sub_accounts row, its api_keys (hashes only),
+   memberships, invitations and due_work;
+3. tenant rows, ``{"table": "<name>", "row": {...}}``, table by table in foreign-key order;
+4. trailer: ``{"end": true, "rows": <number of row lines>}``, so a truncated file is refused.
+
+A row is PostgreSQL's own ``row_to_json`` of the stored row and goes back in through
+``json_populate_record``, so every column type round-trips exactly (numeric, timestamptz, bytea,
+arrays, jsonb) and the file is read in one pass without holding it in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+
+import asyncpg
+
+from tenancy.clock import iso, utcnow
+from tenancy.db import SCHEMA_NAME, schema_name_for
+from tenancy.schema import create_tenant_schema, tenant_head
+from tenancy.tables import tenant_metadata
+
+FORMAT = "switchboard-tenant-export"
+FORMAT_VERSION = 1
+BATCH_ROWS = 500
+PURGE_LOCK_TIMEOUT = "10s"
+
+
+class TenantOpError(Exception):
+    """A refusal for the operator to read; nothing was changed."""
+
+
+# --- list -------------------------------------------------------------------------------------
+
+LIST_TENANTS = """
+WITH selected AS (
+    SELECT id, organisation_id, name, slug, schema_name, schema_version, status, deleted_at,
+           purge_after, created_at
+    FROM control.sub_accounts
+    WHERE ($1::uuid IS NULL OR organisation_id = $1) AND ($2::text IS NULL OR status = $2)
+), sizes AS (
+    SELECT n.nspname, sum(pg_total_relation_size(c.oid))::bigint AS size_bytes
+    FROM pg_catalog.pg_class AS c
+    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE n.nspname IN (SELECT schema_name FROM selected) AND c.relkind IN ('r', 'p', 'm')
+    GROUP BY n.nspname
+)
+SELECT s.id, s.organisation_id, s.name, s.slug, s.schema_name, s.schema_version, s.status,
+       z.size_bytes, s.deleted_at, s.purge_after, s.created_at
+FROM selected AS s LEFT JOIN sizes AS z ON z.nspname = s.schema_name
+ORDER BY s.created_at, s.id
+"""
+
+
+async def list_tenants(pool: asyncpg.Pool, organisation_id: uuid.UUID | None = None,
+                       status: str | None = None) -> list[dict[str, Any]]:
+    """Every sub-account with its schema, schema version, status and size (tables + indexes +
+    TOAST, in bytes; None when the schema is missing)."""
+    rows = await pool.fetch(LIST_TENANTS, organisation_id, status)
+    return [dict(row) for row in rows]
+
+
+# --- suspend, resume, delete ------------------------------------------------------------------
+
+SELECT_STATUS = "SELECT status, purge_after FROM control.sub_accounts WHERE id = $1"
+
+SUSPEND = """
+UPDATE control.sub_accounts SET status = 'suspended', updated_at = now()
+WHERE id = $1 AND status = 'active'
+RETURNING status
+"""
+
+RESUME = """
+UPDATE control.sub_accounts
+SET status = 'active', deleted_at = NULL, purge_after = NULL, updated_at = now()
+WHERE id = $1 AND status IN ('suspended', 'deleted')
+RETURNING status
+"""
+
+MARK_DELETED = """
+UPDATE control.sub_accounts
+SET status = 'deleted', deleted_at = now(), purge_after = now() + make_interval(days => $2),
+    updated_at = now()
+WHERE id = $1 AND status <> 'deleted'
+RETURNING purge_after
+"""
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    sub_account_id: uuid.UUID
+    status: str
+    changed: bool
+    purge_after: datetime | None = None
+
+
+async def _current(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> asyncpg.Record:
+    row = await pool.fetchrow(SELECT_STATUS, sub_account_id)
+    if row is None:
+        raise TenantOpError(f"no sub-account {sub_account_id}")
+    return row
+
+
+async def suspend(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> StatusChange:
+    """active -> suspended: its keys answer 401 from the next request on."""
+    if await pool.fetchval(SUSPEND, sub_account_id) is not None:
+        return StatusChange(sub_account_id, "suspended", True)
+    current = await _current(pool, sub_account_id)
+    if current["status"] == "deleted":
+        raise TenantOpError(f"sub-account {sub_account_id} is deleted (purged after "
+                            f"{iso(current['purge_after'])}); resume it to undo the delete")
+    return StatusChange(sub_account_id, current["status"], False)
+
+
+async def resume(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> StatusChange:
+    """suspended, or deleted and not yet purged -> active: its keys work again."""
+    if await pool.fetchval(RESUME, sub_account_id) is not None:
+        return StatusChange(sub_account_id, "active", True)
+    current = await _current(pool, sub_account_id)
+    return StatusChange(sub_account_id, current["status"], False)
+
+
+async def delete(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
+                 grace_days: int = 7) -> StatusChange:
+    """Mark deleted: keys stop at once; the schema is dropped by the first purge after the
+    grace period. Deleting again keeps the first purge time."""
+    if grace_days < 0:
+        raise TenantOpError("the grace period cannot be negative")
+    purge_after = await pool.fetchval(MARK_DELETED, sub_account_id, grace_days)
+    if purge_after is not None:
+        return StatusChange(sub_account_id, "deleted", True, purge_after)
+    current = await _current(pool, sub_account_id)
+    return StatusChange(sub_account_id, "deleted", False, current["purge_after"])
+
+
+# --- purge ------------------------------------------------------------------------------------
+
+SELECT_PURGEABLE = """
+SELECT id FROM control.sub_accounts
+WHERE status = 'deleted' AND purge_after <= now()
+ORDER BY purge_after, id
+LIMIT $1
+"""
+
+LOCK_PURGEABLE = """
+SELECT schema_name FROM control.sub_accounts
+WHERE id = $1 AND status = 'deleted' AND purge_after <= now()
+FOR UPDATE SKIP LOCKED
+"""
+
+DELETE_SUB_ACCOUNT = "DELETE FROM control.sub_accounts WHERE id = $1"
+
+
+@dataclass
+class PurgeReport:
+    purged: list[uuid.UUID] = field(default_factory=list)
+    failed: dict[uuid.UUID, str] = field(default_factory=dict)
+
+
+async def purge_due(pool: asyncpg.Pool, limit: int | None = None) -> PurgeReport:
+    """Drop the schema and the control rows of every deleted sub-account past its grace period.
+
+    One transaction per sub-account (a failure is reported and retried by the next run); a row
+    another purger holds is skipped. The control rows go by ON DELETE CASCADE (keys, members,
+    invitations, due work); users stay, as they may belong to other sub-accounts.
+    """
+    report = PurgeReport()
+    for row in await pool.fetch(SELECT_PURGEABLE, limit):
+        sub_account_id = row["id"]
+        try:
+            if await _purge_one(pool, sub_account_id):
+                report.purged.append(sub_account_id)
+        except (asyncpg.PostgresError, TenantOpError) as exc:
+            report.failed[sub_account_id] = f"{type(exc).__name__}: {exc}"
+    return report
+
+
+async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> bool:
+    async with pool.acquire() as conn, conn.transaction():
+        schema = await conn.fetchval(LOCK_PURGEABLE, sub_account_id)
+        if schema is None:
+            return False
+        if not SCHEMA_NAME.match(schema):
+            raise TenantOpError(f"sub-account {sub_account_id} has an unexpected schema name")
+        await conn.execute("SELECT set_config('lock_timeout', $1, true)", PURGE_LOCK_TIMEOUT)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.execute(DELETE_SUB_ACCOUNT, sub_account_id)
+    return True
+
+
+# --- export -----------------------------------------------------------------------------------
+
+# (table, query) in the order an import inserts them; $1 is the sub-account id.
+CONTROL_EXPORTS: list[tuple[str, str]] = [
+    ("control.users", """
+        SELECT row_to_json(u)::text FROM control.users AS u
+        WHERE u.id IN (SELECT user_id FROM control.memberships WHERE sub_account_id = $1
+                       UNION
+                       SELECT accepted_user_id FROM control.invitations WHERE sub_account_id = $1)
+        ORDER BY u.id"""),
+    ("control.sub_accounts",
+     "SELECT row_to_json(s)::text FROM control.sub_accounts AS s WHERE s.id = $1"),
+    ("control.api_keys", """
+        SELECT row_to_json(k)::text FROM control.api_keys AS k WHERE k.sub_account_id = $1
+        ORDER BY k.created_at, k.id"""),
+    ("control.memberships", """
+        SELECT row_to_json(m)::text FROM control.memberships AS m WHERE m.sub_account_id = $1
+        ORDER BY m.created_at, m.id"""),
+    ("control.invitations", """
+        SELECT row_to_json(i)::text FROM control.invitations AS i WHERE i.sub_account_id = $1
+        ORDER BY i.created_at, i.id"""),
+    ("control.due_work", """
+        SELECT row_to_json(w)::text FROM control.due_work AS w WHERE w.sub_account_id = $1
+        ORDER BY w.due_at, w.id"""),
+]
+
+SELECT_SUB_ACCOUNT = """
+SELECT id, organisation_id, schema_name FROM control.sub_accounts WHERE id = $1
+"""
+
+TENANT_TABLES = """
+SELECT c.relname FROM pg_catalog.pg_class AS c
+WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p')
+  AND c.relname <> 'alembic_version'
+"""
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    sub_account_id: uuid.UUID
+    schema_version: str
+    rows: int
+    tables: dict[str, int]
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _ordered_tables(names: Iterable[str]) -> list[str]:
+    """Foreign-key order of the tenant metadata; tables it does not know go last, by name."""
+    rank = {table.name: index for index, table in enumerate(tenant_metadata.sorted_tables)}
+    return sorted(names, key=lambda name: (rank.get(name, len(rank)), name))
+
+
+@asynccontextmanager
+async def _snapshot(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    # One REPEATABLE READ transaction, so the control rows and every tenant table come from the
+    # same snapshot (tenant_transaction runs at READ COMMITTED, one statement's view at a time).
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read",
+                                                       readonly=True):
+        yield conn
+
+
+async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
+                        out: TextIO) -> ExportReport:
+    """Write one sub-account's control rows and tenant rows to `out` (format: module doc)."""
+    async with _snapshot(pool) as conn:
+        sub = await conn.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
+        if sub is None:
+            raise TenantOpError(f"no sub-account {sub_account_id}")
+        schema = sub["schema_name"]
+        tables = [row["relname"] for row in await conn.fetch(TENANT_TABLES, schema)]
+        if not SCHEMA_NAME.match(schema) or not tables:
+            raise TenantOpError(f"sub-account {sub_account_id} has no tenant schema to export")
+        await conn.execute("SELECT set_config('search_path', $1, true)", f"{schema}, public")
+        version = await conn.fetchval("SELECT version_num FROM alembic_version")
+        out.write(json.dumps({
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "sub_account_id": str(sub_account_id),
+            "organisation_id": str(sub["organisation_id"]), "schema_name": schema,
+            "schema_version": version, "exported_at": iso(utcnow()),
+        }) + "\n")
+        counts: dict[str, int] = {}
+        for table, query in CONTROL_EXPORTS:
+            counts[table] = await _write_rows(conn, out, table, query, sub_account_id)
+        for table in _ordered_tables(tables):
+            query = f"SELECT row_to_json(t)::text FROM {_quote(table)} AS t"
+            counts[table] = await _write_rows(conn, out, table, query)
+    total = sum(counts.values())
+    out.write(json.dumps({"end": True, "rows": total}) + "\n")
+    return ExportReport(sub_account_id, version, total, counts)
+
+
+async def _write_rows(conn: asyncpg.Connection, out: TextIO, table: str, query: str,
+                      *args: Any) -> int:
+    prefix = '{"table": ' + json.dumps(table) + ', "row": '
+    count = 0
+    async for record in conn.cursor(query, *args, prefetch=BATCH_ROWS):
+        out.write(prefix + record[0] + "}\n")
+        count += 1
+    return count
+
+
+# --- import -----------------------------------------------------------------------------------
+
+# Parameters every insert may use: $1 the batch of lines, then these, typed once.
+_PARAMS = """
+WITH p AS (SELECT $2::uuid AS sub_account_id, $3::uuid AS organisation_id,
+                  $4::uuid[] AS user_from, $5::uuid[] AS user_to, $6::text AS head)
+"""
+
+
+@dataclass(frozen=True)
+class ControlTable:
+    """How rows of one control table come in: which rows are this tenant's, what is rewritten."""
+
+    scope: str | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
+    user_column: str | None = None
+    conflict: str = ""
+
+
+_REVIVE = "CASE WHEN r.status = 'deleted' THEN NULL ELSE r.{} END"
+
+CONTROL_IMPORTS: dict[str, ControlTable] = {
+    # Users are shared across sub-accounts: one that exists (same id or email) is kept as is.
+    "control.users": ControlTable(conflict=" ON CONFLICT DO NOTHING"),
+    "control.sub_accounts": ControlTable(
+        scope="r.id = p.sub_account_id AND r.organisation_id = p.organisation_id",
+        overrides={
+            # A plan of the organisation that is not here is dropped (the sub-account keeps
+            # its own copies of max_users, features and rebilling).
+            "plan_id": "CASE WHEN EXISTS (SELECT 1 FROM control.plans AS pl WHERE pl.id ="
+                       " r.plan_id AND pl.organisation_id = r.organisation_id) THEN r.plan_id END",
+            # Importing a deleted sub-account brings it back; a suspended one stays suspended.
+            "status": "CASE WHEN r.status = 'deleted' THEN 'active' ELSE r.status END",
+            "deleted_at": _REVIVE.format("deleted_at"),
+            "purge_after": _REVIVE.format("purge_after"),
+            "schema_name": "'t_' || replace(p.sub_account_id::text, '-', '')",
+            "schema_version": "p.head",
+        }),
+    "control.api_keys": ControlTable(
+        scope="r.sub_account_id = p.sub_account_id AND r.organisation_id = p.organisation_id"
+              " AND r.kind = 'sub_account'"),
+    "control.memberships": ControlTable(scope="r.sub_account_id = p.sub_account_id",
+                                        user_column="user_id"),
+    "control.invitations": ControlTable(scope="r.sub_account_id = p.sub_account_id",
+                                        user_column="accepted_user_id"),
+    "control.due_work": ControlTable(scope="r.sub_account_id = p.sub_account_id"),
+}
+
+# Users already here under another id (matched by email) stand in for the exported ones.
+MATCH_USERS = _PARAMS + """
+SELECT r.id AS exported, u.id AS existing
+FROM p, unnest($1::text[]) AS l(line)
+CROSS JOIN LATERAL json_populate_record(NULL::control.users, (l.line::json) -> 'row') AS r
+JOIN control.users AS u ON u.email = r.email AND u.id <> r.id
+"""
+
+COLUMNS = """
+SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum) AS columns
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+     AND a.attgenerated = ''
+WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p')
+GROUP BY c.relname
+"""
+
+ORGANISATION_EXISTS = "SELECT EXISTS (SELECT 1 FROM control.organisations WHERE id = $1)"
+SUB_ACCOUNT_EXISTS = """
+SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 OR schema_name = $2)
+    OR to_regnamespace($2) IS NOT NULL
+"""
+
+OWNED_SEQUENCES = """
+SELECT c.relname, a.attname::text AS column, s.oid::regclass::text AS sequence
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_catalog.pg_depend AS d ON d.refobjid = c.oid AND d.refobjsubid = a.attnum
+     AND d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype IN ('a', 'i')
+JOIN pg_catalog.pg_class AS s ON s.oid = d.objid AND s.relkind = 'S'
+WHERE c.relnamespace = to_regnamespace($1)
+"""
+
+
+@dataclass(frozen=True)
+class ExportHeader:
+    sub_account_id: uuid.UUID
+    organisation_id: uuid.UUID
+    schema_name: str
+    schema_version: str
+
+
+@dataclass
+class ImportReport:
+    sub_account_id: uuid.UUID
+    rows: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+    users_matched: int = 0
+    plan_dropped: bool = False
+
+
+def read_header(line: str) -> ExportHeader:
+    try:
+        header = json.loads(line)
+        if header.get("format") != FORMAT:
+            raise ValueError
+    except (ValueError, AttributeError):
+        raise TenantOpError("not a Switchboard tenant export (no header line)") from None
+    if header.get("format_version") != FORMAT_VERSION:
+        raise TenantOpError(f"export format version {header.get('format_version')!r} is not "
+                            f"supported (this Switchboard reads version {FORMAT_VERSION})")
+    try:
+        sub_account_id = uuid.UUID(str(header["sub_account_id"]))
+        organisation_id = uuid.UUID(str(header["organisation_id"]))
+        version = str(header["schema_version"])
+    except (KeyError, ValueError):
+        raise TenantOpError("the export header is incomplete") from None
+    return ExportHeader(sub_account_id, organisation_id, schema_name_for(sub_account_id), version)
+
+
+async def import_tenant(pool: asyncpg.Pool, lines: Iterable[str]) -> ImportReport:
+    """Recreate an exported sub-account under its own id, in one transaction.
+
+    Refused unless the export's tenant schema version is this installation's head, the
+    organisation exists here, and neither the sub-account nor its schema does.
+    """
+    try:
+        return await _import(pool, iter(lines))
+    except UnicodeDecodeError:
+        raise TenantOpError("the file is not UTF-8 text: not a Switchboard tenant export") from None
+
+
+async def _import(pool: asyncpg.Pool, stream: Iterator[str]) -> ImportReport:
+    header = read_header(next(stream, ""))
+    head = tenant_head()
+    if header.schema_version != head:
+        raise TenantOpError(
+            f"the export's tenant schema is at revision {header.schema_version} but this "
+            f"installation's tenant head is {head}; import it into an installation at "
+            f"{header.schema_version}, run `switchboard migrate` there and export again")
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            await _check_target(conn, header)
+            importer = _Importer(conn, header, head)
+            await importer.run(stream)
+            return importer.report
+    except asyncpg.PostgresError as exc:
+        raise TenantOpError(f"import failed and nothing was written: "
+                            f"{type(exc).__name__}: {exc}") from None
+
+
+async def _check_target(conn: asyncpg.Connection, header: ExportHeader) -> None:
+    if not await conn.fetchval(ORGANISATION_EXISTS, header.organisation_id):
+        raise TenantOpError(f"organisation {header.organisation_id} does not exist here; "
+                            "create it (or restore it) before importing its sub-account")
+    if await conn.fetchval(SUB_ACCOUNT_EXISTS, header.sub_account_id, header.schema_name):
+        raise TenantOpError(f"sub-account {header.sub_account_id} (or its schema) already "
+                            "exists here; delete and purge it first to replace it")
+
+
+class _Importer:
+    """Inserts the file's rows in file order, in batches of consecutive rows of one table."""
+
+    def __init__(self, conn: asyncpg.Connection, header: ExportHeader, head: str) -> None:
+        self.conn = conn
+        self.header = header
+        self.head = head
+        self.report = ImportReport(header.sub_account_id)
+        self.control_columns: dict[str, list[str]] = {}
+        self.tenant_columns: dict[str, list[str]] | None = None
+        self.user_from: list[uuid.UUID] = []
+        self.user_to: list[uuid.UUID] = []
+        self.batch: list[str] = []
+        self.batch_key: tuple[str, tuple[str, ...]] | None = None
+        self.exported_plan: str | None = None
+
+    async def run(self, stream: Iterator[str]) -> None:
+        self.control_columns = {f"control.{name}": columns for name, columns in
+                                await self.conn.fetch(COLUMNS, "control")}
+        for number, line in enumerate(stream, start=2):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                if not isinstance(item, dict):
+                    raise ValueError
+            except ValueError:
+                raise TenantOpError(f"line {number} is not a JSON object") from None
+            if item.get("end") is True:
+                await self._finish(item.get("rows"))
+                return
+            await self._add(number, item, line)
+        raise TenantOpError("the file ends without its trailer line: the export is truncated")
+
+    async def _add(self, number: int, item: dict[str, Any], line: str) -> None:
+        table, row = item.get("table"), item.get("row")
+        if not isinstance(table, str) or not isinstance(row, dict):
+            raise TenantOpError(f"line {number} has no table and row")
+        known = await self._columns(number, table)
+        unknown = sorted(set(row) - set(known))
+        if unknown:
+            raise TenantOpError(f"line {number}: table {table} has no column "
+                                f"{', '.join(unknown)} in this installation")
+        if table == "control.sub_accounts":
+            self.exported_plan = row.get("plan_id")
+        key = (table, tuple(column for column in known if column in row))
+        if key != self.batch_key or len(self.batch) >= BATCH_ROWS:
+            await self._flush()
+            self.batch_key = key
+        self.batch.append(line)
+
+    async def _columns(self, number: int, table: str) -> list[str]:
+        if table.startswith("control."):
+            if self.tenant_columns is not None:
+                raise TenantOpError(f"line {number}: control rows must come before tenant rows")
+            if table not in CONTROL_IMPORTS:
+                raise TenantOpError(f"line {number}: {table} is not part of a tenant export")
+            return self.control_columns[table]
+        if self.tenant_columns is None:
+            await self._flush()
+            self.tenant_columns = await self._create_schema()
+        if table not in self.tenant_columns:
+            raise TenantOpError(f"line {number}: the tenant schema has no table {table}")
+        return self.tenant_columns[table]
+
+    async def _create_schema(self) -> dict[str, list[str]]:
+        if self.report.tables.get("control.sub_accounts") != 1:
+            raise TenantOpError("the export has no sub_accounts row for its sub-account")
+        await create_tenant_schema(self.conn, self.header.schema_name)
+        return dict(await self.conn.fetch(COLUMNS, self.header.schema_name))
+
+    async def _flush(self) -> None:
+        if not self.batch or self.batch_key is None:
+            return
+        table, columns = self.batch_key
+        lines, self.batch = self.batch, []
+        params = (lines, self.header.sub_account_id, self.header.organisation_id,
+                  self.user_from, self.user_to, self.head)
+        if table == "control.users":
+            for exported, existing in await self.conn.fetch(MATCH_USERS, *params):
+                self.user_from.append(exported)
+                self.user_to.append(existing)
+            self.report.users_matched = len(self.user_from)
+        status = await self.conn.execute(_insert_sql(table, list(columns)), *params)
+        inserted = int(status.split()[-1])
+        spec = CONTROL_IMPORTS.get(table)
+        if spec is not None and spec.scope is not None and inserted != len(lines):
+            raise TenantOpError(f"{table} rows in the file belong to another sub-account")
+        self.report.tables[table] = self.report.tables.get(table, 0) + len(lines)
+        self.report.rows += len(lines)
+
+    async def _finish(self, rows: Any) -> None:
+        await self._flush()
+        if self.tenant_columns is None:
+            self.tenant_columns = await self._create_schema()
+        if rows != self.report.rows:
+            raise TenantOpError(f"the trailer counts {rows} rows but the file has "
+                                f"{self.report.rows}: the export is damaged")
+        for record in await self.conn.fetch(OWNED_SEQUENCES, self.header.schema_name):
+            await self.conn.execute(
+                f"SELECT setval($1::regclass, max({_quote(record['column'])})) "
+                f"FROM {_quote(record['relname'])} HAVING max({_quote(record['column'])}) "
+                "IS NOT NULL", record["sequence"])
+        if self.exported_plan is not None:
+            kept = await self.conn.fetchval(
+                "SELECT plan_id FROM control.sub_accounts WHERE id = $1",
+                self.header.sub_account_id)
+            self.report.plan_dropped = kept is None
+
+
+def _insert_sql(table: str, columns: list[str]) -> str:
+    spec = CONTROL_IMPORTS.get(table, ControlTable())
+    target = table if table in CONTROL_IMPORTS else _quote(table)
+    expressions = []
+    for column in columns:
+        if column == spec.user_column:
+            expressions.append(f"COALESCE(m.existing, r.{_quote(column)})")
+        else:
+            expressions.append(spec.overrides.get(column, f"r.{_quote(column)}"))
+    sql = (
+        _PARAMS
+        + f"INSERT INTO {target} ({', '.join(_quote(c) for c in columns)}) "
+        + "OVERRIDING SYSTEM VALUE "
+        + f"SELECT {', '.join(expressions)} FROM p, unnest($1::text[]) AS l(line) "
+        + f"CROSS JOIN LATERAL json_populate_record(NULL::{target}, (l.line::json) -> 'row') "
+        + "AS r"
+    )
+    if spec.user_column is not None:
+        sql += (" LEFT JOIN unnest(p.user_from, p.user_to) AS m(exported, existing)"
+                f" ON m.exported = r.{_quote(spec.user_column)}")
+    if spec.scope is not None:
+        sql += f" WHERE {spec.scope}"
+    return sql + spec.conflict

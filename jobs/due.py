@@ -132,10 +132,12 @@ async def enqueue(redis: Any, due_id: uuid.UUID | str, version: int, due_at: dat
                             _defer_until=defer)
 
 
+# Work of a suspended or deleted sub-account waits (it runs again if the tenant is resumed).
 SELECT_SWEEP = """
-SELECT id, version, due_at FROM control.due_work
-WHERE due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
-ORDER BY due_at
+SELECT w.id, w.version, w.due_at FROM control.due_work AS w
+JOIN control.sub_accounts AS s ON s.id = w.sub_account_id AND s.status = 'active'
+WHERE w.due_at <= now() AND (w.claimed_until IS NULL OR w.claimed_until < now())
+ORDER BY w.due_at
 LIMIT $1
 """
 
@@ -152,9 +154,10 @@ async def sweep_due(ctx: dict[str, Any]) -> int:
 
 SELECT_CLAIMABLE = """
 SELECT w.kind FROM control.due_work AS w
+JOIN control.sub_accounts AS s ON s.id = w.sub_account_id AND s.status = 'active'
 WHERE w.id = $1 AND w.version = $2 AND w.due_at <= now()
   AND (w.claimed_until IS NULL OR w.claimed_until < now())
-FOR UPDATE SKIP LOCKED
+FOR UPDATE OF w SKIP LOCKED
 """
 
 CLAIM = """

@@ -183,3 +183,18 @@ def test_worker_runs_the_sweeper_every_few_seconds():
     [sweeper] = [job for job in cron_jobs() if job.name == "sweep_due"]
     assert len(sweeper.second) >= 6
     assert "run_due" in [getattr(f, "name", None) for f in functions()]
+
+
+async def test_work_of_a_suspended_sub_account_waits_until_it_is_resumed(pool, tenant,
+                                                                        run_worker):
+    ref_id = uuid.uuid4()
+    await pool.execute("UPDATE control.sub_accounts SET status = 'suspended' WHERE id = $1",
+                       tenant.id)
+    await schedule(pool, tenant, RECORD_KIND, ref_id, utcnow())
+    await run_worker()
+    assert ref_id not in handled
+    assert len(await due_rows(pool, [ref_id])) == 1
+    await pool.execute("UPDATE control.sub_accounts SET status = 'active' WHERE id = $1",
+                       tenant.id)
+    await run_worker()
+    assert handled.count(ref_id) == 1

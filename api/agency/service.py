@@ -16,9 +16,10 @@ from tenancy.invitations import email_config_for, email_invitation, upsert_invit
 from tenancy.principals import insert_key
 from tenancy.tables.control import ROLES
 
+# A deleted sub-account (waiting for its purge) behaves as missing to every agency operation.
 SELECT_SUB_ACCOUNT = """
 SELECT id, organisation_id, name, schema_name, max_users
-FROM control.sub_accounts WHERE id = $1
+FROM control.sub_accounts WHERE id = $1 AND status <> 'deleted'
 """
 
 COUNT_SEATS = """

@@ -275,3 +275,19 @@ async def test_credit_needs_agency_key(client, tenant):
     response = await client.post(credit_url(tenant.id), json={"amount": 5},
                                  headers=tenant.headers)
     assert response.status_code == 401
+
+
+async def test_a_deleted_sub_account_is_404_to_keys_credit_and_invitations(client, pool, agency,
+                                                                          tenant):
+    from tenancy import tenant_ops
+
+    await tenant_ops.delete(pool, tenant.id, grace_days=7)
+    key = await client.post(f"/functions/v1/agency/sub-accounts/{tenant.id}/api-keys",
+                            headers=agency.headers)
+    credit = await client.post(credit_url(tenant.id), json={"amount": 5},
+                               headers=agency.headers)
+    invite = await client.post("/functions/v1/crm-api/add-subaccount-user",
+                               json={"email": "late@example.com", "role": "sub_account_user",
+                                     "sub_account_id": str(tenant.id)},
+                               headers=agency.headers)
+    assert key.status_code == credit.status_code == invite.status_code == 404

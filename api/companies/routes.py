@@ -1,0 +1,41 @@
+"""Companies under /webhooks/inbound: create them and list them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import Blueprint, current_app, request
+from quart_schema import tag, validate_request, validate_response
+
+from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.companies import service
+from api.companies.schemas import CompanyList, CompanyResponse, CreateCompanyRequest
+from api.types import pagination
+from tenancy.db import tenant_transaction
+
+blueprint = Blueprint("companies", __name__, url_prefix="/webhooks/inbound")
+
+
+@blueprint.get("/companies")
+@tag(["Companies"])
+@requires(SUB_ACCOUNT)
+@validate_response(CompanyList, 200)
+async def list_companies() -> dict[str, Any]:
+    """List the sub-account's companies, newest first."""
+    limit, offset = pagination(request.args)
+    async with tenant_transaction(current_app.config["DB_POOL"], tenant_schema()) as conn:
+        items, total = await service.list_companies(conn, limit, offset)
+    return {"status": "success", "companies": items, "total": total, "limit": limit,
+            "offset": offset, "has_more": offset + len(items) < total}
+
+
+@blueprint.post("/companies")
+@tag(["Companies"])
+@requires(SUB_ACCOUNT)
+@validate_request(CreateCompanyRequest)
+@validate_response(CompanyResponse, 201)
+async def create_company(data: CreateCompanyRequest) -> tuple[dict[str, Any], int]:
+    """Create a company that contacts can be linked to by company_id."""
+    async with tenant_transaction(current_app.config["DB_POOL"], tenant_schema()) as conn:
+        company = await service.create_company(conn, data.name)
+    return {"status": "success", "company": company}, 201

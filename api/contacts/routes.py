@@ -1,0 +1,136 @@
+"""Contacts under /webhooks/inbound: list, create-or-match, read, update, delete."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+from quart import Blueprint, current_app, request
+from quart_schema import tag, validate_response
+
+from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.contacts import service
+from api.contacts.body import validate_optional_body
+from api.contacts.schemas import (
+    ContactCreated,
+    ContactDeleted,
+    ContactList,
+    ContactResponse,
+    ContactUpdated,
+    CreateContactRequest,
+    Error,
+    UpdateContactRequest,
+)
+from api.errors import APIError
+from api.types import parse_uuid
+
+blueprint = Blueprint("contacts", __name__, url_prefix="/webhooks/inbound")
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 100
+
+
+def _pool() -> asyncpg.Pool:
+    return current_app.config["DB_POOL"]
+
+
+def _sub_account_id() -> uuid.UUID:
+    found = principal().sub_account_id
+    assert found is not None
+    return found
+
+
+def contacts_page(args: Any) -> tuple[int, int]:
+    """GET /contacts's own rule: limit over 100 is 100, a missing or unusable one is 50."""
+    try:
+        limit = int(args.get("limit", ""))
+    except ValueError:
+        limit = DEFAULT_LIMIT
+    limit = DEFAULT_LIMIT if limit < 1 else min(limit, MAX_LIMIT)
+    raw_offset = args.get("offset", "")
+    try:
+        offset = int(raw_offset) if raw_offset != "" else 0
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise APIError(400, "validation_error", "offset must be an integer, 0 or more",
+                       details=[{"field": "offset", "message": "must be an integer, 0 or more",
+                                 "type": "range"}])
+    return limit, offset
+
+
+def present(data: Any) -> dict[str, Any]:
+    """The fields the body actually carried (null included), by name."""
+    return {name: getattr(data, name) for name in data.model_fields_set}
+
+
+@blueprint.get("/contacts")
+@tag(["Contacts"])
+@requires(SUB_ACCOUNT)
+@validate_response(ContactList, 200)
+@validate_response(Error, 400)
+async def list_contacts() -> dict[str, Any]:
+    """List contacts, newest first."""
+    limit, offset = contacts_page(request.args)
+    contacts, total = await service.list_contacts(_pool(), tenant_schema(), limit, offset)
+    return {"status": "success", "total": total, "limit": limit, "offset": offset,
+            "has_more": offset + len(contacts) < total, "contacts": contacts}
+
+
+@blueprint.post("/contacts")
+@tag(["Contacts"])
+@requires(SUB_ACCOUNT)
+@validate_optional_body(CreateContactRequest)
+@validate_response(ContactCreated, 201)
+@validate_response(ContactCreated, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 409)
+async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], int]:
+    """Create a contact, or match one by email, then phone, and update it."""
+    created, contact_id = await service.create_or_match(
+        _pool(), tenant_schema(), _sub_account_id(), present(data))
+    return {"status": "success", "created": created, "contact_id": contact_id}, (
+        201 if created else 200)
+
+
+@blueprint.get("/contacts/<contact_id>")
+@tag(["Contacts"])
+@requires(SUB_ACCOUNT)
+@validate_response(ContactResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def get_contact(contact_id: str) -> dict[str, Any]:
+    """Read one contact."""
+    contact = await service.get_contact(_pool(), tenant_schema(), parse_uuid(contact_id))
+    return {"status": "success", "contact": contact}
+
+
+@blueprint.patch("/contacts/<contact_id>")
+@tag(["Contacts"])
+@requires(SUB_ACCOUNT)
+@validate_optional_body(UpdateContactRequest)
+@validate_response(ContactUpdated, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+@validate_response(Error, 409)
+async def update_contact(contact_id: str, data: UpdateContactRequest) -> dict[str, Any]:
+    """Change only the fields present; tags replaces the whole set."""
+    contact_uuid = parse_uuid(contact_id)
+    await service.update_contact(_pool(), tenant_schema(), _sub_account_id(),
+                                 contact_uuid, present(data))
+    return {"status": "success", "updated": True, "contact_id": contact_uuid}
+
+
+@blueprint.delete("/contacts/<contact_id>")
+@tag(["Contacts"])
+@requires(SUB_ACCOUNT)
+@validate_response(ContactDeleted, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+@validate_response(Error, 409)
+async def delete_contact(contact_id: str) -> dict[str, Any]:
+    """Delete a contact and its notes; refused while other records reference it."""
+    contact_uuid = parse_uuid(contact_id)
+    await service.delete_contact(_pool(), tenant_schema(), contact_uuid)
+    return {"status": "success", "deleted": True, "contact_id": contact_uuid}

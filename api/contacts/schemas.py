@@ -1,0 +1,100 @@
+"""Request and response models of the contact operations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+MAX_NAME = 200
+MAX_ADDRESS = 1000
+MAX_SOURCE = 100
+
+
+class ContactFields(BaseModel):
+    """The fields create and update share. Which ones were sent is `model_fields_set`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: StrictStr | None = Field(default=None, max_length=MAX_NAME)
+    first_name: StrictStr | None = Field(default=None, max_length=MAX_NAME)
+    last_name: StrictStr | None = Field(default=None, max_length=MAX_NAME)
+    email: StrictStr | None = Field(default=None, max_length=320)
+    phone: StrictStr | None = Field(default=None, max_length=64)
+    address: StrictStr | None = Field(default=None, max_length=MAX_ADDRESS)
+    source: StrictStr | None = Field(default=None, max_length=MAX_SOURCE)
+    custom_field_values: dict[str, Any] | None = Field(default=None, max_length=200)
+    company_id: StrictStr | None = None
+    assigned_user_id: StrictStr | None = None
+    status: StrictStr | None = None
+
+
+class CreateContactRequest(ContactFields):
+    """Tags are not accepted on create (ignored if sent)."""
+
+
+class UpdateContactRequest(ContactFields):
+    tags: list[StrictStr] | None = Field(default=None, max_length=100)
+
+
+class Contact(BaseModel):
+    id: uuid.UUID
+    name: str | None
+    first_name: str | None
+    last_name: str | None
+    email: str | None
+    phone: str | None
+    address: str | None
+    tags: list[str]
+    lead_source: str
+    custom_field_values: dict[str, Any]
+    company_id: uuid.UUID | None
+    assigned_user_id: uuid.UUID | None
+    status: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ContactResponse(BaseModel):
+    status: str
+    contact: Contact
+
+
+class ContactList(BaseModel):
+    status: str
+    total: int
+    limit: int
+    offset: int
+    has_more: bool
+    contacts: list[Contact]
+
+
+class ContactCreated(BaseModel):
+    status: str
+    created: bool
+    contact_id: uuid.UUID
+
+
+class ContactUpdated(BaseModel):
+    status: str
+    updated: bool
+    contact_id: uuid.UUID
+
+
+class ContactDeleted(BaseModel):
+    status: str
+    deleted: bool
+    contact_id: uuid.UUID
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: list[dict[str, Any]] | None = None
+
+
+class Error(BaseModel):
+    status: str
+    error: ErrorDetail

@@ -1,0 +1,403 @@
+"""Contact rules: create-or-match, read, list, update, delete, and the contact.updated event.
+
+Email and phone are unique per sub-account by index, not by a check in Python: a create that
+loses a race to an identical one finds the winner and updates it, and an update that would give
+a contact an address or number another contact holds is refused with 409.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import phonenumbers
+
+from api import events
+from api.companies.service import company_exists
+from api.custom_fields.service import checked_values, invalid, refuse
+from api.types import normalise_email, parse_uuid
+from tenancy.clock import iso
+from tenancy.db import tenant_transaction
+from tenancy.errors import APIError, not_found
+
+DEFAULT_SOURCE = "inbound_webhook"
+E164 = re.compile(r"^\+[1-9]\d{1,14}$")
+MAX_STATUS = 100
+MAX_TAG = 100
+# A lost insert race re-matches; a contact deleted in between is matched again, a few times.
+MATCH_ATTEMPTS = 3
+
+CONTACT_COLUMNS = """id, name, first_name, last_name, email, phone, address, tags, lead_source,
+custom_field_values, company_id, assigned_user_id, status, created_at, updated_at"""
+
+SELECT_CONTACT = f"SELECT {CONTACT_COLUMNS} FROM contacts WHERE id = $1"
+
+SELECT_CONTACT_FOR_UPDATE = SELECT_CONTACT + " FOR UPDATE"
+
+# Email first, then phone.
+SELECT_MATCH_FOR_UPDATE = f"""
+SELECT {CONTACT_COLUMNS} FROM contacts
+WHERE email = $1 OR phone = $2
+ORDER BY (email = $1) IS TRUE DESC
+LIMIT 1
+FOR UPDATE
+"""
+
+SELECT_CONTACTS_PAGE = f"""
+SELECT {CONTACT_COLUMNS} FROM contacts
+ORDER BY created_at DESC, id DESC
+LIMIT $1 OFFSET $2
+"""
+
+COUNT_CONTACTS = "SELECT count(*) FROM contacts"
+
+INSERT_CONTACT = """
+INSERT INTO contacts (name, first_name, last_name, email, phone, address, lead_source,
+                      custom_field_values, company_id, assigned_user_id, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+UPDATE_CONTACT = f"""
+UPDATE contacts
+SET name = $2, first_name = $3, last_name = $4, email = $5, phone = $6, address = $7, tags = $8,
+    lead_source = $9, custom_field_values = $10, company_id = $11, assigned_user_id = $12,
+    status = $13, updated_at = now()
+WHERE id = $1
+RETURNING {CONTACT_COLUMNS}
+"""
+
+DELETE_CONTACT = "DELETE FROM contacts WHERE id = $1 RETURNING id"
+
+# NO ACTION foreign keys raise the first, ON DELETE RESTRICT ones the second (SQLSTATE 23001).
+REFERENCED = (asyncpg.ForeignKeyViolationError, asyncpg.RestrictViolationError)
+
+IS_ACTIVE_MEMBER = """
+SELECT EXISTS (SELECT 1 FROM control.memberships
+               WHERE sub_account_id = $1 AND user_id = $2 AND is_active)
+"""
+
+UPDATABLE = ("name", "first_name", "last_name", "email", "phone", "address", "tags", "source",
+             "custom_field_values", "company_id", "assigned_user_id", "status")
+WRITTEN = ("name", "first_name", "last_name", "email", "phone", "address", "tags", "lead_source",
+           "custom_field_values", "company_id", "assigned_user_id", "status")
+
+
+# --- shapes -------------------------------------------------------------------------------------
+
+
+def contact_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
+    """The contact as GET /contacts/{id} shows it."""
+    return {
+        "id": row["id"], "name": row["name"], "first_name": row["first_name"],
+        "last_name": row["last_name"], "email": row["email"], "phone": row["phone"],
+        "address": row["address"], "tags": list(row["tags"]), "lead_source": row["lead_source"],
+        "custom_field_values": row["custom_field_values"], "company_id": row["company_id"],
+        "assigned_user_id": row["assigned_user_id"], "status": row["status"],
+        "created_at": row["created_at"], "updated_at": row["updated_at"],
+    }
+
+
+def contact_json(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
+    """`contact_out` in JSON types, exactly as the API writes it (for event payloads)."""
+    contact = contact_out(row)
+    for key in ("id", "company_id", "assigned_user_id"):
+        contact[key] = str(contact[key]) if contact[key] is not None else None
+    for key in ("created_at", "updated_at"):
+        contact[key] = iso(contact[key])
+    return contact
+
+
+async def emit_tags_changed(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                            row: asyncpg.Record, added: list[str], removed: list[str]) -> None:
+    await events.emit(conn, "contact.updated", {
+        "sub_account_id": str(sub_account_id),
+        "contact": contact_json(row),
+        "changes": {"tags": {"added": added, "removed": removed}},
+    })
+
+
+# --- normalisation ------------------------------------------------------------------------------
+
+
+def valid_phone(value: str) -> str | None:
+    """The number if it is E.164 and a real number by `phonenumbers`; else None."""
+    value = value.strip()
+    if not E164.match(value):
+        return None
+    try:
+        parsed = phonenumbers.parse(value, None)
+    except phonenumbers.NumberParseException:
+        return None
+    if not phonenumbers.is_valid_number(parsed):
+        return None
+    return phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)
+
+
+def normalise_tags(values: list[str]) -> list[str]:
+    """Lowercased, trimmed, empty ones dropped, de-duplicated in first-seen order."""
+    tags = list(dict.fromkeys(tag for tag in (value.strip().lower() for value in values) if tag))
+    too_long = [tag for tag in tags if len(tag) > MAX_TAG]
+    if too_long:
+        raise refuse([invalid("tags", f"a tag has at most {MAX_TAG} characters", "too_long")])
+    return tags
+
+
+def derived_name(first_name: str | None, last_name: str | None, email: str | None,
+                 phone: str | None) -> str | None:
+    full = " ".join(part for part in (first_name, last_name) if part).strip()
+    return full or email or phone
+
+
+def _text(value: str | None) -> str | None:
+    return value.strip() or None if value is not None else None
+
+
+def _status(value: Any) -> str:
+    status = value.strip() if isinstance(value, str) else ""
+    if not 1 <= len(status) <= MAX_STATUS:
+        raise refuse([invalid("status", f"status is 1 to {MAX_STATUS} characters, not empty",
+                              "string_length")])
+    return status
+
+
+def _required_email_or_phone() -> APIError:
+    return APIError(400, "contacts_email_or_phone_required",
+                    "a contact needs a valid email address or an E.164 phone number")
+
+
+@dataclass
+class Changes:
+    """What a create or update writes: plain columns, custom field values, references."""
+
+    columns: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] | None = None
+    rebuild_name: bool = False
+
+
+def _extended(fields: dict[str, Any], changes: Changes) -> None:
+    """The extended attributes: the same rules on create and on update."""
+    if "custom_field_values" in fields:
+        if fields["custom_field_values"] is None:
+            raise refuse([invalid("custom_field_values", "must be an object", "dict_type")])
+        changes.values = fields["custom_field_values"]
+    for key in ("company_id", "assigned_user_id"):
+        if key in fields:
+            value = fields[key]
+            changes.columns[key] = None if value is None else parse_uuid(value, key)
+    if "status" in fields:
+        changes.columns["status"] = _status(fields["status"])
+
+
+def create_changes(fields: dict[str, Any]) -> Changes:
+    """POST /contacts: a bad email or phone is dropped, null means absent, tags are ignored."""
+    changes = Changes()
+    email = normalise_email(fields["email"]) if fields.get("email") else None
+    phone = valid_phone(fields["phone"]) if fields.get("phone") else None
+    if email is None and phone is None:
+        raise _required_email_or_phone()
+    for key, value in (("email", email), ("phone", phone)):
+        if value is not None:
+            changes.columns[key] = value
+    for key in ("first_name", "last_name", "address"):
+        if _text(fields.get(key)) is not None:
+            changes.columns[key] = _text(fields[key])
+    if _text(fields.get("name")) is not None:
+        changes.columns["name"] = _text(fields["name"])
+    else:
+        changes.rebuild_name = "first_name" in changes.columns or "last_name" in changes.columns
+    if _text(fields.get("source")) is not None:
+        changes.columns["lead_source"] = _text(fields["source"])
+    _extended(fields, changes)
+    return changes
+
+
+def update_changes(fields: dict[str, Any]) -> Changes:
+    """PATCH /contacts/{id}: only the fields present, a bad email or phone is 400."""
+    if not any(key in fields for key in UPDATABLE):
+        raise APIError(400, "nothing_to_update", "the body names no field to update")
+    changes = Changes()
+    details: list[dict[str, str]] = []
+    if "email" in fields:
+        email = None if fields["email"] is None else normalise_email(fields["email"])
+        if fields["email"] is not None and email is None:
+            details.append(invalid("email", "not a valid email address", "email"))
+        changes.columns["email"] = email
+    if "phone" in fields:
+        phone = None if fields["phone"] is None else valid_phone(fields["phone"])
+        if fields["phone"] is not None and phone is None:
+            details.append(invalid("phone", "must be a valid E.164 number like +14155550100",
+                                   "phone"))
+        changes.columns["phone"] = phone
+    if "tags" in fields:
+        if fields["tags"] is None:
+            details.append(invalid("tags", "must be an array of strings", "list_type"))
+        else:
+            changes.columns["tags"] = normalise_tags(fields["tags"])
+    if "source" in fields:
+        source = _text(fields["source"])
+        if source is None:
+            details.append(invalid("source", "must be a non-empty string", "string_type"))
+        changes.columns["lead_source"] = source
+    if details:
+        raise refuse(details)
+    for key in ("first_name", "last_name", "address"):
+        if key in fields:
+            changes.columns[key] = _text(fields[key])
+    if "name" in fields and _text(fields["name"]) is not None:
+        changes.columns["name"] = _text(fields["name"])
+    else:
+        changes.rebuild_name = (
+            "name" in fields or "first_name" in fields or "last_name" in fields)
+    _extended(fields, changes)
+    return changes
+
+
+# --- references ---------------------------------------------------------------------------------
+
+
+async def _checked_references(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                              changes: Changes) -> tuple[dict[str, Any], list[str]]:
+    """400 unless company, assignee and custom field values are all valid; the values to write."""
+    details: list[dict[str, str]] = []
+    company_id = changes.columns.get("company_id")
+    if company_id is not None and not await company_exists(conn, company_id):
+        details.append(invalid("company_id", "no company of this sub-account has this id",
+                               "unknown_company"))
+    user_id = changes.columns.get("assigned_user_id")
+    if user_id is not None and not await conn.fetchval(IS_ACTIVE_MEMBER, sub_account_id, user_id):
+        details.append(invalid("assigned_user_id",
+                               "not an active member of this sub-account", "unknown_user"))
+    to_set: dict[str, Any] = {}
+    to_clear: list[str] = []
+    if changes.values:
+        try:
+            to_set, to_clear = await checked_values(conn, changes.values)
+        except APIError as exc:
+            details.extend(exc.details or [])
+    if details:
+        raise refuse(details)
+    return to_set, to_clear
+
+
+def _conflict(exc: asyncpg.UniqueViolationError) -> APIError:
+    if exc.constraint_name == "uq_contacts_email":
+        return APIError(409, "contact_email_conflict",
+                        "another contact already has this email address")
+    if exc.constraint_name == "uq_contacts_phone":
+        return APIError(409, "contact_phone_conflict",
+                        "another contact already has this phone number")
+    raise exc
+
+
+def _merged(old: asyncpg.Record, changes: Changes, to_set: dict[str, Any],
+            to_clear: list[str]) -> dict[str, Any]:
+    row = dict(old)
+    row.update(changes.columns)
+    values = {**old["custom_field_values"], **to_set}
+    for key in to_clear:
+        values.pop(key, None)
+    row["custom_field_values"] = values
+    if changes.rebuild_name and "name" not in changes.columns:
+        row["name"] = derived_name(row["first_name"], row["last_name"], row["email"],
+                                   row["phone"])
+    return row
+
+
+async def _update(conn: asyncpg.Connection, sub_account_id: uuid.UUID, old: asyncpg.Record,
+                  changes: Changes, to_set: dict[str, Any], to_clear: list[str]) -> None:
+    row = _merged(old, changes, to_set, to_clear)
+    if row["email"] is None and row["phone"] is None:
+        raise _required_email_or_phone()
+    tags_changed = set(row["tags"]) != set(old["tags"])
+    if not tags_changed:
+        row["tags"] = list(old["tags"])
+    new = await conn.fetchrow(UPDATE_CONTACT, old["id"], *(row[key] for key in WRITTEN))
+    if tags_changed:
+        await emit_tags_changed(conn, sub_account_id, new,
+                                [tag for tag in new["tags"] if tag not in old["tags"]],
+                                [tag for tag in old["tags"] if tag not in new["tags"]])
+
+
+# --- operations ---------------------------------------------------------------------------------
+
+
+async def create_or_match(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                          fields: dict[str, Any]) -> tuple[bool, uuid.UUID]:
+    """(created, contact_id): a new contact, or the one matched by email, then phone, updated."""
+    changes = create_changes(fields)
+    email, phone = changes.columns.get("email"), changes.columns.get("phone")
+    try:
+        async with tenant_transaction(pool, schema) as conn:
+            to_set, to_clear = await _checked_references(conn, sub_account_id, changes)
+            for _ in range(MATCH_ATTEMPTS):
+                matched = await conn.fetchrow(SELECT_MATCH_FOR_UPDATE, email, phone)
+                if matched is not None:
+                    # The source applies only to a contact created here.
+                    changes.columns.pop("lead_source", None)
+                    await _update(conn, sub_account_id, matched, changes, to_set, to_clear)
+                    return False, matched["id"]
+                created = await conn.fetchval(INSERT_CONTACT, *_new_row(changes, to_set))
+                if created is not None:
+                    return True, created
+    except asyncpg.UniqueViolationError as exc:
+        raise _conflict(exc) from None
+    raise APIError(409, "conflict", "the contact changed while it was saved; retry")
+
+
+def _new_row(changes: Changes, to_set: dict[str, Any]) -> tuple[Any, ...]:
+    columns = changes.columns
+    name = columns.get("name") or derived_name(
+        columns.get("first_name"), columns.get("last_name"), columns.get("email"),
+        columns.get("phone"))
+    return (name, columns.get("first_name"), columns.get("last_name"), columns.get("email"),
+            columns.get("phone"), columns.get("address"),
+            columns.get("lead_source", DEFAULT_SOURCE), to_set, columns.get("company_id"),
+            columns.get("assigned_user_id"), columns.get("status"))
+
+
+async def update_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                         contact_id: uuid.UUID, fields: dict[str, Any]) -> None:
+    changes = update_changes(fields)
+    try:
+        async with tenant_transaction(pool, schema) as conn:
+            old = await conn.fetchrow(SELECT_CONTACT_FOR_UPDATE, contact_id)
+            if old is None:
+                raise not_found("contact")
+            to_set, to_clear = await _checked_references(conn, sub_account_id, changes)
+            await _update(conn, sub_account_id, old, changes, to_set, to_clear)
+    except asyncpg.UniqueViolationError as exc:
+        raise _conflict(exc) from None
+
+
+async def get_contact(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(SELECT_CONTACT, contact_id)
+    if row is None:
+        raise not_found("contact")
+    return contact_out(row)
+
+
+async def list_contacts(pool: asyncpg.Pool, schema: str, limit: int,
+                        offset: int) -> tuple[list[dict[str, Any]], int]:
+    async with tenant_transaction(pool, schema) as conn:
+        rows = await conn.fetch(SELECT_CONTACTS_PAGE, limit, offset)
+        total = await conn.fetchval(COUNT_CONTACTS)
+    return [contact_out(row) for row in rows], total
+
+
+async def delete_contact(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID) -> None:
+    """Hard delete; notes go with it, and any record that references it blocks it (409)."""
+    try:
+        async with tenant_transaction(pool, schema) as conn:
+            deleted = await conn.fetchval(DELETE_CONTACT, contact_id)
+    except REFERENCED:
+        raise APIError(409, "contact_referenced",
+                       "the contact is still referenced by other records (for example "
+                       "invoices, calls, conversations or appointments)") from None
+    if deleted is None:
+        raise not_found("contact")

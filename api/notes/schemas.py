@@ -1,0 +1,54 @@
+"""Request and response models of the note operations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+
+MAX_CONTENT = 5000
+
+
+class CreateNoteRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    content: StrictStr = Field(min_length=1, max_length=MAX_CONTENT)
+
+    @field_validator("content")
+    @classmethod
+    def not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must contain at least one non-blank character")
+        return value
+
+
+class CreatedNote(BaseModel):
+    id: uuid.UUID
+    contact_id: uuid.UUID
+    content: str
+    created_at: datetime
+
+
+class NoteCreated(BaseModel):
+    status: str
+    note: CreatedNote
+
+
+class Note(CreatedNote):
+    agent_id: uuid.UUID | None
+    updated_at: datetime
+
+
+class NoteList(BaseModel):
+    status: str
+    contact_id: uuid.UUID
+    note_count: int
+    notes: list[Note]
+
+
+class NoteDeleted(BaseModel):
+    status: str
+    deleted: bool
+    contact_id: uuid.UUID
+    note_id: uuid.UUID

@@ -1,0 +1,81 @@
+"""Tags under /webhooks/inbound: the tag summary, and adding and removing a contact's tags."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+from quart import Blueprint, current_app
+from quart_schema import tag, validate_response
+
+from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.contacts.body import validate_optional_body
+from api.contacts.schemas import Error
+from api.contacts.service import normalise_tags
+from api.errors import APIError
+from api.tags import service
+from api.tags.schemas import TagsAdded, TagsRemoved, TagsRequest, TagSummary
+from api.types import parse_uuid
+
+blueprint = Blueprint("tags", __name__, url_prefix="/webhooks/inbound")
+
+
+def _pool() -> asyncpg.Pool:
+    return current_app.config["DB_POOL"]
+
+
+def _sub_account_id() -> uuid.UUID:
+    found = principal().sub_account_id
+    assert found is not None
+    return found
+
+
+def requested_tags(data: TagsRequest) -> list[str]:
+    tags = normalise_tags(([data.tag] if data.tag is not None else []) + (data.tags or []))
+    if not tags:
+        raise APIError(400, "tags_required", "give at least one non-empty tag (tag or tags)")
+    return tags
+
+
+@blueprint.get("/tags")
+@tag(["Tags"])
+@requires(SUB_ACCOUNT)
+@validate_response(TagSummary, 200)
+async def list_tags() -> dict[str, Any]:
+    """The tags carried by the newest 5000 contacts, with counts, sorted A to Z."""
+    tags = await service.tag_summary(_pool(), tenant_schema())
+    return {"status": "success", "tag_count": len(tags), "tags": tags}
+
+
+@blueprint.post("/contacts/<contact_id>/tags")
+@tag(["Tags"])
+@requires(SUB_ACCOUNT)
+@validate_optional_body(TagsRequest)
+@validate_response(TagsAdded, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def add_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
+    """Merge tags into a contact's set; contact.updated fires only when the set changes."""
+    contact_uuid = parse_uuid(contact_id)
+    tags = requested_tags(data)
+    result = await service.add_tags(_pool(), tenant_schema(), _sub_account_id(),
+                                    contact_uuid, tags)
+    return {"status": "success", "contact_id": contact_uuid, "tags": result, "added": tags}
+
+
+@blueprint.delete("/contacts/<contact_id>/tags")
+@tag(["Tags"])
+@requires(SUB_ACCOUNT)
+@validate_optional_body(TagsRequest)
+@validate_response(TagsRemoved, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def remove_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
+    """Remove tags from a contact (case-insensitive); tags it does not carry are ignored."""
+    contact_uuid = parse_uuid(contact_id)
+    tags = requested_tags(data)
+    remaining, removed = await service.remove_tags(_pool(), tenant_schema(),
+                                                   _sub_account_id(), contact_uuid, tags)
+    return {"status": "success", "contact_id": contact_uuid, "tags": remaining,
+            "removed": removed}

@@ -1,0 +1,41 @@
+"""Request and response models of the tag operations."""
+
+from __future__ import annotations
+
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+
+class TagsRequest(BaseModel):
+    """`tag` and/or `tags`, combined."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tag: StrictStr | None = Field(default=None, max_length=1000)
+    tags: list[StrictStr] | None = Field(default=None, max_length=100)
+
+
+class TagsAdded(BaseModel):
+    status: str
+    contact_id: uuid.UUID
+    tags: list[str]
+    added: list[str]
+
+
+class TagsRemoved(BaseModel):
+    status: str
+    contact_id: uuid.UUID
+    tags: list[str]
+    removed: list[str]
+
+
+class TagSummaryItem(BaseModel):
+    tag: str
+    count: int
+
+
+class TagSummary(BaseModel):
+    status: str
+    tag_count: int
+    tags: list[TagSummaryItem]

@@ -1,0 +1,130 @@
+"""The baseline of the contacts benchmark: a bare ASGI app doing the service's SQL on asyncpg.
+
+No framework, no validation models, no rate limiter: per request it resolves the API key with
+the same control query, then runs the same tenant statements as the service (in a tenant
+transaction, as the service does) and writes the same JSON shape.
+Run: `python -m bench.contacts.baseline PORT` (DATABASE_URL must be set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from typing import Any
+
+import asyncpg
+
+from api.contacts.service import (
+    CONTACT_COLUMNS,
+    COUNT_CONTACTS,
+    INSERT_CONTACT,
+    SELECT_CONTACT,
+    SELECT_CONTACTS_PAGE,
+    SELECT_MATCH_FOR_UPDATE,
+)
+from api.tags.service import SELECT_TAG_SUMMARY, TAG_SCAN
+from tenancy.clock import iso
+from tenancy.db import create_pool, tenant_transaction
+from tenancy.principals import principal_for_key
+
+PREFIX = "/webhooks/inbound"
+POOL: asyncpg.Pool | None = None
+COLUMNS = [name.strip() for name in CONTACT_COLUMNS.split(",")]
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return iso(value)
+
+
+def contact(row: asyncpg.Record) -> dict[str, Any]:
+    return {name: row[name] for name in COLUMNS}
+
+
+async def handle(method: str, path: str, query: str, schema: str,
+                 body: bytes) -> tuple[int, Any]:
+    assert POOL is not None
+    if path == f"{PREFIX}/tags" and method == "GET":
+        async with tenant_transaction(POOL, schema) as conn:
+            rows = await conn.fetch(SELECT_TAG_SUMMARY, TAG_SCAN)
+        tags = [{"tag": row["tag"], "count": row["count"]} for row in rows]
+        return 200, {"status": "success", "tag_count": len(tags), "tags": tags}
+    if path == f"{PREFIX}/contacts" and method == "GET":
+        params = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
+        limit, offset = min(int(params.get("limit", 50)), 100), int(params.get("offset", 0))
+        async with tenant_transaction(POOL, schema) as conn:
+            rows = await conn.fetch(SELECT_CONTACTS_PAGE, limit, offset)
+            total = await conn.fetchval(COUNT_CONTACTS)
+        return 200, {"status": "success", "total": total, "limit": limit, "offset": offset,
+                     "has_more": offset + len(rows) < total,
+                     "contacts": [contact(row) for row in rows]}
+    if path == f"{PREFIX}/contacts" and method == "POST":
+        data = json.loads(body)
+        email = data["email"].strip().lower()
+        async with tenant_transaction(POOL, schema) as conn:
+            matched = await conn.fetchrow(SELECT_MATCH_FOR_UPDATE, email, None)
+            if matched is not None:
+                return 200, {"status": "success", "created": False, "contact_id": matched["id"]}
+            created = await conn.fetchval(
+                INSERT_CONTACT, data.get("name") or email, data.get("first_name"),
+                data.get("last_name"), email, None, None, "inbound_webhook", {}, None, None, None)
+        return 201, {"status": "success", "created": True, "contact_id": created}
+    if path.startswith(f"{PREFIX}/contacts/") and method == "GET":
+        contact_id = uuid.UUID(path.rsplit("/", 1)[1])
+        async with tenant_transaction(POOL, schema) as conn:
+            row = await conn.fetchrow(SELECT_CONTACT, contact_id)
+        if row is None:
+            return 404, {"status": "error", "error": {"code": "not_found", "message": "no"}}
+        return 200, {"status": "success", "contact": contact(row)}
+    return 404, {"status": "error", "error": {"code": "not_found", "message": "no route"}}
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    global POOL
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                POOL = await create_pool(os.environ["DATABASE_URL"], min_size=2, max_size=20)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await POOL.close()  # type: ignore[union-attr]
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    headers = dict(scope["headers"])
+    principal = await principal_for_key(POOL, headers.get(b"x-api-key", b"").decode())  # type: ignore[arg-type]
+    if principal is None or principal.schema is None:
+        status, payload = 401, {"status": "error", "error": {"code": "invalid_api_key",
+                                                             "message": "no"}}
+    else:
+        status, payload = await handle(scope["method"], scope["path"],
+                                       scope["query_string"].decode(), principal.schema, body)
+    encoded = json.dumps(payload, default=_default).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(encoded)).encode())]})
+    await send({"type": "http.response.body", "body": encoded})
+
+
+def main() -> None:
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"127.0.0.1:{sys.argv[1]}"]
+    config.accesslog = None
+    asyncio.run(serve(app, config))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()

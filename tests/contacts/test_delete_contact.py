@@ -1,0 +1,90 @@
+"""DELETE /contacts/{id}: hard delete, notes go with it, references block it (409)."""
+
+from __future__ import annotations
+
+import uuid
+
+from .conftest import CONTACTS, create_contact, error_of, tenant_sql
+
+
+async def test_delete_is_200_and_the_contact_is_gone(client, tenant):
+    contact_id = await create_contact(client, tenant)
+    response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    assert response.status_code == 200
+    assert await response.get_json() == {"status": "success", "deleted": True,
+                                         "contact_id": contact_id}
+    response = await client.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    assert response.status_code == 404
+
+
+async def test_delete_takes_the_notes_with_it(client, tenant, pool):
+    contact_id = await create_contact(client, tenant)
+    await client.post(f"{CONTACTS}/{contact_id}/notes", json={"content": "hello"},
+                      headers=tenant.headers)
+    await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    rows = await tenant_sql(pool, tenant, "SELECT count(*) FROM notes")
+    assert rows[0][0] == 0
+
+
+async def test_delete_frees_email_and_phone_for_a_new_contact(client, tenant):
+    contact_id = await create_contact(client, tenant, email="again@example.com")
+    await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    response = await client.post(CONTACTS, json={"email": "again@example.com"},
+                                 headers=tenant.headers)
+    assert response.status_code == 201
+
+
+async def test_delete_while_referenced_is_409_and_keeps_the_contact(client, tenant, pool):
+    contact_id = await create_contact(client, tenant)
+    await tenant_sql(pool, tenant, "INSERT INTO appointments (contact_id, title) VALUES ($1, $2)",
+                     uuid.UUID(contact_id), "Demo")
+    response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    assert response.status_code == 409
+    assert await error_of(response) == "contact_referenced"
+    assert (await client.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+            ).status_code == 200
+
+
+async def test_delete_once_the_reference_is_gone_succeeds(client, tenant, pool):
+    contact_id = await create_contact(client, tenant)
+    await tenant_sql(pool, tenant, "INSERT INTO appointments (contact_id) VALUES ($1)",
+                     uuid.UUID(contact_id))
+    assert (await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+            ).status_code == 409
+    await tenant_sql(pool, tenant, "DELETE FROM appointments")
+    assert (await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+            ).status_code == 200
+
+
+async def test_delete_non_uuid_is_400(client, tenant):
+    response = await client.delete(f"{CONTACTS}/xyz", headers=tenant.headers)
+    assert response.status_code == 400
+    assert await error_of(response) == "invalid_uuid"
+
+
+async def test_delete_unknown_is_404(client, tenant):
+    response = await client.delete(f"{CONTACTS}/{uuid.uuid4()}", headers=tenant.headers)
+    assert response.status_code == 404
+    assert await error_of(response) == "not_found"
+
+
+async def test_delete_twice_is_404(client, tenant):
+    contact_id = await create_contact(client, tenant)
+    await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    assert response.status_code == 404
+
+
+async def test_delete_without_key_is_401(client):
+    assert (await client.delete(f"{CONTACTS}/{uuid.uuid4()}")).status_code == 401
+
+
+async def test_any_no_action_reference_blocks_delete_with_409(client, tenant, pool):
+    # Invoices, calls and messages reference contacts with NO ACTION keys: any such table works.
+    contact_id = await create_contact(client, tenant)
+    await tenant_sql(pool, tenant, "CREATE TABLE later_feature (contact_id uuid NOT NULL "
+                                   "REFERENCES contacts (id))")
+    await tenant_sql(pool, tenant, "INSERT INTO later_feature VALUES ($1)", uuid.UUID(contact_id))
+    response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    assert response.status_code == 409
+    assert await error_of(response) == "contact_referenced"

@@ -1,0 +1,1 @@
+"""AI voice agents: create-agent and the agent reads."""

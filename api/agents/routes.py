@@ -1,0 +1,82 @@
+"""create-agent (under /functions/v1, with a sub-account key) and the agent reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from quart import Blueprint, current_app, request
+from quart_schema import tag, validate_request, validate_response
+
+from api.agents import service
+from api.agents.schemas import (
+    AgentCreated,
+    AgentList,
+    AgentResponse,
+    CreateAgentRequest,
+    Error,
+    FunctionsError,
+)
+from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.errors import APIError
+from api.types import pagination, parse_uuid
+
+blueprint = Blueprint("agents", __name__)
+
+
+def _pool() -> asyncpg.Pool:
+    return current_app.config["DB_POOL"]
+
+
+def _with_scope(agent: dict[str, Any]) -> dict[str, Any]:
+    caller = principal()
+    return {**agent, "organization_id": caller.organisation_id,
+            "sub_account_id": caller.sub_account_id}
+
+
+@blueprint.post("/functions/v1/crm-api/create-agent")
+@tag(["Agents"])
+@requires(SUB_ACCOUNT)
+@validate_request(CreateAgentRequest)
+@validate_response(AgentCreated, 201)
+@validate_response(FunctionsError, 400)
+@validate_response(FunctionsError, 403)
+async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
+    """Create an AI voice agent in the key's sub-account."""
+    await service.check_fields(
+        data, allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks)
+    organization_id = parse_uuid(data.organization_id, "organization_id")
+    sub_account_id = parse_uuid(data.sub_account_id, "sub_account_id")
+    caller = principal()
+    if organization_id != caller.organisation_id or sub_account_id != caller.sub_account_id:
+        raise APIError(403, "forbidden",
+                       "organization_id and sub_account_id must be those of the API key")
+    agent = await service.create_agent(_pool(), tenant_schema(), data)
+    return {"success": True, "id": agent["id"], "name": agent["name"],
+            "is_active": agent["is_active"], "created_at": agent["created_at"]}, 201
+
+
+@blueprint.get("/webhooks/inbound/agents")
+@tag(["Agents"])
+@requires(SUB_ACCOUNT)
+@validate_response(AgentList, 200)
+@validate_response(Error, 400)
+async def list_agents() -> dict[str, Any]:
+    """List the sub-account's agents with their full configuration, newest first."""
+    limit, offset = pagination(request.args)
+    agents, total = await service.list_agents(_pool(), tenant_schema(), limit, offset)
+    return {"status": "success", "agents": [_with_scope(agent) for agent in agents],
+            "total": total, "limit": limit, "offset": offset,
+            "has_more": offset + len(agents) < total}
+
+
+@blueprint.get("/webhooks/inbound/agents/<agent_id>")
+@tag(["Agents"])
+@requires(SUB_ACCOUNT)
+@validate_response(AgentResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def get_agent(agent_id: str) -> dict[str, Any]:
+    """Read one agent, including its post-call webhook signing secret."""
+    agent = await service.get_agent(_pool(), tenant_schema(), parse_uuid(agent_id))
+    return {"status": "success", "agent": _with_scope(agent)}

@@ -1,0 +1,1 @@
+"""Outbound AI calls and their records."""

@@ -1,0 +1,41 @@
+"""Request and response models of the AI call operations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+
+class PlaceCallRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    agent_id: Annotated[StrictStr, Field(max_length=64)]
+    pool_id: Annotated[StrictStr, Field(max_length=64)] | None = None
+
+
+class CallPlaced(BaseModel):
+    status: str
+    call_id: uuid.UUID
+    message: str
+
+
+class Call(BaseModel):
+    id: uuid.UUID
+    contact_id: uuid.UUID
+    agent_id: uuid.UUID
+    from_number: str
+    to_number: str
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    duration_seconds: int | None
+    transcript: str | None
+    recording_url: str | None
+
+
+class CallResponse(BaseModel):
+    status: str
+    call: Call

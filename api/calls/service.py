@@ -1,0 +1,251 @@
+"""Outbound AI calls: the checks and caller ID of a new call, then its life in the worker.
+
+A call is a row (`queued`) and an entry in the durable scheduler, written in one transaction, so
+a call that was accepted is placed even if the queue loses its job. The worker's handler
+(`advance_call`) places it through the provider (`ringing`), follows it (`in_progress`), and
+when it ends records the outcome, charges the started minutes at the plan's `call_per_minute`
+and, when the agent has `webhook` on, queues the signed `call.completed` delivery, all in one
+transaction guarded by the call's status, so a second run changes and charges nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+from api import events
+from api.number_pools.service import next_caller_id
+from api.phone_numbers.service import price
+from api.wallet import service as wallet
+from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
+from jobs.due import schedule_due
+from tenancy.clock import utcnow
+from tenancy.db import tenant_transaction
+from tenancy.errors import APIError, not_found
+
+log = logging.getLogger("switchboard.calls")
+
+CALL_WORK = "call"
+OPEN_STATUSES = ("queued", "ringing", "in_progress")
+# How long past its agent's max_duration a call may stay unfinished before we stop following it.
+TRACKING_GRACE = timedelta(minutes=10)
+
+CALL_COLUMNS = """
+id, contact_id, agent_id, from_number, to_number, status, started_at, ended_at,
+duration_seconds, transcript, recording_url
+"""
+
+SELECT_CONTACT = "SELECT id, phone FROM contacts WHERE id = $1"
+
+SELECT_AGENT = "SELECT id, is_active FROM agents WHERE id = $1"
+
+SELECT_AGENT_NUMBER = """
+SELECT id, phone_number, provider FROM phone_numbers
+WHERE agent_id = $1 AND is_active
+ORDER BY assigned_at, phone_number
+LIMIT 1
+"""
+
+SELECT_BALANCE = "SELECT balance FROM wallet WHERE id = 1"
+
+LOCK_BALANCE = "SELECT balance FROM wallet WHERE id = 1 FOR UPDATE"
+
+INSERT_CALL = """
+INSERT INTO calls (contact_id, agent_id, phone_number_id, pool_id, from_number, to_number,
+                   provider)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING id
+"""
+
+SELECT_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE id = $1"
+
+LOCK_OPEN_CALL = """
+SELECT c.id, c.status, c.provider, c.provider_call_id, c.from_number, c.to_number, c.agent_id,
+       c.started_at, c.created_at, a.language, a.max_duration, a.recording
+FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
+WHERE c.id = $1 AND c.status IN ('queued', 'ringing', 'in_progress')
+FOR UPDATE OF c
+"""
+
+MARK_PLACED = """
+UPDATE calls SET status = 'ringing', provider_call_id = $2, started_at = now(),
+                 updated_at = now()
+WHERE id = $1
+"""
+
+MARK_PROGRESS = """
+UPDATE calls SET status = $2, started_at = COALESCE($3, started_at), updated_at = now()
+WHERE id = $1 AND status IN ('ringing', 'in_progress') AND status <> $2
+"""
+
+FINISH = f"""
+UPDATE calls
+SET status = $2, started_at = COALESCE($3, started_at), ended_at = COALESCE($4, now()),
+    duration_seconds = $5, transcript = $6, recording_url = $7, error = $8, updated_at = now()
+WHERE id = $1 AND status IN ('queued', 'ringing', 'in_progress')
+RETURNING {CALL_COLUMNS}
+"""
+
+RECORD_CHARGE = "UPDATE calls SET billed_minutes = $2, cost = $3 WHERE id = $1"
+
+SELECT_AGENT_WEBHOOK = "SELECT webhook, webhook_url, webhook_secret FROM agents WHERE id = $1"
+
+
+def billed_minutes(duration_seconds: int | None) -> int:
+    """Every started minute counts."""
+    return math.ceil((duration_seconds or 0) / 60)
+
+
+def call_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
+    return {key: row[key] for key in (
+        "id", "contact_id", "agent_id", "from_number", "to_number", "status", "started_at",
+        "ended_at", "duration_seconds", "transcript", "recording_url")}
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+async def place_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                     contact_id: uuid.UUID, agent_id: uuid.UUID,
+                     pool_id: uuid.UUID | None) -> uuid.UUID:
+    per_minute = await price(pool, sub_account_id, "call_per_minute")
+    try:
+        async with tenant_transaction(pool, schema) as conn:
+            to_number = await _callee(conn, contact_id, agent_id)
+            number = (await next_caller_id(conn, pool_id) if pool_id is not None
+                      else await _agent_number(conn, agent_id))
+            if per_minute > 0 and await conn.fetchval(SELECT_BALANCE) < per_minute:
+                raise APIError(402, "insufficient_funds",
+                               "the wallet balance cannot cover a minute of this call")
+            call_id: uuid.UUID = await conn.fetchval(
+                INSERT_CALL, contact_id, agent_id, number["id"], pool_id,
+                number["phone_number"], to_number, number["provider"])
+            await schedule_due(conn, sub_account_id, CALL_WORK, call_id, utcnow())
+    except APIError as exc:
+        if exc.code == "insufficient_funds":
+            await wallet.record_declined(pool, schema, per_minute, "call",
+                                         "outbound call, first minute", "call", None)
+        raise
+    return call_id
+
+
+async def _callee(conn: asyncpg.Connection, contact_id: uuid.UUID, agent_id: uuid.UUID) -> str:
+    contact = await conn.fetchrow(SELECT_CONTACT, contact_id)
+    if contact is None:
+        raise not_found("contact")
+    agent = await conn.fetchrow(SELECT_AGENT, agent_id)
+    if agent is None:
+        raise not_found("agent")
+    if not contact["phone"]:
+        raise APIError(400, "contact_has_no_phone", "the contact has no phone number on file")
+    if not agent["is_active"]:
+        raise APIError(400, "agent_inactive", "the agent is inactive and takes no calls")
+    return str(contact["phone"])
+
+
+async def _agent_number(conn: asyncpg.Connection, agent_id: uuid.UUID) -> asyncpg.Record:
+    number = await conn.fetchrow(SELECT_AGENT_NUMBER, agent_id)
+    if number is None:
+        raise APIError(400, "agent_has_no_number",
+                       "the agent has no phone number; assign one or give a pool_id")
+    return number
+
+
+async def get_call(pool: asyncpg.Pool, schema: str, call_id: uuid.UUID) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(SELECT_CALL, call_id)
+    if row is None:
+        raise not_found("call")
+    return call_out(row)
+
+
+# --- the worker's side ------------------------------------------------------------------------
+
+
+def _poll_after(started_at: datetime | None) -> datetime:
+    """Follow a young call closely, a long one less often."""
+    now = utcnow()
+    young = started_at is None or now - started_at < timedelta(seconds=30)
+    return now + timedelta(seconds=1 if young else 5)
+
+
+async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
+                       sub_account_id: uuid.UUID, call_id: uuid.UUID) -> datetime | None:
+    """One step of a call's life; the time to look again, or None once it has ended."""
+    async with tenant_transaction(pool, schema) as conn:
+        call = await conn.fetchrow(LOCK_OPEN_CALL, call_id)
+        if call is None:
+            return None
+        # The provider that holds the caller ID places the call and reports on it.
+        provider = providers.get(call["provider"])
+        if call["status"] == "queued":
+            try:
+                provider_call_id = await provider.place_call(OutboundCall(
+                    str(call_id), call["from_number"], call["to_number"], str(call["agent_id"]),
+                    call["language"], int(call["max_duration"] * 60), call["recording"]))
+            except TelephonyError as exc:
+                log.warning("placing call %s failed: %s", call_id, exc)
+                await conn.fetchrow(FINISH, call_id, "failed", None, None, None, None, None,
+                                    f"the provider could not place the call: {exc}")
+                return None
+            await conn.execute(MARK_PLACED, call_id, provider_call_id)
+            return _poll_after(None)
+    try:
+        state = await provider.call_state(call["provider_call_id"])
+    except TelephonyError as exc:
+        log.warning("reading call %s failed: %s", call_id, exc)
+        state = None
+    if state is not None and state.finished:
+        await finish_call(pool, schema, sub_account_id, call_id, state)
+        return None
+    started = call["started_at"] or call["created_at"]
+    if utcnow() - started > timedelta(minutes=call["max_duration"]) + TRACKING_GRACE:
+        await finish_call(pool, schema, sub_account_id, call_id,
+                          CallState("failed", error="the call's outcome never arrived"))
+        return None
+    if state is not None:
+        async with tenant_transaction(pool, schema) as conn:
+            await conn.execute(MARK_PROGRESS, call_id, state.status, state.started_at)
+    return _poll_after(started)
+
+
+async def finish_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                      call_id: uuid.UUID, state: CallState) -> None:
+    """Record the end of a call, charge it and queue its post-call webhook, exactly once."""
+    per_minute = await price(pool, sub_account_id, "call_per_minute")
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(
+            FINISH, call_id, state.status, state.started_at, state.ended_at,
+            state.duration_seconds, state.transcript, state.recording_url, state.error)
+        if row is None or state.status != "completed":
+            return
+        minutes = billed_minutes(state.duration_seconds)
+        charged = await _charge(conn, call_id, minutes, per_minute)
+        await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
+        agent = await conn.fetchrow(SELECT_AGENT_WEBHOOK, row["agent_id"])
+        if agent["webhook"] and agent["webhook_url"]:
+            await events.emit_to(conn, agent["webhook_url"], agent["webhook_secret"],
+                                 "call.completed",
+                                 {"sub_account_id": sub_account_id, "call": call_out(row)})
+
+
+async def _charge(conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int,
+                  per_minute: Decimal) -> Decimal:
+    """The minutes at the plan's price; a call already made takes at most what is left."""
+    cost = per_minute * minutes
+    if cost <= 0:
+        return Decimal("0.00")
+    balance: Decimal = await conn.fetchval(LOCK_BALANCE)
+    amount = min(cost, balance)
+    if amount < cost:
+        log.warning("call %s cost %s but the wallet held %s", call_id, cost, balance)
+    if amount > 0:
+        await wallet.debit(conn, amount, "call", f"outbound call, {minutes} min", "call",
+                           call_id)
+    return amount

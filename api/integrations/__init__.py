@@ -1,0 +1,1 @@
+"""LLM provider integrations of a sub-account."""

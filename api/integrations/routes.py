@@ -1,0 +1,38 @@
+"""PUT /integrations/{provider} connects an LLM provider; GET /integrations shows which are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import Blueprint, current_app
+from quart_schema import tag, validate_request, validate_response
+
+from api.agents.schemas import Error
+from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.integrations import service
+from api.integrations.schemas import Connected, ConnectRequest, IntegrationList
+
+blueprint = Blueprint("integrations", __name__, url_prefix="/webhooks/inbound")
+
+
+@blueprint.put("/integrations/<provider>")
+@tag(["Agents"])
+@requires(SUB_ACCOUNT)
+@validate_request(ConnectRequest)
+@validate_response(Connected, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def connect(provider: str, data: ConnectRequest) -> dict[str, Any]:
+    """Connect (or re-key) an LLM provider: openai, anthropic, google, deepseek or grok."""
+    await service.connect(current_app.config["DB_POOL"], tenant_schema(), provider, data.api_key)
+    return {"status": "success", "provider": provider, "connected": True}
+
+
+@blueprint.get("/integrations")
+@tag(["Agents"])
+@requires(SUB_ACCOUNT)
+@validate_response(IntegrationList, 200)
+async def list_integrations() -> dict[str, Any]:
+    """Which LLM providers are connected (their keys are never shown)."""
+    items = await service.list_integrations(current_app.config["DB_POOL"], tenant_schema())
+    return {"status": "success", "integrations": items}

@@ -1,0 +1,33 @@
+"""Request and response models of the LLM provider integrations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.types import NonBlank
+
+
+class ConnectRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    api_key: Annotated[NonBlank, Field(max_length=1000)]
+
+
+class Connected(BaseModel):
+    status: str
+    provider: str
+    connected: bool
+
+
+class Integration(BaseModel):
+    provider: str
+    connected: bool
+    updated_at: datetime | None
+
+
+class IntegrationList(BaseModel):
+    status: str
+    integrations: list[Integration]

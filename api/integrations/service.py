@@ -1,0 +1,36 @@
+"""Connecting LLM providers: the key is stored for the agents' use and never shown again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from tenancy.db import tenant_transaction
+from tenancy.errors import APIError
+from tenancy.tables.voice import LLM_PROVIDERS
+
+UPSERT_INTEGRATION = """
+INSERT INTO integrations (provider, api_key) VALUES ($1, $2)
+ON CONFLICT (provider) DO UPDATE SET api_key = EXCLUDED.api_key, updated_at = now()
+"""
+
+SELECT_INTEGRATIONS = "SELECT provider, updated_at FROM integrations"
+
+
+def check_provider(provider: str) -> str:
+    if provider not in LLM_PROVIDERS:
+        raise APIError(404, "not_found", "unknown provider; one of " + ", ".join(LLM_PROVIDERS))
+    return provider
+
+
+async def connect(pool: asyncpg.Pool, schema: str, provider: str, api_key: str) -> None:
+    async with tenant_transaction(pool, schema) as conn:
+        await conn.execute(UPSERT_INTEGRATION, check_provider(provider), api_key.strip())
+
+
+async def list_integrations(pool: asyncpg.Pool, schema: str) -> list[dict[str, Any]]:
+    async with tenant_transaction(pool, schema) as conn:
+        rows = {row["provider"]: row["updated_at"] for row in await conn.fetch(SELECT_INTEGRATIONS)}
+    return [{"provider": provider, "connected": provider in rows,
+             "updated_at": rows.get(provider)} for provider in LLM_PROVIDERS]

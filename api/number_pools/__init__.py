@@ -1,0 +1,1 @@
+"""Number pools: caller IDs used round-robin for outbound calls."""

@@ -1,0 +1,46 @@
+"""POST /number-pools and GET /number-pools/{id}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import Blueprint, current_app
+from quart_schema import tag, validate_request, validate_response
+
+from api.agents.schemas import Error
+from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.number_pools import service
+from api.number_pools.schemas import CreatePoolRequest, PoolResponse
+from api.types import parse_uuid
+
+blueprint = Blueprint("number_pools", __name__, url_prefix="/webhooks/inbound")
+
+
+@blueprint.post("/number-pools")
+@tag(["Number pools"])
+@requires(SUB_ACCOUNT)
+@validate_request(CreatePoolRequest)
+@validate_response(PoolResponse, 201)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def create_number_pool(data: CreatePoolRequest) -> tuple[dict[str, Any], int]:
+    """Create a pool of the sub-account's numbers, used round-robin as caller ID."""
+    ids = [parse_uuid(value, f"phone_number_ids[{index}]")
+           for index, value in enumerate(data.phone_number_ids)]
+    created = await service.create_pool(current_app.config["DB_POOL"], tenant_schema(),
+                                        data.name, ids)
+    return {"status": "success", "pool": created}, 201
+
+
+@blueprint.get("/number-pools/<pool_id>")
+@tag(["Number pools"])
+@requires(SUB_ACCOUNT)
+@validate_response(PoolResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def get_number_pool(pool_id: str) -> dict[str, Any]:
+    """Read a pool and its active numbers in round-robin order."""
+    found = await service.get_pool(current_app.config["DB_POOL"], tenant_schema(),
+                                   parse_uuid(pool_id))
+    return {"status": "success", "pool": found}
+

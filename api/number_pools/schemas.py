@@ -1,0 +1,30 @@
+"""Request and response models of the number pool operations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from api.types import NonBlank
+
+
+class CreatePoolRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: Annotated[NonBlank, Field(max_length=100)]
+    phone_number_ids: Annotated[list[StrictStr], Field(min_length=1, max_length=100)]
+
+
+class Pool(BaseModel):
+    id: uuid.UUID
+    name: str
+    phone_number_ids: list[uuid.UUID]
+    created_at: datetime
+
+
+class PoolResponse(BaseModel):
+    status: str
+    pool: Pool

@@ -1,0 +1,78 @@
+"""Number pools: a named, ordered set of the sub-account's numbers used round-robin as caller ID.
+
+The round robin is one `UPDATE ... RETURNING` on the pool's cursor: the row lock hands every
+concurrent call its own position, so calls spread evenly whatever their timing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from tenancy.db import tenant_transaction
+from tenancy.errors import APIError, not_found
+
+INSERT_POOL = "INSERT INTO number_pools (name) VALUES ($1) RETURNING id, name, created_at"
+
+INSERT_MEMBERS = """
+INSERT INTO number_pool_members (pool_id, phone_number_id, position)
+SELECT $1, member, position FROM unnest($2::uuid[]) WITH ORDINALITY AS m (member, position)
+"""
+
+SELECT_ACTIVE_IDS = "SELECT id FROM phone_numbers WHERE id = ANY($1::uuid[]) AND is_active"
+
+SELECT_POOL = "SELECT id, name, created_at FROM number_pools WHERE id = $1"
+
+SELECT_MEMBERS = """
+SELECT m.phone_number_id
+FROM number_pool_members AS m JOIN phone_numbers AS p ON p.id = m.phone_number_id
+WHERE m.pool_id = $1 AND p.is_active
+ORDER BY m.position
+"""
+
+TAKE_TURN = """
+UPDATE number_pools SET cursor = cursor + 1, updated_at = now()
+WHERE id = $1
+RETURNING cursor - 1
+"""
+
+SELECT_ACTIVE_MEMBERS = """
+SELECT p.id, p.phone_number, p.provider
+FROM number_pool_members AS m JOIN phone_numbers AS p ON p.id = m.phone_number_id
+WHERE m.pool_id = $1 AND p.is_active
+ORDER BY m.position
+"""
+
+
+async def create_pool(pool: asyncpg.Pool, schema: str, name: str,
+                      number_ids: list[uuid.UUID]) -> dict[str, Any]:
+    members = list(dict.fromkeys(number_ids))
+    async with tenant_transaction(pool, schema) as conn:
+        found = {row["id"] for row in await conn.fetch(SELECT_ACTIVE_IDS, members)}
+        if len(found) != len(members):
+            raise not_found("phone number")
+        row = await conn.fetchrow(INSERT_POOL, name.strip())
+        await conn.execute(INSERT_MEMBERS, row["id"], members)
+    return {**dict(row), "phone_number_ids": members}
+
+
+async def get_pool(pool: asyncpg.Pool, schema: str, pool_id: uuid.UUID) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(SELECT_POOL, pool_id)
+        if row is None:
+            raise not_found("number pool")
+        members = [r["phone_number_id"] for r in await conn.fetch(SELECT_MEMBERS, pool_id)]
+    return {**dict(row), "phone_number_ids": members}
+
+
+async def next_caller_id(conn: asyncpg.Connection, pool_id: uuid.UUID) -> asyncpg.Record:
+    """The pool's next number, in the caller's transaction (which holds the turn until commit)."""
+    turn = await conn.fetchval(TAKE_TURN, pool_id)
+    if turn is None:
+        raise not_found("number pool")
+    numbers = await conn.fetch(SELECT_ACTIVE_MEMBERS, pool_id)
+    if not numbers:
+        raise APIError(400, "number_pool_empty", "the number pool has no active numbers")
+    return numbers[turn % len(numbers)]

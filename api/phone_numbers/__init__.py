@@ -1,0 +1,1 @@
+"""Phone numbers: purchase, import, assign to an agent, release."""

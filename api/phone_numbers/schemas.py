@@ -1,0 +1,67 @@
+"""Request and response models of the phone number operations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+
+class PurchaseRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    area_code: Annotated[StrictStr, Field(pattern=r"^[2-9][0-9]{2}$")] | None = None
+
+
+class ImportRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    phone_number: Annotated[StrictStr, Field(max_length=32)]
+
+
+class AssignRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    agent_id: Annotated[StrictStr, Field(max_length=64)]
+
+
+class PhoneNumber(BaseModel):
+    id: uuid.UUID
+    phone_number: str
+    purchased: bool
+    agent_id: uuid.UUID | None
+    agent_name: str | None
+    is_active: bool
+    purchased_at: datetime | None
+    next_billing_date: datetime | None
+
+
+class PhoneNumberResponse(BaseModel):
+    status: str
+    phone_number: PhoneNumber
+
+
+class PhoneNumberList(BaseModel):
+    status: str
+    phone_number_count: int
+    phone_numbers: list[PhoneNumber]
+
+
+class Assigned(BaseModel):
+    status: str
+    assigned: bool
+    phone_number_id: uuid.UUID
+    phone_number: str
+    agent_id: uuid.UUID
+    already_assigned: bool
+
+
+class Released(BaseModel):
+    status: str
+    released: bool
+    phone_number_id: uuid.UUID
+    phone_number: str
+    was_purchased: bool
+    dispatch_rule_deleted: bool

@@ -1,0 +1,425 @@
+"""Phone number rules: reads in the request, provider work in the worker.
+
+Purchase, import, assign and release reach the provider from a job, and the database changes
+only once the provider has succeeded (or the provider work is undone).
+
+A request that must report the provider's result enqueues the job and waits for it for at most
+`SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS`. The job carries a deadline a little before that: it
+never starts, and never commits, after it, so a request answered 502 for a timeout leaves the
+database as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+import uuid
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+import phonenumbers
+
+from api.wallet import service as wallet
+from integrations.telephony import (
+    HeldNumber,
+    NoNumbersAvailable,
+    Providers,
+    TelephonyError,
+    TelephonyProvider,
+)
+from jobs.due import cancel_due, schedule_due
+from tenancy.clock import utcnow
+from tenancy.db import tenant_transaction
+from tenancy.errors import APIError, not_found
+
+log = logging.getLogger("switchboard.telephony")
+
+E164 = re.compile(r"^\+[1-9]\d{1,14}$")
+RENEWAL_WORK = "phone_number_renewal"
+RENEWAL_RETRY = timedelta(days=1)
+
+NUMBER_COLUMNS = """
+p.id, p.phone_number, p.purchased, p.agent_id, a.name AS agent_name, p.is_active,
+p.purchased_at, p.next_billing_date
+"""
+
+SELECT_NUMBER = f"""
+SELECT {NUMBER_COLUMNS}
+FROM phone_numbers AS p LEFT JOIN agents AS a ON a.id = p.agent_id
+WHERE p.id = $1 AND p.is_active
+"""
+
+SELECT_NUMBERS = f"""
+SELECT {NUMBER_COLUMNS}
+FROM phone_numbers AS p LEFT JOIN agents AS a ON a.id = p.agent_id
+WHERE p.is_active
+ORDER BY p.phone_number
+"""
+
+LOCK_NUMBER = """
+SELECT id, phone_number, purchased, agent_id, provider, provider_ref, dispatch_rule_id
+FROM phone_numbers WHERE id = $1 AND is_active
+FOR UPDATE
+"""
+
+SELECT_HELD = "SELECT phone_number FROM phone_numbers WHERE is_active"
+
+NUMBER_HELD = "SELECT EXISTS (SELECT 1 FROM phone_numbers WHERE phone_number = $1 AND is_active)"
+
+AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
+
+INSERT_PURCHASED = """
+INSERT INTO phone_numbers
+    (phone_number, purchased, purchased_at, next_billing_date, provider, provider_ref)
+VALUES ($1, true, now(), now() + interval '1 month', $2, $3)
+RETURNING id, next_billing_date
+"""
+
+INSERT_IMPORTED = """
+INSERT INTO phone_numbers (phone_number, purchased, provider, provider_ref)
+VALUES ($1, false, $2, $3)
+RETURNING id
+"""
+
+ASSIGN = """
+UPDATE phone_numbers
+SET agent_id = $2, dispatch_rule_id = $3, assigned_at = now(), updated_at = now()
+WHERE id = $1
+"""
+
+RELEASE = """
+UPDATE phone_numbers
+SET is_active = false, agent_id = NULL, dispatch_rule_id = NULL, next_billing_date = NULL,
+    released_at = now(), updated_at = now()
+WHERE id = $1
+"""
+
+LEAVE_POOLS = "DELETE FROM number_pool_members WHERE phone_number_id = $1"
+
+LOCK_RENEWAL = """
+SELECT phone_number, next_billing_date FROM phone_numbers
+WHERE id = $1 AND is_active AND purchased AND next_billing_date IS NOT NULL
+FOR UPDATE
+"""
+
+ADVANCE_BILLING = """
+UPDATE phone_numbers
+SET next_billing_date = next_billing_date + interval '1 month', updated_at = now()
+WHERE id = $1
+RETURNING next_billing_date
+"""
+
+SELECT_SUB_ACCOUNT = "SELECT schema_name, rebilling FROM control.sub_accounts WHERE id = $1"
+
+SELECT_BALANCE = "SELECT balance FROM wallet WHERE id = 1"
+
+
+# --- shared helpers ---------------------------------------------------------------------------
+
+
+def provider_timeout() -> float:
+    """Seconds a request waits for provider work (SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS)."""
+    return float(os.environ.get("SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS", "15"))
+
+
+def valid_phone(value: str) -> bool:
+    if not E164.match(value):
+        return False
+    try:
+        return phonenumbers.is_valid_number(phonenumbers.parse(value))
+    except phonenumbers.NumberParseException:
+        return False
+
+
+async def tenant_of(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> tuple[str, dict[str, Any]]:
+    """The tenant schema and rebilling prices of a sub-account (for jobs, which get ids)."""
+    row = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
+    if row is None:
+        raise not_found("sub-account")
+    return row["schema_name"], row["rebilling"] or {}
+
+
+async def price(pool: asyncpg.Pool, sub_account_id: uuid.UUID, item: str) -> Decimal:
+    """The plan's rebilling price of `item` (0 when the plan sets none)."""
+    _, rebilling = await tenant_of(pool, sub_account_id)
+    return price_in(rebilling, item)
+
+
+def price_in(rebilling: dict[str, Any], item: str) -> Decimal:
+    value = rebilling.get(item)
+    return Decimal(str(value)).quantize(Decimal("0.01")) if value is not None else Decimal("0")
+
+
+def provider_failed(exc: TelephonyError) -> APIError:
+    log.warning("telephony provider failed: %s", exc)
+    return APIError(502, "provider_error", f"the telephony provider failed: {exc}")
+
+
+def _check_deadline(deadline: float) -> None:
+    if time.time() > deadline:
+        raise APIError(502, "provider_error", "the telephony provider did not answer in time")
+
+
+async def run_provider_job(arq: Any, function: str, *args: Any) -> dict[str, Any]:
+    """Enqueue provider work and wait for it; its refusal is re-raised, a timeout is 502."""
+    timeout = provider_timeout()
+    deadline = time.time() + max(timeout - 2.0, timeout / 2)
+    job = await arq.enqueue_job(function, *args, deadline,
+                                _job_id=f"{function}:{uuid.uuid4().hex}",
+                                _expires=timedelta(seconds=timeout))
+    try:
+        outcome: dict[str, Any] = await job.result(timeout=timeout, poll_delay=0.05)
+    except Exception as exc:  # timed out, or the job itself crashed
+        log.warning("%s did not finish: %s", function, type(exc).__name__)
+        raise APIError(502, "provider_error",
+                       "the telephony provider did not answer in time") from None
+    error = outcome.get("error")
+    if error is not None:
+        raise APIError(error["status"], error["code"], error["message"])
+    return outcome
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+async def list_numbers(pool: asyncpg.Pool, schema: str) -> list[dict[str, Any]]:
+    async with tenant_transaction(pool, schema) as conn:
+        return [dict(row) for row in await conn.fetch(SELECT_NUMBERS)]
+
+
+async def get_number(pool: asyncpg.Pool, schema: str, number_id: uuid.UUID) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(SELECT_NUMBER, number_id)
+    if row is None:
+        raise not_found("phone number")
+    return dict(row)
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+async def purchase(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
+                   area_code: str | None) -> dict[str, Any]:
+    cost = await price(pool, sub_account_id, "phone_number_monthly")
+    if cost > 0:
+        async with tenant_transaction(pool, schema) as conn:
+            balance = await conn.fetchval(SELECT_BALANCE)
+        if balance < cost:
+            await wallet.record_declined(pool, schema, cost, "phone_number",
+                                         "phone number purchase", "phone_number", None)
+            raise APIError(402, "insufficient_funds",
+                           "the wallet balance cannot cover the number's first month")
+    outcome = await run_provider_job(arq, "purchase_phone_number", str(sub_account_id),
+                                     area_code)
+    return await get_number(pool, schema, uuid.UUID(outcome["phone_number_id"]))
+
+
+async def import_number(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
+                        phone_number: str) -> dict[str, Any]:
+    phone_number = phone_number.strip()
+    if not valid_phone(phone_number):
+        raise APIError(400, "validation_error", "phone_number must be a valid E.164 number",
+                       details=[{"field": "phone_number", "message": "not a valid E.164 number",
+                                 "type": "e164"}])
+    async with tenant_transaction(pool, schema) as conn:
+        if await conn.fetchval(NUMBER_HELD, phone_number):
+            raise _number_exists()
+    outcome = await run_provider_job(arq, "import_phone_number", str(sub_account_id),
+                                     phone_number)
+    return await get_number(pool, schema, uuid.UUID(outcome["phone_number_id"]))
+
+
+async def assign(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
+                 number_id: uuid.UUID, agent_id: uuid.UUID) -> dict[str, Any]:
+    number = await get_number(pool, schema, number_id)
+    async with tenant_transaction(pool, schema) as conn:
+        if not await conn.fetchval(AGENT_EXISTS, agent_id):
+            raise not_found("agent")
+    if number["agent_id"] == agent_id:
+        return _assigned(number, agent_id, already=True)
+    if number["agent_id"] is not None:
+        raise _assigned_elsewhere()
+    outcome = await run_provider_job(arq, "assign_phone_number", str(sub_account_id),
+                                     str(number_id), str(agent_id))
+    return _assigned(number, agent_id, already=outcome["already_assigned"])
+
+
+async def release(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
+                  number_id: uuid.UUID) -> dict[str, Any]:
+    await get_number(pool, schema, number_id)
+    return await run_provider_job(arq, "release_phone_number", str(sub_account_id),
+                                  str(number_id))
+
+
+def _assigned(number: dict[str, Any], agent_id: uuid.UUID, *, already: bool) -> dict[str, Any]:
+    return {"assigned": True, "phone_number_id": number["id"],
+            "phone_number": number["phone_number"], "agent_id": agent_id,
+            "already_assigned": already}
+
+
+def _assigned_elsewhere() -> APIError:
+    return APIError(409, "phone_number_assigned_elsewhere",
+                    "the number is assigned to a different agent; unassign it first")
+
+
+def _number_exists() -> APIError:
+    return APIError(409, "phone_number_exists", "this sub-account already holds that number")
+
+
+# --- provider work (run by the worker, jobs/telephony.py) -------------------------------------
+
+
+def _held(row: asyncpg.Record) -> HeldNumber:
+    return HeldNumber(row["phone_number"], row["provider_ref"], row["purchased"],
+                      row["dispatch_rule_id"])
+
+
+async def _give_back(provider: TelephonyProvider, number: HeldNumber) -> None:
+    """Undo provider work whose database change did not happen (best effort, logged)."""
+    try:
+        await provider.release_number(number)
+    except TelephonyError as exc:
+        log.error("could not give %s back to the provider: %s", number.phone_number, exc)
+
+
+async def provision_purchase(pool: asyncpg.Pool, providers: Providers,
+                             sub_account_id: uuid.UUID, area_code: str | None,
+                             deadline: float) -> dict[str, Any]:
+    _check_deadline(deadline)
+    provider = providers.get()
+    schema, rebilling = await tenant_of(pool, sub_account_id)
+    cost = price_in(rebilling, "phone_number_monthly")
+    async with tenant_transaction(pool, schema) as conn:
+        held = frozenset(row["phone_number"] for row in await conn.fetch(SELECT_HELD))
+    try:
+        bought = await provider.purchase_number(area_code, held)
+    except NoNumbersAvailable as exc:
+        raise APIError(409, "no_numbers_available", str(exc)) from None
+    number = HeldNumber(bought.phone_number, bought.provider_ref, True, None)
+    try:
+        async with tenant_transaction(pool, schema) as conn:
+            row = await conn.fetchrow(INSERT_PURCHASED, bought.phone_number, provider.name,
+                                      bought.provider_ref)
+            number_id = row["id"]
+            await schedule_due(conn, sub_account_id, RENEWAL_WORK, number_id,
+                               row["next_billing_date"])
+            if cost > 0:
+                await wallet.debit(conn, cost, "phone_number",
+                                   f"phone number {bought.phone_number}, first month",
+                                   "phone_number", number_id)
+            _check_deadline(deadline)
+    except wallet.InsufficientFunds:
+        await _give_back(provider, number)
+        await wallet.record_declined(pool, schema, cost, "phone_number",
+                                     f"phone number {bought.phone_number}, first month",
+                                     "phone_number", None)
+        raise
+    except asyncpg.UniqueViolationError:
+        await _give_back(provider, number)
+        raise APIError(409, "phone_number_exists", "the number was taken meanwhile") from None
+    except BaseException:
+        await _give_back(provider, number)
+        raise
+    return {"phone_number_id": str(number_id)}
+
+
+async def provision_import(pool: asyncpg.Pool, providers: Providers,
+                           sub_account_id: uuid.UUID, phone_number: str,
+                           deadline: float) -> dict[str, Any]:
+    _check_deadline(deadline)
+    provider = providers.get()
+    schema, _ = await tenant_of(pool, sub_account_id)
+    imported = await provider.import_number(phone_number)
+    try:
+        async with tenant_transaction(pool, schema) as conn:
+            number_id = await conn.fetchval(INSERT_IMPORTED, phone_number, provider.name,
+                                            imported.provider_ref)
+            _check_deadline(deadline)
+    except asyncpg.UniqueViolationError:
+        raise _number_exists() from None
+    return {"phone_number_id": str(number_id)}
+
+
+async def provision_assignment(pool: asyncpg.Pool, providers: Providers,
+                               sub_account_id: uuid.UUID, number_id: uuid.UUID,
+                               agent_id: uuid.UUID, deadline: float) -> dict[str, Any]:
+    _check_deadline(deadline)
+    schema, _ = await tenant_of(pool, sub_account_id)
+    # The row lock serialises assignments of one number across requests and workers.
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(LOCK_NUMBER, number_id)
+        if row is None:
+            raise not_found("phone number")
+        if not await conn.fetchval(AGENT_EXISTS, agent_id):
+            raise not_found("agent")
+        if row["agent_id"] == agent_id:
+            return {"already_assigned": True}
+        if row["agent_id"] is not None:
+            raise _assigned_elsewhere()
+        provider = providers.get(row["provider"])
+        rule_id = await provider.assign_number(_held(row), str(agent_id))
+        try:
+            _check_deadline(deadline)
+            await conn.execute(ASSIGN, number_id, agent_id, rule_id)
+        except BaseException:
+            await _undo_assignment(provider, row, rule_id)
+            raise
+    return {"already_assigned": False}
+
+
+async def _undo_assignment(provider: TelephonyProvider, row: asyncpg.Record,
+                           rule_id: str) -> None:
+    number = HeldNumber(row["phone_number"], row["provider_ref"], row["purchased"], rule_id)
+    try:
+        await provider.unassign_number(number)
+    except TelephonyError as exc:
+        log.error("could not remove the dispatch rule of %s: %s", number.phone_number, exc)
+
+
+async def provision_release(pool: asyncpg.Pool, providers: Providers,
+                            sub_account_id: uuid.UUID, number_id: uuid.UUID,
+                            deadline: float) -> dict[str, Any]:
+    _check_deadline(deadline)
+    schema, _ = await tenant_of(pool, sub_account_id)
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(LOCK_NUMBER, number_id)
+        if row is None:
+            raise not_found("phone number")
+        # Once the carrier has the number back the release is recorded whatever the time.
+        rule_deleted = await providers.get(row["provider"]).release_number(_held(row))
+        await conn.execute(RELEASE, number_id)
+        await conn.execute(LEAVE_POOLS, number_id)
+        await cancel_due(conn, RENEWAL_WORK, number_id)
+    return {"released": True, "phone_number_id": str(number_id),
+            "phone_number": row["phone_number"], "was_purchased": row["purchased"],
+            "dispatch_rule_deleted": rule_deleted}
+
+
+async def renew(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                number_id: uuid.UUID) -> datetime | None:
+    """Charge a purchased number's month when it is due; when to look again (None: released).
+
+    A month the wallet cannot cover is declined in the ledger and tried again a day later; the
+    number stays (the spec sets no suspension policy).
+    """
+    _, rebilling = await tenant_of(pool, sub_account_id)
+    cost = price_in(rebilling, "phone_number_monthly")
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(LOCK_RENEWAL, number_id)
+        if row is None:
+            return None
+        if row["next_billing_date"] > utcnow():
+            return row["next_billing_date"]  # type: ignore[no-any-return]
+        try:
+            if cost > 0:
+                await wallet.debit(conn, cost, "phone_number",
+                                   f"phone number {row['phone_number']}, monthly renewal",
+                                   "phone_number", number_id)
+        except wallet.InsufficientFunds:
+            log.warning("renewal of %s declined: wallet too low", row["phone_number"])
+            return utcnow() + RENEWAL_RETRY
+        return await conn.fetchval(ADVANCE_BILLING, number_id)  # type: ignore[no-any-return]

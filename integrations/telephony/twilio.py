@@ -1,0 +1,175 @@
+"""The `twilio` telephony provider, over Twilio's REST API (2010-04-01).
+
+Numbers are IncomingPhoneNumbers of the account; inbound routing to an agent is the number's
+VoiceUrl pointing at the voice bridge (`TWILIO_VOICE_URL`, which answers with TwiML that connects
+the call to the agent, e.g. a LiveKit SIP URI or a media stream); outbound calls are Calls whose
+Url is the same bridge. Imported numbers must already be in the Twilio account. Transcripts are
+the voice bridge's business, so this provider reports none.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from integrations.telephony import (
+    CallState,
+    CallStatus,
+    HeldNumber,
+    NoNumbersAvailable,
+    OutboundCall,
+    ProviderNumber,
+    TelephonyError,
+)
+
+API_VERSION = "2010-04-01"
+STATUSES: dict[str, CallStatus] = {
+    "queued": "ringing", "initiated": "ringing", "ringing": "ringing",
+    "in-progress": "in_progress", "completed": "completed",
+    "busy": "failed", "failed": "failed", "no-answer": "failed", "canceled": "failed",
+}
+
+
+def _time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class TwilioTelephony:
+    name = "twilio"
+
+    def __init__(self, account_sid: str, auth_token: str, voice_url: str, *,
+                 base_url: str = "https://api.twilio.com", country: str = "US",
+                 timeout: float = 10.0) -> None:
+        self.account_sid = account_sid
+        self.voice_url = voice_url
+        self.country = country
+        self.base_url = base_url.rstrip("/")
+        self.http = httpx.AsyncClient(base_url=self.base_url, auth=(account_sid, auth_token),
+                                      timeout=timeout)
+
+    @classmethod
+    def from_env(cls) -> TwilioTelephony:
+        missing = [name for name in ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_VOICE_URL")
+                   if not os.environ.get(name)]
+        if missing:
+            raise TelephonyError("twilio is not configured: set " + ", ".join(missing))
+        return cls(os.environ["TWILIO_ACCOUNT_SID"], os.environ["TWILIO_AUTH_TOKEN"],
+                   os.environ["TWILIO_VOICE_URL"],
+                   base_url=os.environ.get("TWILIO_API_BASE_URL", "https://api.twilio.com"),
+                   country=os.environ.get("TWILIO_COUNTRY", "US"))
+
+    def _path(self, resource: str) -> str:
+        return f"/{API_VERSION}/Accounts/{self.account_sid}/{resource}"
+
+    async def _request(self, method: str, resource: str, *, params: dict[str, Any] | None = None,
+                       form: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            response = await self.http.request(method, self._path(resource), params=params,
+                                               data=form)
+        except httpx.HTTPError as exc:
+            raise TelephonyError(f"twilio unreachable: {type(exc).__name__}") from None
+        if response.status_code == 204:
+            return {}
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        if response.status_code >= 400:
+            raise TelephonyError(f"twilio answered {response.status_code}"
+                                 f" (code {body.get('code')}): {body.get('message', '')}")
+        return body if isinstance(body, dict) else {}
+
+    def _agent_url(self, **query: str) -> str:
+        separator = "&" if "?" in self.voice_url else "?"
+        return f"{self.voice_url}{separator}{urlencode(query)}"
+
+    async def purchase_number(self, area_code: str | None,
+                              exclude: frozenset[str]) -> ProviderNumber:
+        params: dict[str, Any] = {"VoiceEnabled": "true", "PageSize": 30}
+        if area_code:
+            params["AreaCode"] = area_code
+        found = await self._request(
+            "GET", f"AvailablePhoneNumbers/{self.country}/Local.json", params=params)
+        candidates = [item["phone_number"] for item in found.get("available_phone_numbers", [])
+                      if item.get("phone_number") not in exclude]
+        if not candidates:
+            raise NoNumbersAvailable("twilio has no numbers available"
+                                     + (f" in area code {area_code}" if area_code else ""))
+        bought = await self._request("POST", "IncomingPhoneNumbers.json",
+                                     form={"PhoneNumber": candidates[0]})
+        return ProviderNumber(bought["phone_number"], bought["sid"])
+
+    async def import_number(self, phone_number: str) -> ProviderNumber:
+        found = await self._request("GET", "IncomingPhoneNumbers.json",
+                                    params={"PhoneNumber": phone_number})
+        numbers = found.get("incoming_phone_numbers", [])
+        if not numbers:
+            raise TelephonyError("the number is not in the Twilio account")
+        return ProviderNumber(numbers[0]["phone_number"], numbers[0]["sid"])
+
+    def _sid(self, number: HeldNumber) -> str:
+        if not number.provider_ref:
+            raise TelephonyError("the number has no Twilio sid")
+        return number.provider_ref
+
+    async def assign_number(self, number: HeldNumber, agent_id: str) -> str:
+        sid = self._sid(number)
+        await self._request("POST", f"IncomingPhoneNumbers/{sid}.json",
+                            form={"VoiceUrl": self._agent_url(agent_id=agent_id),
+                                  "VoiceMethod": "POST"})
+        return f"voice-url:{sid}"
+
+    async def unassign_number(self, number: HeldNumber) -> bool:
+        if number.dispatch_rule_id is None:
+            return False
+        await self._request("POST", f"IncomingPhoneNumbers/{self._sid(number)}.json",
+                            form={"VoiceUrl": ""})
+        return True
+
+    async def release_number(self, number: HeldNumber) -> bool:
+        if number.purchased:
+            await self._request("DELETE", f"IncomingPhoneNumbers/{self._sid(number)}.json")
+            return number.dispatch_rule_id is not None
+        return await self.unassign_number(number)
+
+    async def place_call(self, call: OutboundCall) -> str:
+        form = {
+            "To": call.to_number, "From": call.from_number,
+            "Url": self._agent_url(agent_id=call.agent_id, call_id=call.call_id),
+            "Method": "POST", "TimeLimit": str(call.max_duration_seconds),
+            "Record": "true" if call.record else "false",
+        }
+        placed = await self._request("POST", "Calls.json", form=form)
+        return str(placed["sid"])
+
+    async def call_state(self, provider_call_id: str) -> CallState:
+        call = await self._request("GET", f"Calls/{provider_call_id}.json")
+        status = STATUSES.get(call.get("status", ""), "failed")
+        state = CallState(status, started_at=_time(call.get("start_time")))
+        if status == "failed":
+            return CallState("failed", started_at=state.started_at,
+                             ended_at=_time(call.get("end_time")),
+                             error=f"call {call.get('status', 'unknown')}")
+        if status != "completed":
+            return state
+        recordings = await self._request("GET", f"Calls/{provider_call_id}/Recordings.json")
+        items = recordings.get("recordings", [])
+        recording_url = (f"{self.base_url}{self._path('Recordings')}/{items[0]['sid']}.mp3"
+                         if items else None)
+        return CallState("completed", started_at=state.started_at,
+                         ended_at=_time(call.get("end_time")),
+                         duration_seconds=int(call.get("duration") or 0),
+                         recording_url=recording_url)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

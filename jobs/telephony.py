@@ -1,0 +1,84 @@
+"""Telephony work of the worker: provider provisioning of numbers, and following calls.
+
+Provisioning jobs answer a waiting request: they return `{...}` on success or `{"error": ...}`
+with the refusal (a provider failure is 502 provider_error), never raise. Calls run on the
+durable scheduler (`call` work, one row per call) so an accepted call is never lost, and so
+do the monthly renewals of purchased numbers (`phone_number_renewal`, one row per number).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from api.calls import service as calls
+from api.phone_numbers import service as numbers
+from integrations.telephony import Providers, TelephonyError
+from jobs.due import DueWork, register
+from tenancy.errors import APIError
+
+log = logging.getLogger("switchboard.telephony")
+
+Work = Callable[[Providers], Awaitable[dict[str, Any]]]
+
+
+async def _provision(ctx: dict[str, Any], work: Work) -> dict[str, Any]:
+    providers = Providers(ctx["settings"].telephony)
+    try:
+        return await work(providers)
+    except APIError as exc:
+        return _refusal(exc)
+    except TelephonyError as exc:
+        return _refusal(numbers.provider_failed(exc))
+    finally:
+        await providers.aclose()
+
+
+def _refusal(exc: APIError) -> dict[str, Any]:
+    return {"error": {"status": exc.status, "code": exc.code, "message": exc.message}}
+
+
+async def purchase_phone_number(ctx: dict[str, Any], sub_account_id: str,
+                                area_code: str | None, deadline: float) -> dict[str, Any]:
+    return await _provision(ctx, lambda providers: numbers.provision_purchase(
+        ctx["db"], providers, uuid.UUID(sub_account_id), area_code, deadline))
+
+
+async def import_phone_number(ctx: dict[str, Any], sub_account_id: str, phone_number: str,
+                              deadline: float) -> dict[str, Any]:
+    return await _provision(ctx, lambda providers: numbers.provision_import(
+        ctx["db"], providers, uuid.UUID(sub_account_id), phone_number, deadline))
+
+
+async def assign_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
+                              agent_id: str, deadline: float) -> dict[str, Any]:
+    return await _provision(ctx, lambda providers: numbers.provision_assignment(
+        ctx["db"], providers, uuid.UUID(sub_account_id), uuid.UUID(number_id),
+        uuid.UUID(agent_id), deadline))
+
+
+async def release_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
+                               deadline: float) -> dict[str, Any]:
+    return await _provision(ctx, lambda providers: numbers.provision_release(
+        ctx["db"], providers, uuid.UUID(sub_account_id), uuid.UUID(number_id), deadline))
+
+
+@register(calls.CALL_WORK, lease_seconds=60)
+async def advance_call(ctx: dict[str, Any], work: DueWork) -> datetime | None:
+    providers = Providers(ctx["settings"].telephony)
+    try:
+        return await calls.advance_call(ctx["db"], providers, work.schema, work.sub_account_id,
+                                        work.ref_id)
+    finally:
+        await providers.aclose()
+
+
+@register(numbers.RENEWAL_WORK, lease_seconds=60)
+async def renew_phone_number(ctx: dict[str, Any], work: DueWork) -> datetime | None:
+    return await numbers.renew(ctx["db"], work.schema, work.sub_account_id, work.ref_id)
+
+
+TASKS = [purchase_phone_number, import_phone_number, assign_phone_number, release_phone_number]

@@ -3,7 +3,7 @@
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 
-from tenancy.tables.base import created_at, tenant_metadata, updated_at, uuid_pk
+from tenancy.tables.base import MONEY, created_at, tenant_metadata, updated_at, uuid_pk
 
 UUID = pg.UUID(as_uuid=True)
 TIMESTAMP = sa.TIMESTAMP(timezone=True)
@@ -66,8 +66,9 @@ campaign_recipients = sa.Table(
     sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
               nullable=False, index=True),
     sa.Column("state", sa.Text, nullable=False, server_default="pending"),
-    # Set in the transaction that debits the wallet for this recipient: never charged twice.
-    sa.Column("charged", sa.Boolean, nullable=False, server_default=sa.false()),
+    # Set in the transaction that debits the wallet for this recipient (0 when messages are
+    # free): a recipient with a charge is never charged again.
+    sa.Column("charged_amount", MONEY),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Column("message_id", sa.Text),
     sa.Column("provider_message_id", sa.Text),

@@ -1,0 +1,146 @@
+"""Campaigns under /webhooks/inbound: create (draft), read, schedule, cancel, resume."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from quart import Blueprint, current_app
+from quart_schema import tag, validate_request, validate_response
+
+from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.campaigns import service
+from api.campaigns.schemas import (
+    MAX_SMS_CONTENT,
+    CampaignResponse,
+    CreateCampaignRequest,
+    Error,
+    ResumeRequest,
+    ScheduleRequest,
+)
+from api.contacts.body import validate_optional_body
+from api.errors import APIError
+from api.types import parse_uuid
+from tenancy.clock import utcnow
+
+blueprint = Blueprint("campaigns", __name__, url_prefix="/webhooks/inbound")
+
+
+def _pool():  # type: ignore[no-untyped-def]
+    return current_app.config["DB_POOL"]
+
+
+def _sub_account_id() -> uuid.UUID:
+    found = principal().sub_account_id
+    assert found is not None
+    return found
+
+
+def _invalid(field: str, message: str) -> APIError:
+    return APIError(400, "validation_error", f"{field} {message}",
+                    details=[{"field": field, "message": message, "type": "value_error"}])
+
+
+def future_start_date(raw: str) -> datetime:
+    """An ISO 8601 datetime with a timezone, later than now; otherwise 400."""
+    try:
+        value = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise _invalid("start_date", "must be an ISO 8601 datetime") from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise _invalid("start_date", "must include a timezone (for example Z or +02:00)")
+    if value <= utcnow():
+        raise _invalid("start_date", "must be in the future")
+    return value
+
+
+def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
+    if data.campaign_type == "sms" and data.message_content is not None \
+            and len(data.message_content) > MAX_SMS_CONTENT:
+        raise _invalid("message_content", f"is at most {MAX_SMS_CONTENT} characters for sms")
+    contact_ids = list(dict.fromkeys(
+        parse_uuid(value, f"contact_ids[{index}]")
+        for index, value in enumerate(data.contact_ids or [])))
+    smart_list_id = (parse_uuid(data.smart_list_id, "smart_list_id")
+                     if data.smart_list_id is not None else None)
+    config = service.checked_business_hours(data.business_hours_enabled,
+                                            data.business_hours_config)
+    return service.NewCampaign(
+        name=data.name.strip(), campaign_type=data.campaign_type, subject=data.subject,
+        message_content=data.message_content, contact_ids=contact_ids,
+        smart_list_id=smart_list_id, business_hours_enabled=data.business_hours_enabled,
+        business_hours_config=config)
+
+
+@blueprint.post("/campaigns")
+@tag(["Campaigns"])
+@requires(SUB_ACCOUNT)
+@validate_request(CreateCampaignRequest)
+@validate_response(CampaignResponse, 201)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def create_campaign(data: CreateCampaignRequest) -> tuple[dict, int]:
+    """Create a draft campaign (content may come later; schedule checks it)."""
+    campaign = await service.create_campaign(_pool(), tenant_schema(), _new_campaign(data))
+    return {"status": "success", "campaign": campaign}, 201
+
+
+@blueprint.get("/campaigns/<campaign_id>")
+@tag(["Campaigns"])
+@requires(SUB_ACCOUNT)
+@validate_response(CampaignResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def get_campaign(campaign_id: str) -> dict:
+    """Read a campaign with its live counters (progress, contacted, success, pending, ...)."""
+    campaign = await service.get_campaign(_pool(), tenant_schema(), parse_uuid(campaign_id))
+    return {"status": "success", "campaign": campaign}
+
+
+@blueprint.post("/campaigns/<campaign_id>/schedule")
+@tag(["Campaigns"])
+@requires(SUB_ACCOUNT)
+@validate_request(ScheduleRequest)
+@validate_response(CampaignResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+@validate_response(Error, 409)
+async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict:
+    """Schedule a draft campaign or reschedule a scheduled one; it is sent at start_date."""
+    campaign_uuid = parse_uuid(campaign_id)
+    start_date = future_start_date(data.start_date)
+    campaign = await service.schedule_campaign(_pool(), tenant_schema(),
+                                               _sub_account_id(), campaign_uuid,
+                                               start_date)
+    return {"status": "success", "campaign": campaign}
+
+
+@blueprint.post("/campaigns/<campaign_id>/cancel")
+@tag(["Campaigns"])
+@requires(SUB_ACCOUNT)
+@validate_response(CampaignResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+@validate_response(Error, 409)
+async def cancel_campaign(campaign_id: str) -> dict:
+    """Cancel a draft or scheduled campaign; nothing of it is sent."""
+    campaign = await service.cancel_campaign(_pool(), tenant_schema(), parse_uuid(campaign_id))
+    return {"status": "success", "campaign": campaign}
+
+
+@blueprint.post("/campaigns/<campaign_id>/resume")
+@tag(["Campaigns"])
+@requires(SUB_ACCOUNT)
+@validate_optional_body(ResumeRequest)
+@validate_response(CampaignResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+@validate_response(Error, 409)
+async def resume_campaign(campaign_id: str, data: ResumeRequest) -> dict:
+    """Resume a paused campaign at a future start_date, or at once without one."""
+    campaign_uuid = parse_uuid(campaign_id)
+    start_date = future_start_date(data.start_date) if data.start_date is not None else None
+    campaign = await service.resume_campaign(_pool(), tenant_schema(),
+                                             _sub_account_id(), campaign_uuid,
+                                             start_date)
+    return {"status": "success", "campaign": campaign}

@@ -1,0 +1,261 @@
+"""Campaign rules: create (draft), read, schedule, cancel, resume.
+
+The intent to send is durable twice over: the campaign row (status scheduled + start_date) and
+its `campaign_send` row in the due-work index, written in the same transaction. Every state
+change is one UPDATE guarded by the states it may leave and by the version that was read, so a
+race yields 409 rather than a lost update.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from api.campaigns import business_hours
+from jobs.due import cancel_due, schedule_due
+from tenancy.clock import utcnow
+from tenancy.db import tenant_transaction
+from tenancy.errors import APIError, not_found
+
+SEND_KIND = "campaign_send"
+
+CAMPAIGN_COLUMNS = """
+c.id, c.name, c.campaign_type, c.status, c.subject, c.message_content, c.contact_ids,
+c.smart_list_id, c.start_date, c.business_hours_enabled, c.business_hours_config, c.version,
+c.paused_reason, c.recipients_materialised_at, c.created_at, c.updated_at
+"""
+
+SELECT_CAMPAIGN = f"""
+SELECT {CAMPAIGN_COLUMNS},
+       r.recipients, r.pending, r.contacted, r.success, r.opened, r.clicked, r.unsubscribed
+FROM campaigns AS c
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE state <> 'skipped') AS recipients,
+           count(*) FILTER (WHERE state = 'pending') AS pending,
+           count(*) FILTER (WHERE state IN ('sending', 'sent', 'failed')) AS contacted,
+           count(*) FILTER (WHERE state = 'sent') AS success,
+           count(opened_at) AS opened,
+           count(clicked_at) AS clicked,
+           count(unsubscribed_at) AS unsubscribed
+    FROM campaign_recipients WHERE campaign_id = c.id
+) AS r
+WHERE c.id = $1
+"""
+
+# Before recipients are materialised, every contact the campaign could reach now is pending.
+# Contacts without an address on the channel, or unsubscribed from it, are skipped at send time
+# and are not recipients.
+COUNT_TARGETS = """
+SELECT count(*) FROM contacts AS c
+WHERE (c.id = ANY($1::uuid[])
+       OR c.tags && COALESCE((SELECT tags FROM smart_lists WHERE id = $2), '{}'::text[]))
+  AND CASE WHEN $3 = 'email' THEN c.email IS NOT NULL ELSE c.phone IS NOT NULL END
+  AND NOT EXISTS (SELECT 1 FROM unsubscribes AS u WHERE u.contact_id = c.id AND u.channel = $3)
+"""
+
+SELECT_EXISTING_CONTACTS = "SELECT id FROM contacts WHERE id = ANY($1::uuid[])"
+SMART_LIST_EXISTS = "SELECT EXISTS (SELECT 1 FROM smart_lists WHERE id = $1)"
+
+INSERT_CAMPAIGN = """
+INSERT INTO campaigns
+    (name, campaign_type, subject, message_content, contact_ids, smart_list_id,
+     business_hours_enabled, business_hours_config)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id
+"""
+
+SELECT_FOR_SCHEDULE = """
+SELECT id, campaign_type, status, subject, message_content, contact_ids, smart_list_id, version
+FROM campaigns WHERE id = $1
+"""
+
+SCHEDULE = """
+UPDATE campaigns
+SET status = 'scheduled', start_date = $2, version = version + 1, updated_at = now()
+WHERE id = $1 AND status IN ('draft', 'scheduled') AND version = $3
+RETURNING id
+"""
+
+CANCEL = """
+UPDATE campaigns SET status = 'cancelled', version = version + 1, updated_at = now()
+WHERE id = $1 AND status IN ('draft', 'scheduled')
+RETURNING id
+"""
+
+RESUME = """
+UPDATE campaigns
+SET status = $2, start_date = $3, paused_reason = NULL, version = version + 1,
+    updated_at = now()
+WHERE id = $1 AND status = 'paused'
+RETURNING id
+"""
+
+EXISTS = "SELECT EXISTS (SELECT 1 FROM campaigns WHERE id = $1)"
+
+
+@dataclass(frozen=True)
+class NewCampaign:
+    name: str
+    campaign_type: str
+    subject: str | None
+    message_content: str | None
+    contact_ids: list[uuid.UUID]
+    smart_list_id: uuid.UUID | None
+    business_hours_enabled: bool
+    business_hours_config: dict[str, Any] | None
+
+
+def present(row: asyncpg.Record, targets: int | None = None) -> dict[str, Any]:
+    """The Campaign of the spec, with counters that are true at the moment of reading."""
+    recipients, pending = row["recipients"], row["pending"]
+    if row["recipients_materialised_at"] is None and targets is not None:
+        recipients = pending = targets
+    contacted = row["contacted"]
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "campaign_type": row["campaign_type"],
+        "status": row["status"],
+        "subject": row["subject"],
+        "message_content": row["message_content"],
+        "contact_ids": row["contact_ids"],
+        "smart_list_id": row["smart_list_id"],
+        "start_date": row["start_date"],
+        "business_hours_enabled": row["business_hours_enabled"],
+        "business_hours_config": row["business_hours_config"],
+        "progress": round(contacted * 100 / recipients, 2) if recipients else 0.0,
+        "contacted": contacted,
+        "success": row["success"],
+        "pending": pending,
+        "opened_count": row["opened"],
+        "clicked_count": row["clicked"],
+        "unsubscribed_count": row["unsubscribed"],
+        "paused_reason": row["paused_reason"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+
+
+async def read_campaign(conn: asyncpg.Connection, campaign_id: uuid.UUID) -> dict[str, Any]:
+    row = await conn.fetchrow(SELECT_CAMPAIGN, campaign_id)
+    if row is None:
+        raise not_found("campaign")
+    targets = None
+    if row["recipients_materialised_at"] is None and row["status"] in ("draft", "scheduled"):
+        targets = await conn.fetchval(COUNT_TARGETS, row["contact_ids"], row["smart_list_id"],
+                                      row["campaign_type"])
+    return present(row, targets)
+
+
+async def get_campaign(pool: asyncpg.Pool, schema: str, campaign_id: uuid.UUID) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        return await read_campaign(conn, campaign_id)
+
+
+async def create_campaign(pool: asyncpg.Pool, schema: str,
+                          new: NewCampaign) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        await _check_references(conn, new.contact_ids, new.smart_list_id)
+        campaign_id = await conn.fetchval(
+            INSERT_CAMPAIGN, new.name, new.campaign_type, new.subject, new.message_content,
+            new.contact_ids, new.smart_list_id, new.business_hours_enabled,
+            new.business_hours_config)
+        return await read_campaign(conn, campaign_id)
+
+
+async def _check_references(conn: asyncpg.Connection, contact_ids: list[uuid.UUID],
+                            smart_list_id: uuid.UUID | None) -> None:
+    if contact_ids:
+        found = {row["id"] for row in await conn.fetch(SELECT_EXISTING_CONTACTS, contact_ids)}
+        missing = [str(value) for value in contact_ids if value not in found]
+        if missing:
+            raise APIError(404, "not_found", "contact not found: " + ", ".join(missing[:5]),
+                           details=[{"field": "contact_ids", "message": "not found",
+                                     "type": "not_found"}])
+    if smart_list_id is not None and not await conn.fetchval(SMART_LIST_EXISTS, smart_list_id):
+        raise not_found("smart list")
+
+
+def _not_ready(message: str) -> APIError:
+    return APIError(400, "campaign_not_ready", message)
+
+
+def _conflict(status: str) -> APIError:
+    return APIError(409, "campaign_state_conflict",
+                    f"the campaign is {status}; only a draft or scheduled campaign can be "
+                    "scheduled")
+
+
+def check_ready(row: asyncpg.Record) -> None:
+    """Content present (and a subject for email), and someone to send it to."""
+    if not (row["message_content"] or "").strip():
+        raise _not_ready("message_content is required before scheduling")
+    if row["campaign_type"] == "email" and not (row["subject"] or "").strip():
+        raise _not_ready("subject is required before scheduling an email campaign")
+    if not row["contact_ids"] and row["smart_list_id"] is None:
+        raise _not_ready("set contact_ids or smart_list_id before scheduling")
+
+
+async def schedule_campaign(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                            campaign_id: uuid.UUID, start_date: datetime) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(SELECT_FOR_SCHEDULE, campaign_id)
+        if row is None:
+            raise not_found("campaign")
+        if row["status"] not in ("draft", "scheduled"):
+            raise _conflict(row["status"])
+        check_ready(row)
+        if await conn.fetchval(SCHEDULE, campaign_id, start_date, row["version"]) is None:
+            raise APIError(409, "campaign_state_conflict",
+                           "the campaign changed while it was being scheduled; read it again")
+        await schedule_due(conn, sub_account_id, SEND_KIND, campaign_id, start_date)
+        return await read_campaign(conn, campaign_id)
+
+
+async def cancel_campaign(pool: asyncpg.Pool, schema: str,
+                          campaign_id: uuid.UUID) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        if await conn.fetchval(CANCEL, campaign_id) is None:
+            await _missing_or_conflict(conn, campaign_id, "cancelled", "draft or scheduled")
+        await cancel_due(conn, SEND_KIND, campaign_id)
+        return await read_campaign(conn, campaign_id)
+
+
+async def resume_campaign(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                          campaign_id: uuid.UUID, start_date: datetime | None) -> dict[str, Any]:
+    """paused -> scheduled (at a future start_date) or sending (at once)."""
+    status = "sending" if start_date is None else "scheduled"
+    due_at = start_date or utcnow()
+    async with tenant_transaction(pool, schema) as conn:
+        if await conn.fetchval(RESUME, campaign_id, status, start_date) is None:
+            await _missing_or_conflict(conn, campaign_id, "resumed", "paused")
+        await schedule_due(conn, sub_account_id, SEND_KIND, campaign_id, due_at)
+        return await read_campaign(conn, campaign_id)
+
+
+async def _missing_or_conflict(conn: asyncpg.Connection, campaign_id: uuid.UUID, verb: str,
+                               allowed: str) -> None:
+    if not await conn.fetchval(EXISTS, campaign_id):
+        raise not_found("campaign")
+    raise APIError(409, "campaign_state_conflict",
+                   f"only a {allowed} campaign can be {verb}")
+
+
+def checked_business_hours(enabled: bool, config: Any) -> dict[str, Any] | None:
+    """The config to store; 400 when it is invalid, or missing while enabled."""
+    if config is None:
+        if enabled:
+            raise APIError(400, "validation_error",
+                           "business_hours_config is required when business_hours_enabled",
+                           details=[{"field": "business_hours_config",
+                                     "message": "field required", "type": "missing"}])
+        return None
+    problems = business_hours.validate_config(config)
+    if problems:
+        raise APIError(400, "validation_error", "business_hours_config is invalid",
+                       details=problems)
+    return business_hours.normalised(config)

@@ -1,0 +1,80 @@
+"""Request and response models of messages and conversations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from api.types import NonBlank
+
+MAX_CONTENT = 100_000
+
+
+class SendMessageRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message_type: Literal["sms", "email"]
+    content: NonBlank = Field(max_length=MAX_CONTENT)
+    subject: StrictStr | None = Field(default=None, max_length=998)
+
+
+class SentMessage(BaseModel):
+    id: uuid.UUID
+    conversation_id: uuid.UUID
+    contact_id: uuid.UUID
+    content: str
+    subject: str | None
+    sender_type: str
+    message_type: str
+    status: str
+    timestamp: datetime
+
+
+class SentMessageResponse(BaseModel):
+    status: str
+    message: SentMessage
+
+
+class Message(BaseModel):
+    id: uuid.UUID
+    content: str
+    sender_type: str
+    message_type: str
+    timestamp: datetime
+
+
+class ContactSummary(BaseModel):
+    name: str | None
+    email: str | None
+    phone: str | None
+
+
+class ContactMessages(BaseModel):
+    success: bool
+    contact_id: uuid.UUID
+    contact: ContactSummary
+    conversation_id: uuid.UUID
+    messages: list[Message]
+    total: int
+    limit: int
+    offset: int
+
+
+class InboundSms(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    from_number: StrictStr = Field(alias="from", max_length=64)
+    to: StrictStr | None = Field(default=None, max_length=64)
+    body: StrictStr = Field(max_length=MAX_CONTENT)
+    message_id: StrictStr = Field(min_length=1, max_length=200)
+
+
+class InboundSmsReceived(BaseModel):
+    status: str
+    message_id: uuid.UUID
+    conversation_id: uuid.UUID
+    contact_id: uuid.UUID
+    duplicate: bool

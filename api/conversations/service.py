@@ -1,0 +1,260 @@
+"""Conversations: one per contact, the messages in it, and sending one message to a contact.
+
+Campaign sends, POST /contacts/{id}/messages and inbound SMS all append with `append_message`.
+A message to a contact is charged and written (queued) in one transaction, sent, then marked
+sent, or failed and refunded: the wallet lock is never held while a provider is talking.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import asyncpg
+
+from api.conversations.sms import SmsError, sms_provider
+from api.wallet import service as wallet
+from integrations.email import EmailDeliveryError, build_message, send_email
+from tenancy.db import schema_name_for, tenant_transaction
+from tenancy.errors import APIError, not_found
+from tenancy.invitations import email_config_for
+
+CENT = Decimal("0.01")
+PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
+STOP_WORDS = {"stop", "stopall", "unsubscribe", "cancel", "end", "quit"}
+
+SELECT_REBILLING = "SELECT rebilling FROM control.sub_accounts WHERE id = $1"
+
+APPEND_MESSAGE = """
+WITH conversation AS (
+    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
+    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
+    RETURNING id
+)
+INSERT INTO messages
+    (id, conversation_id, direction, sender_type, message_type, subject, content, status,
+     campaign_id, provider_message_id)
+SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10 FROM conversation
+RETURNING id, conversation_id, direction, sender_type, message_type, subject, content, status,
+          created_at
+"""
+
+SELECT_CONTACT = "SELECT id, name, email, phone FROM contacts WHERE id = $1"
+
+SELECT_CONTACT_AND_CONVERSATION = """
+SELECT c.id, c.name, c.email, c.phone, v.id AS conversation_id
+FROM contacts AS c LEFT JOIN conversations AS v ON v.contact_id = c.id
+WHERE c.id = $1
+"""
+
+SELECT_MESSAGES = """
+SELECT id, content, sender_type, message_type, created_at AS timestamp
+FROM messages WHERE conversation_id = $1
+ORDER BY created_at DESC, seq DESC
+LIMIT $2 OFFSET $3
+"""
+
+COUNT_MESSAGES = "SELECT count(*) FROM messages WHERE conversation_id = $1"
+
+MARK_SENT = """
+UPDATE messages SET status = 'sent', provider_message_id = $2, updated_at = now()
+WHERE id = $1
+RETURNING id, conversation_id, direction, sender_type, message_type, subject, content, status,
+          created_at
+"""
+
+MARK_FAILED = """
+UPDATE messages SET status = 'failed', error = $2, updated_at = now() WHERE id = $1
+"""
+
+SELECT_SUB_ACCOUNT = """
+SELECT id, organisation_id, name, schema_name FROM control.sub_accounts
+WHERE id = $1 AND status = 'active'
+"""
+
+UPSERT_CONTACT_BY_PHONE = """
+INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_sms')
+ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
+RETURNING id
+"""
+
+INSERT_INBOUND = """
+WITH conversation AS (
+    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
+    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
+    RETURNING id
+)
+INSERT INTO messages
+    (conversation_id, direction, sender_type, message_type, content, status, provider_message_id)
+SELECT conversation.id, 'inbound', 'contact', 'sms', $2, 'received', $3 FROM conversation
+ON CONFLICT (message_type, provider_message_id) WHERE direction = 'inbound' DO NOTHING
+RETURNING id, conversation_id
+"""
+
+SELECT_INBOUND = """
+SELECT id, conversation_id FROM messages
+WHERE direction = 'inbound' AND message_type = 'sms' AND provider_message_id = $1
+"""
+
+UNSUBSCRIBE = """
+INSERT INTO unsubscribes (contact_id, channel) VALUES ($1, $2)
+ON CONFLICT (contact_id, channel) DO NOTHING
+"""
+
+
+def as_price(value: Any) -> Decimal:
+    """A rebilling price as money; anything unusable counts as free."""
+    try:
+        price = Decimal(str(value)).quantize(CENT)
+    except (InvalidOperation, ValueError):
+        return Decimal("0.00")
+    return price if price.is_finite() and price > 0 else Decimal("0.00")
+
+
+async def message_price(conn: asyncpg.Connection | asyncpg.Pool, sub_account_id: uuid.UUID,
+                        channel: str) -> Decimal:
+    """The sub-account's rebilled price of one message on `channel` (0 when unset)."""
+    rebilling = await conn.fetchval(SELECT_REBILLING, sub_account_id) or {}
+    return as_price(rebilling.get(PRICE_KEYS[channel], 0))
+
+
+async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, direction: str,
+                         sender_type: str, message_type: str, content: str,
+                         status: str, subject: str | None = None,
+                         campaign_id: uuid.UUID | None = None,
+                         provider_message_id: str | None = None,
+                         message_id: uuid.UUID | None = None) -> asyncpg.Record:
+    """Add a message to the contact's conversation, starting the conversation if need be."""
+    return await conn.fetchrow(APPEND_MESSAGE, contact_id, message_id or uuid.uuid4(), direction,
+                               sender_type, message_type, subject, content, status, campaign_id,
+                               provider_message_id)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+async def contact_messages(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID, limit: int,
+                           offset: int) -> dict[str, Any]:
+    async with tenant_transaction(pool, schema) as conn:
+        contact = await conn.fetchrow(SELECT_CONTACT_AND_CONVERSATION, contact_id)
+        if contact is None:
+            raise not_found("contact")
+        if contact["conversation_id"] is None:
+            raise not_found("conversation")
+        rows = await conn.fetch(SELECT_MESSAGES, contact["conversation_id"], limit, offset)
+        total = await conn.fetchval(COUNT_MESSAGES, contact["conversation_id"])
+    return {
+        "contact_id": contact["id"],
+        "contact": {"name": contact["name"], "email": contact["email"], "phone": contact["phone"]},
+        "conversation_id": contact["conversation_id"],
+        "messages": [dict(row) for row in rows],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+# --- sending one message ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    message_type: str
+    content: str
+    subject: str | None
+
+
+async def send_to_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
+                          organisation_id: uuid.UUID, contact_id: uuid.UUID,
+                          outgoing: Outgoing) -> dict[str, Any]:
+    """Charge, record (queued), send, then mark sent; a failed send is refunded and is 502."""
+    message_id = uuid.uuid4()
+    price = await message_price(pool, sub_account_id, outgoing.message_type)
+    try:
+        async with tenant_transaction(pool, schema) as conn:
+            contact = await conn.fetchrow(SELECT_CONTACT, contact_id)
+            if contact is None:
+                raise not_found("contact")
+            address = _address(contact, outgoing.message_type)
+            if price > 0:
+                await wallet.debit(conn, price, f"{outgoing.message_type}_message",
+                                   "message to a contact", "message", message_id)
+            await append_message(conn, contact_id, direction="outbound", sender_type="agent",
+                                 message_type=outgoing.message_type, content=outgoing.content,
+                                 subject=outgoing.subject, status="queued",
+                                 message_id=message_id)
+    except wallet.InsufficientFunds:
+        await wallet.record_declined(pool, schema, price, f"{outgoing.message_type}_message",
+                                     "message to a contact", "message", message_id)
+        raise
+    try:
+        provider_id = await _deliver(pool, organisation_id, address, outgoing, message_id)
+    except (EmailDeliveryError, SmsError) as exc:
+        await _fail(pool, schema, message_id, price, str(exc))
+        if isinstance(exc, EmailDeliveryError):
+            raise APIError(502, "email_delivery_failed", "the email server did not accept the "
+                           "message; the charge was refunded") from None
+        raise APIError(502, "provider_error", "the SMS provider did not accept the message; "
+                       "the charge was refunded") from None
+    async with tenant_transaction(pool, schema) as conn:
+        row = await conn.fetchrow(MARK_SENT, message_id, provider_id)
+    return {**dict(row), "contact_id": contact_id, "timestamp": row["created_at"]}
+
+
+def _address(contact: asyncpg.Record, message_type: str) -> str:
+    if message_type == "email":
+        if not contact["email"]:
+            raise APIError(400, "contact_has_no_email", "the contact has no email address")
+        return str(contact["email"])
+    if not contact["phone"]:
+        raise APIError(400, "contact_has_no_phone", "the contact has no phone number")
+    return str(contact["phone"])
+
+
+async def _deliver(pool: asyncpg.Pool, organisation_id: uuid.UUID, address: str,
+                   outgoing: Outgoing, message_id: uuid.UUID) -> str:
+    header_id = f"<{message_id}@switchboard>"
+    if outgoing.message_type == "sms":
+        return await sms_provider().send_sms(address, outgoing.content, header_id)
+    config = await email_config_for(pool, organisation_id)
+    message = build_message(config, address, outgoing.subject or "(no subject)",
+                            outgoing.content, message_id=header_id)
+    await send_email(config, message)
+    return header_id
+
+
+async def _fail(pool: asyncpg.Pool, schema: str, message_id: uuid.UUID, price: Decimal,
+                error: str) -> None:
+    async with tenant_transaction(pool, schema) as conn:
+        await conn.execute(MARK_FAILED, message_id, error[:500])
+        if price > 0:
+            await wallet.credit(conn, price, "message_refund", "message not accepted by provider",
+                                "message", message_id)
+
+
+# --- inbound SMS ------------------------------------------------------------------------------
+
+
+async def receive_sms(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number: str,
+                      body: str, provider_message_id: str) -> dict[str, Any]:
+    """Append an inbound text to the sender's conversation (a new contact when unknown).
+
+    A provider retrying the same message id appends nothing the second time. STOP and its
+    synonyms unsubscribe the contact from SMS campaigns.
+    """
+    sub_account = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
+    if sub_account is None:
+        raise not_found("sub-account")
+    schema = schema_name_for(sub_account_id)
+    async with tenant_transaction(pool, schema) as conn:
+        contact_id = await conn.fetchval(UPSERT_CONTACT_BY_PHONE, from_number)
+        row = await conn.fetchrow(INSERT_INBOUND, contact_id, body, provider_message_id)
+        duplicate = row is None
+        if duplicate:
+            row = await conn.fetchrow(SELECT_INBOUND, provider_message_id)
+        elif body.strip().lower() in STOP_WORDS:
+            await conn.execute(UNSUBSCRIBE, contact_id, "sms")
+    return {"message_id": row["id"], "conversation_id": row["conversation_id"],
+            "contact_id": contact_id, "duplicate": duplicate}

@@ -1,0 +1,61 @@
+"""Smart lists under /webhooks/inbound: contacts carrying any of a set of tags."""
+
+from __future__ import annotations
+
+from quart import Blueprint, current_app, request
+from quart_schema import tag, validate_request, validate_response
+
+from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.campaigns.schemas import Error
+from api.contacts.service import normalise_tags
+from api.errors import APIError
+from api.smart_lists import service
+from api.smart_lists.schemas import CreateSmartListRequest, SmartListPage, SmartListResponse
+from api.types import pagination, parse_uuid
+
+blueprint = Blueprint("smart_lists", __name__, url_prefix="/webhooks/inbound")
+
+
+def _pool():  # type: ignore[no-untyped-def]
+    return current_app.config["DB_POOL"]
+
+
+@blueprint.post("/smart-lists")
+@tag(["Smart Lists"])
+@requires(SUB_ACCOUNT)
+@validate_request(CreateSmartListRequest)
+@validate_response(SmartListResponse, 201)
+@validate_response(Error, 400)
+async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict, int]:
+    """Create a smart list: the contacts carrying any of `tags` (lowercased, trimmed)."""
+    tags = normalise_tags(data.tags or [])
+    if not tags:
+        raise APIError(400, "tags_required", "at least one non-empty tag is required")
+    smart_list = await service.create_smart_list(_pool(), tenant_schema(), data.name.strip(),
+                                                 tags)
+    return {"status": "success", "smart_list": smart_list}, 201
+
+
+@blueprint.get("/smart-lists")
+@tag(["Smart Lists"])
+@requires(SUB_ACCOUNT)
+@validate_response(SmartListPage, 200)
+@validate_response(Error, 400)
+async def list_smart_lists() -> dict:
+    """List smart lists, newest first (general pagination rule)."""
+    limit, offset = pagination(request.args)
+    items, total = await service.list_smart_lists(_pool(), tenant_schema(), limit, offset)
+    return {"status": "success", "smart_lists": items, "total": total, "limit": limit,
+            "offset": offset, "has_more": offset + len(items) < total}
+
+
+@blueprint.get("/smart-lists/<smart_list_id>")
+@tag(["Smart Lists"])
+@requires(SUB_ACCOUNT)
+@validate_response(SmartListResponse, 200)
+@validate_response(Error, 400)
+@validate_response(Error, 404)
+async def get_smart_list(smart_list_id: str) -> dict:
+    """Read a smart list with the number of contacts in it now."""
+    smart_list = await service.get_smart_list(_pool(), tenant_schema(), parse_uuid(smart_list_id))
+    return {"status": "success", "smart_list": smart_list}

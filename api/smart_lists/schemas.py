@@ -1,0 +1,40 @@
+"""Request and response models of the smart-list operations."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from api.types import NonBlank
+
+
+class CreateSmartListRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: NonBlank = Field(max_length=200)
+    tags: list[StrictStr] | None = Field(default=None, max_length=100)
+
+
+class SmartList(BaseModel):
+    id: uuid.UUID
+    name: str
+    tags: list[str]
+    contact_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class SmartListResponse(BaseModel):
+    status: str
+    smart_list: SmartList
+
+
+class SmartListPage(BaseModel):
+    status: str
+    smart_lists: list[SmartList]
+    total: int
+    limit: int
+    offset: int
+    has_more: bool

@@ -1,0 +1,66 @@
+"""Tracking links in campaign email, served without a key: open pixel, click, unsubscribe.
+
+Each link carries a signed token (api/tracking/tokens.py): a forged or altered one is 404 and
+changes nothing. GET on the unsubscribe link unsubscribes (a link in an email is all most readers
+have); POST does the same for RFC 8058 one-click clients.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from quart import Blueprint, Response, current_app
+from quart_schema import hide
+
+from api.errors import APIError
+from api.tracking import service
+from api.tracking.tokens import verify
+
+blueprint = Blueprint("tracking", __name__, url_prefix="/track")
+
+PIXEL = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
+NO_STORE = {"Cache-Control": "no-store, no-cache, must-revalidate, private"}
+UNSUBSCRIBED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Unsubscribed</title></head>
+<body><p>You are unsubscribed and will receive no further campaign email from this sender.</p>
+</body></html>
+"""
+
+
+def _pool():  # type: ignore[no-untyped-def]
+    return current_app.config["DB_POOL"]
+
+
+def _unknown() -> APIError:
+    return APIError(404, "not_found", "link not found")
+
+
+@blueprint.get("/open/<token>")
+@hide
+async def open_pixel(token: str) -> Response:
+    tracked = verify("open", token)
+    if tracked is None:
+        raise _unknown()
+    await service.record_open(_pool(), tracked.sub_account_id, tracked.recipient_id)
+    return Response(PIXEL, status=200, content_type="image/gif", headers=NO_STORE)
+
+
+@blueprint.get("/click/<token>")
+@hide
+async def click(token: str) -> Response:
+    tracked = verify("click", token)
+    if tracked is None or not tracked.url:
+        raise _unknown()
+    await service.record_click(_pool(), tracked.sub_account_id, tracked.recipient_id)
+    return Response("", status=302, headers={"Location": tracked.url, **NO_STORE})
+
+
+@blueprint.route("/unsubscribe/<token>", methods=["GET", "POST"])
+@hide
+async def unsubscribe(token: str) -> Response:
+    tracked = verify("unsubscribe", token)
+    if tracked is None:
+        raise _unknown()
+    await service.record_unsubscribe(_pool(), tracked.sub_account_id, tracked.recipient_id)
+    return Response(UNSUBSCRIBED_PAGE, status=200, content_type="text/html; charset=utf-8",
+                    headers=NO_STORE)

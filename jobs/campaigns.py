@@ -1,0 +1,17 @@
+"""Campaign sends, run by the due-work engine (jobs/due.py) at each campaign's start_date."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from api.campaigns.delivery import run_campaign
+from api.campaigns.service import SEND_KIND
+from api.campaigns.settings import campaign_settings
+from jobs.due import DueWork, register
+
+
+@register(SEND_KIND, lease_seconds=campaign_settings().lease_seconds)
+async def send_campaign(ctx: dict[str, Any], work: DueWork) -> datetime | None:
+    """Send the campaign `work.ref_id`; the due row is kept while anything is left to send."""
+    return await run_campaign(ctx["db"], ctx["database_url"], work.sub_account_id, work.ref_id)

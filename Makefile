@@ -28,6 +28,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.provisioning
 	$(BIN)/python -m bench.migrate
+	$(BIN)/python -m bench.contacts
+	$(BIN)/python -m bench.campaigns
 
 clean:
 	rm -rf $(VENV) .data

@@ -64,9 +64,11 @@ def summary(values: list[float]) -> dict[str, float]:
 
 @contextmanager
 def serve(env: dict[str, str], port: int) -> Iterator[subprocess.Popen[str]]:
+    # The server's log goes to a file: a pipe nobody reads would fill and stall the server.
+    log = tempfile.NamedTemporaryFile(prefix="switchboard-bench-", suffix=".log", delete=False)
     process = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "serve", "--port", str(port)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=log)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -76,12 +78,13 @@ def serve(env: dict[str, str], port: int) -> Iterator[subprocess.Popen[str]]:
             except httpx.HTTPError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("server did not start")
+                raise RuntimeError(f"server did not start; see {log.name}")
             time.sleep(0.2)
         yield process
     finally:
         process.terminate()
         process.wait(30)
+        log.close()
 
 
 def write_section(title: str, body: str) -> None:

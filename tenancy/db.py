@@ -7,6 +7,7 @@ with the transaction, so a pooled connection can never carry one tenant into the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -48,12 +49,25 @@ def asyncpg_dsn(url: str) -> str:
     return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
 
 
+class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+    """Released without the session reset query (one round trip saved per checkout).
+
+    Safe because no pooled connection ever holds session state: tenant switching is SET LOCAL,
+    LISTEN and advisory locks use connections of their own, and an open transaction is always
+    rolled back on release by asyncpg itself.
+    """
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
 async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
     from tenancy.settings import get_settings
 
     pool = await asyncpg.create_pool(
         asyncpg_dsn(url), min_size=min_size, max_size=max_size, init=_init_connection,
         command_timeout=60, statement_cache_size=get_settings().db_statement_cache_size,
+        connection_class=PooledConnection,
     )
     assert pool is not None
     return pool
@@ -70,6 +84,15 @@ async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[a
     """A transaction whose unqualified table names resolve to one tenant's schema."""
     if not SCHEMA_NAME.match(schema):
         raise ValueError("not a tenant schema name")
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("SELECT set_config('search_path', $1, true)", f"{schema}, public")
-        yield conn
+    async with pool.acquire() as conn:
+        # BEGIN and SET LOCAL in one round trip. An identifier cannot be a bind parameter;
+        # the name was checked against SCHEMA_NAME above, so it is safe to write in.
+        await conn.execute(f"BEGIN; SET LOCAL search_path TO {schema}, public")
+        try:
+            yield conn
+        except BaseException:
+            if not conn.is_closed() and conn.is_in_transaction():
+                with contextlib.suppress(Exception):
+                    await conn.execute("ROLLBACK")
+            raise
+        await conn.execute("COMMIT")

@@ -7,10 +7,13 @@ shaped like one of our keys or webhook secrets, as a last line of defence.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import queue
 import re
 import sys
 from contextvars import ContextVar
+from logging.handlers import QueueHandler, QueueListener
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -37,9 +40,15 @@ class ContextFilter(logging.Filter):
         return True
 
 
+_listener: QueueListener | None = None
+
+
 def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
+    """Log through a queue: the caller only enqueues the record (with its request and tenant
+    ids, already redacted); a background thread formats and writes it, so a log line costs the
+    event loop no system call."""
+    global _listener
     handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(ContextFilter())
     if fmt == "json":
         handler.setFormatter(JsonFormatter(
             "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(sub_account_id)s",
@@ -48,6 +57,22 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     else:
         handler.setFormatter(logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(sub_account_id)s] %(message)s"))
+    if _listener is not None:
+        _listener.stop()
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    front = QueueHandler(records)
+    front.addFilter(ContextFilter())
+    _listener = QueueListener(records, handler)
+    _listener.start()
+    atexit.register(_stop_listener)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [front]
     root.setLevel(level)
+
+
+def _stop_listener() -> None:
+    """Write out whatever is still queued (on exit or a clean stop)."""
+    global _listener
+    if _listener is not None:
+        _listener.stop()
+        _listener = None

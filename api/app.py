@@ -29,6 +29,7 @@ from api.types import refuse_unstorable_text
 from tenancy.clock import iso
 from tenancy.db import create_pool
 from tenancy.logs import request_id_var, sub_account_id_var
+from tenancy.principals import PrincipalCache
 from tenancy.settings import Settings, get_settings
 
 API_VERSION = "2026.10.07"
@@ -132,6 +133,7 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         client = aioredis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
         app.config["REDIS"] = client
         app.config["ARQ"] = await create_arq_pool(RedisSettings.from_dsn(redis_url))
+        app.config["PRINCIPALS"] = PrincipalCache(settings.auth_cache_seconds)
         app.config["RATE_LIMITER"] = RateLimiter(
             client, settings.rate_limit_requests, settings.rate_limit_window_seconds,
             settings.rate_limit_fail_open)

@@ -16,7 +16,7 @@ from quart import current_app, g, request
 from api import idempotency
 from api.errors import APIError
 from tenancy.logs import sub_account_id_var
-from tenancy.principals import Principal, principal_for_key
+from tenancy.principals import Principal
 
 AGENCY: Literal["agency"] = "agency"
 SUB_ACCOUNT: Literal["sub_account"] = "sub_account"
@@ -38,7 +38,7 @@ async def authenticate(kind: str) -> Principal:
     if key is None:
         raise APIError(401, "missing_api_key", "an API key is required (x-api-key or "
                        "Authorization: Bearer)")
-    found = await principal_for_key(current_app.config["DB_POOL"], key)
+    found = await current_app.config["PRINCIPALS"].resolve(current_app.config["DB_POOL"], key)
     if found is None or found.kind != kind:
         raise APIError(401, "invalid_api_key", "the API key is invalid for this operation")
     g.principal = found

@@ -43,6 +43,13 @@ class ContextFilter(logging.Filter):
 _listener: QueueListener | None = None
 
 
+class _Enqueue(QueueHandler):
+    """Hands the record over as it is: formatting happens on the writer thread."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+
 def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     """Log through a queue: the caller only enqueues the record (with its request and tenant
     ids, already redacted); a background thread formats and writes it, so a log line costs the
@@ -60,7 +67,7 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     if _listener is not None:
         _listener.stop()
     records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    front = QueueHandler(records)
+    front = _Enqueue(records)
     front.addFilter(ContextFilter())
     _listener = QueueListener(records, handler)
     _listener.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Literal
@@ -32,7 +33,8 @@ WHERE k.key_hash = $1
 """
 
 
-async def principal_for_key(conn: asyncpg.Connection | asyncpg.Pool, key: str) -> Principal | None:
+async def principal_for_key(conn: asyncpg.Connection | asyncpg.Pool,
+                           key: str) -> Principal | None:
     if not looks_like_key(key):
         return None
     digest = hash_key(key)
@@ -46,6 +48,38 @@ async def principal_for_key(conn: asyncpg.Connection | asyncpg.Pool, key: str) -
         sub_account_id=row["sub_account_id"],
         schema=row["schema_name"],
     )
+
+
+class PrincipalCache:
+    """Recently resolved keys, kept `ttl` seconds, so a busy key costs no database round trip.
+
+    Only successful lookups are kept, under the key's hash. A revoked key, or one of a suspended
+    or deleted sub-account, therefore stops working within `ttl` seconds (0 turns it off).
+    """
+
+    def __init__(self, ttl: float, max_entries: int = 10_000) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._entries: dict[bytes, tuple[float, Principal]] = {}
+
+    async def resolve(self, pool: asyncpg.Pool, key: str) -> Principal | None:
+        if self.ttl <= 0 or not looks_like_key(key):
+            return await principal_for_key(pool, key)
+        digest = hash_key(key)
+        now = time.monotonic()
+        cached = self._entries.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        found = await principal_for_key(pool, key)
+        if found is None:
+            self._entries.pop(digest, None)
+            return None
+        if len(self._entries) >= self.max_entries:
+            self._entries = {d: e for d, e in self._entries.items() if e[0] > now}
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+        self._entries[digest] = (now + self.ttl, found)
+        return found
 
 
 INSERT_KEY = """

@@ -131,6 +131,8 @@ def environment(servers: Servers, mailbox: Mailbox) -> Iterator[None]:
         "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000",
         "SWITCHBOARD_WEBHOOK_RETRY_SCALE": "0.001",
         "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true",
+        # Tests revoke and suspend keys and expect the next request to see it.
+        "SWITCHBOARD_AUTH_CACHE_SECONDS": "0",
     }
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)

@@ -55,6 +55,11 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     ids, already redacted); a background thread formats and writes it, so a log line costs the
     event loop no system call."""
     global _listener
+    # Records need no caller frame, thread or process name: skipping them makes a log call cheap.
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter(
@@ -75,6 +80,9 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [front]
     root.setLevel(level)
+    # httpx logs every request's full URL at INFO; a webhook target's URL may carry credentials
+    # (user:password@, ?token=). Deliveries are recorded per attempt in the database instead.
+    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
 
 
 def _stop_listener() -> None:

@@ -1,0 +1,450 @@
+"""Tenant isolation, proven for every id-taking route of the app's own route table.
+
+Each rule that takes an id has an entry in ROUTES: a factory that creates sub-account B's real
+record through the API with B's key, and the answer the caller must get. The caller is
+sub-account A (or A's agency). Every method of the rule is called on B's record; the answer is
+the spec's missing-record answer, the body names nothing of B, and B is unchanged afterwards.
+A rule with an id and no entry, or an entry for a rule that is gone, fails the coverage test.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from api.app import create_app
+from tenancy.clock import utcnow
+from tests.conftest import Tenant
+from tests.hardening.conftest import snapshot
+
+BASE = "/webhooks/inbound"
+
+
+@dataclass
+class Record:
+    """B's record: the values of the rule's path parameters, and every B value to look for."""
+
+    params: dict[str, str]
+    secrets: set[str] = field(default_factory=set)
+
+
+Factory = Callable[[Any, Tenant], Awaitable[Record]]
+
+
+@dataclass
+class Entry:
+    kind: str  # "sub_account" (A's key), "agency" (A's agency key), "token", "exempt"
+    make: Factory | None = None
+    status: int = 404
+    bodies: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    worker: bool = False  # the factory needs the telephony worker running
+
+
+# --- factories: B's real records, made through the API with B's key ---------------------------
+
+
+def _b_values(tenant: Tenant) -> set[str]:
+    return {str(tenant.id), tenant.slug, tenant.owner_email, tenant.key}
+
+
+async def _post(client: Any, tenant: Tenant, path: str, body: Any, status: int = 201) -> Any:
+    response = await client.post(path, json=body, headers=tenant.headers)
+    assert response.status_code == status, (path, await response.get_data(as_text=True))
+    return await response.get_json()
+
+
+async def contact(client: Any, b: Tenant) -> Record:
+    email = f"bee-{uuid.uuid4().hex[:10]}@example.org"
+    phone = "+14155550142"
+    body = await _post(client, b, f"{BASE}/contacts",
+                       {"first_name": "Beatrix", "last_name": "Secretname", "email": email,
+                        "phone": phone})
+    contact_id = body["contact_id"]
+    return Record({"contact_id": contact_id},
+                  {contact_id, email, "Beatrix", "Secretname", phone} | _b_values(b))
+
+
+async def note(client: Any, b: Tenant) -> Record:
+    record = await contact(client, b)
+    body = await _post(client, b, f"{BASE}/contacts/{record.params['contact_id']}/notes",
+                       {"content": "B's private note"})
+    note_id = body["note"]["id"]
+    record.params["note_id"] = note_id
+    record.secrets |= {note_id, "B's private note"}
+    return record
+
+
+async def agent(client: Any, b: Tenant) -> Record:
+    from tests.voice.conftest import make_agent
+
+    agent_id = await make_agent(client, b, name="Beatrix agent")
+    return Record({"agent_id": agent_id}, {agent_id, "Beatrix agent"} | _b_values(b))
+
+
+async def phone_number(client: Any, b: Tenant) -> Record:
+    from tests.voice.conftest import import_number
+
+    number = "+14155550166"
+    number_id = await import_number(client, b, number)
+    record = await agent(client, b)
+    record.params["number_id"] = number_id
+    record.secrets |= {number_id, number}
+    return record
+
+
+async def number_pool(client: Any, b: Tenant) -> Record:
+    record = await phone_number(client, b)
+    body = await _post(client, b, f"{BASE}/number-pools",
+                       {"name": "Beatrix pool", "phone_number_ids": [record.params["number_id"]]})
+    record.params["pool_id"] = body["pool"]["id"]
+    record.secrets |= {body["pool"]["id"], "Beatrix pool"}
+    return record
+
+
+async def call(client: Any, b: Tenant) -> Record:
+    from tests.voice.conftest import assign
+
+    record = await phone_number(client, b)
+    assert (await assign(client, b, record.params["number_id"],
+                         record.params["agent_id"])).status_code == 200
+    person = await contact(client, b)
+    body = await _post(client, b, f"{BASE}/contacts/{person.params['contact_id']}/call",
+                       {"agent_id": record.params["agent_id"]}, status=200)
+    record.params |= {"call_id": body["call_id"], **person.params}
+    record.secrets |= person.secrets | {body["call_id"]}
+    await _call_ended(client, b, body["call_id"])
+    return record
+
+
+async def _call_ended(client: Any, b: Tenant, call_id: str) -> None:
+    """Wait for the sandbox call to finish, so that B's snapshot stays still."""
+    import asyncio
+
+    async with asyncio.timeout(90):
+        while True:
+            response = await client.get(f"{BASE}/calls/{call_id}", headers=b.headers)
+            if (await response.get_json())["call"]["status"] in ("completed", "failed"):
+                return
+            await asyncio.sleep(0.1)
+
+
+async def contact_with_agent(client: Any, b: Tenant) -> Record:
+    """A contact, and B's agent for bodies that name one."""
+    person = await contact(client, b)
+    record = await agent(client, b)
+    person.params |= record.params
+    person.secrets |= record.secrets
+    return person
+
+
+async def conversation(client: Any, b: Tenant) -> Record:
+    record = await contact(client, b)
+    await _post(client, b, f"{BASE}/contacts/{record.params['contact_id']}/messages",
+                {"message_type": "sms", "content": "B's private message"})
+    record.secrets.add("B's private message")
+    return record
+
+
+async def invoice(client: Any, b: Tenant) -> Record:
+    record = await contact(client, b)
+    body = await _post(client, b, f"{BASE}/invoices",
+                       {"contact_id": record.params["contact_id"], "due_date": "2026-12-31",
+                        "items": [{"item": "Beatrix consulting", "quantity": 1, "amount": 10}],
+                        "notes": "B's invoice note"})
+    invoice_id = body["invoice"]["id"]
+    record.params["invoice_id"] = invoice_id
+    record.secrets |= {invoice_id, body["invoice"]["invoice_number"], "Beatrix consulting",
+                       "B's invoice note"}
+    return record
+
+
+async def campaign(client: Any, b: Tenant) -> Record:
+    person = await contact(client, b)
+    body = await _post(client, b, f"{BASE}/campaigns",
+                       {"name": "Beatrix campaign", "campaign_type": "email",
+                        "subject": "B's subject", "message_content": "<p>B's content</p>",
+                        "contact_ids": [person.params["contact_id"]]})
+    campaign_id = body["campaign"]["id"]
+    return Record({"campaign_id": campaign_id},
+                  person.secrets | {campaign_id, "Beatrix campaign", "B's subject"})
+
+
+async def paused_campaign(client: Any, b: Tenant) -> Record:
+    """A campaign in the one state resume accepts, so only the tenant check can refuse it."""
+    from tenancy.db import tenant_transaction
+
+    record = await campaign(client, b)
+    pool = client.app.config["DB_POOL"]
+    async with tenant_transaction(pool, b.schema) as conn:
+        await conn.execute("UPDATE campaigns SET status = 'paused' WHERE id = $1",
+                           uuid.UUID(record.params["campaign_id"]))
+    return record
+
+
+async def smart_list(client: Any, b: Tenant) -> Record:
+    body = await _post(client, b, f"{BASE}/smart-lists",
+                       {"name": "Beatrix list", "tags": ["b-vip"]})
+    list_id = body["smart_list"]["id"]
+    return Record({"smart_list_id": list_id}, {list_id, "Beatrix list", "b-vip"} | _b_values(b))
+
+
+async def subscription(client: Any, b: Tenant) -> Record:
+    url = f"https://b-{uuid.uuid4().hex[:8]}.example.org/hook"
+    body = await _post(client, b, f"{BASE}/webhook-subscriptions",
+                       {"url": url, "events": ["contact.updated"]})
+    sub = body["subscription"]
+    return Record({"subscription_id": sub["id"]}, {sub["id"], url, sub["secret"]} | _b_values(b))
+
+
+async def sub_account(client: Any, b: Tenant) -> Record:
+    return Record({"sub_account_id": str(b.id)}, _b_values(b))
+
+
+# --- the table --------------------------------------------------------------------------------
+
+FUTURE = (utcnow() + timedelta(days=30)).isoformat()
+
+ROUTES: dict[str, Entry] = {
+    f"{BASE}/contacts/<contact_id>": Entry(
+        "sub_account", contact, bodies={"PATCH": {"first_name": "Mallory"}}),
+    f"{BASE}/contacts/<contact_id>/call": Entry(
+        "sub_account", contact_with_agent, bodies={"POST": {"agent_id": "{agent_id}"}},
+        worker=True),
+    f"{BASE}/contacts/<contact_id>/messages": Entry(
+        "sub_account", contact, bodies={"POST": {"message_type": "sms", "content": "hi"}}),
+    f"{BASE}/contacts/<contact_id>/notes": Entry(
+        "sub_account", note, bodies={"POST": {"content": "Mallory was here"}}),
+    f"{BASE}/contacts/<contact_id>/notes/<note_id>": Entry("sub_account", note),
+    f"{BASE}/contacts/<contact_id>/tags": Entry(
+        "sub_account", contact, bodies={"POST": {"tags": ["mallory"]},
+                                        "DELETE": {"tags": ["mallory"]}}),
+    f"{BASE}/agents/<agent_id>": Entry("sub_account", agent, worker=True),
+    f"{BASE}/calls/<call_id>": Entry("sub_account", call, worker=True),
+    f"{BASE}/campaigns/<campaign_id>": Entry("sub_account", campaign),
+    f"{BASE}/campaigns/<campaign_id>/cancel": Entry("sub_account", campaign, bodies={"POST": {}}),
+    f"{BASE}/campaigns/<campaign_id>/resume": Entry(
+        "sub_account", paused_campaign, bodies={"POST": {}}),
+    f"{BASE}/campaigns/<campaign_id>/schedule": Entry(
+        "sub_account", campaign, bodies={"POST": {"start_date": FUTURE}}),
+    f"{BASE}/invoices/<invoice_id>": Entry(
+        "sub_account", invoice, bodies={"PATCH": {"status": "void"}}),
+    f"{BASE}/invoices/<invoice_id>/mark-paid": Entry(
+        "sub_account", invoice, bodies={"POST": {"payment_method": "cash"}}),
+    f"{BASE}/invoices/<invoice_id>/payment-link": Entry(
+        "sub_account", invoice, bodies={"POST": {}}),
+    f"{BASE}/number-pools/<pool_id>": Entry("sub_account", number_pool, worker=True),
+    f"{BASE}/phone-numbers/<number_id>": Entry("sub_account", phone_number, worker=True),
+    f"{BASE}/phone-numbers/<number_id>/agent": Entry(
+        "sub_account", phone_number, bodies={"POST": {"agent_id": "{agent_id}"}},
+        worker=True),
+    f"{BASE}/smart-lists/<smart_list_id>": Entry("sub_account", smart_list),
+    f"{BASE}/webhook-subscriptions/<subscription_id>": Entry("sub_account", subscription),
+    f"{BASE}/integrations/<provider>": Entry(
+        "exempt", reason="the parameter is a provider name from a fixed list, not a record id; "
+                         "each sub-account's connection is its own"),
+    "/functions/v1/crm-api/get-contact-messages/<contact_id>": Entry("sub_account", conversation),
+    "/functions/v1/agency/sub-accounts/<sub_account_id>/api-keys": Entry(
+        "agency", sub_account, bodies={"POST": {}}),
+    "/functions/v1/agency/sub-accounts/<sub_account_id>/wallet/credit": Entry(
+        "agency", sub_account, bodies={"POST": {"amount": 5}}),
+    "/track/click/<token>": Entry("token"),
+    "/track/open/<token>": Entry("token"),
+    "/track/unsubscribe/<token>": Entry("token"),
+    "/webhooks/providers/sandbox/sms/<sub_account_id>": Entry(
+        "token", status=401, reason="signed by the provider, no API key: a signature made for "
+                                    "one sub-account never verifies for another"),
+    "/docs/assets/<path:name>": Entry("exempt", reason="static Swagger UI files, no tenant data"),
+    "/static/<path:filename>": Entry("exempt", reason="Quart's static folder, no tenant data"),
+}
+
+
+def _rules() -> dict[str, set[str]]:
+    """rule -> methods, for every rule of the app that has a path parameter."""
+    rules: dict[str, set[str]] = {}
+    for rule in create_app().url_map.iter_rules():
+        if rule.arguments:
+            rules.setdefault(rule.rule, set()).update(
+                (rule.methods or set()) - {"HEAD", "OPTIONS"})
+    return rules
+
+
+RULES = _rules()
+KEYED = sorted(rule for rule, entry in ROUTES.items()
+               if entry.kind in ("sub_account", "agency") and rule in RULES)
+WITHOUT_WORKER = [rule for rule in KEYED if not ROUTES[rule].worker]
+WITH_WORKER = [rule for rule in KEYED if ROUTES[rule].worker]
+
+
+# --- coverage ---------------------------------------------------------------------------------
+
+
+def test_every_rule_with_an_id_has_an_isolation_entry() -> None:
+    missing = sorted(set(RULES) - set(ROUTES))
+    assert not missing, f"routes with a path parameter and no isolation entry: {missing}"
+
+
+def test_every_isolation_entry_names_a_rule_that_exists() -> None:
+    stale = sorted(set(ROUTES) - set(RULES))
+    assert not stale, f"isolation entries for routes that no longer exist: {stale}"
+
+
+def test_every_exempt_entry_says_why() -> None:
+    for rule, entry in ROUTES.items():
+        assert entry.kind in ("sub_account", "agency", "token", "exempt"), rule
+        if entry.kind == "exempt":
+            assert entry.reason, rule
+        if entry.kind in ("sub_account", "agency"):
+            assert entry.make is not None, rule
+
+
+def test_keyed_rules_under_the_api_prefixes_are_not_exempt() -> None:
+    for rule in RULES:
+        if rule.startswith(("/webhooks/inbound", "/functions/v1")) and "<provider>" not in rule:
+            assert ROUTES[rule].kind in ("sub_account", "agency"), rule
+
+
+# --- the calls --------------------------------------------------------------------------------
+
+
+def _fill(template: str, params: dict[str, str]) -> str:
+    path = template
+    for name, value in params.items():
+        path = path.replace(f"<{name}>", value)
+    assert "<" not in path, (template, params)
+    return path
+
+
+def _substitute(body: Any, params: dict[str, str]) -> Any:
+    if isinstance(body, dict):
+        return {key: _substitute(value, params) for key, value in body.items()}
+    if isinstance(body, str) and body.startswith("{") and body.endswith("}"):
+        return params[body[1:-1]]
+    return body
+
+
+@pytest.mark.parametrize("rule", WITHOUT_WORKER)
+async def test_other_tenants_record_is_missing_on_every_method(
+        rule: str, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+    await _assert_missing(rule, client, pool, tenant, tenant_second)
+
+
+@pytest.mark.parametrize("rule", WITH_WORKER)
+async def test_other_tenants_voice_record_is_missing_on_every_method(
+        rule: str, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant,
+        worker: Any) -> None:
+    await _assert_missing(rule, client, pool, tenant, tenant_second)
+
+
+async def _assert_missing(rule: str, client: Any, pool: Any, tenant: Tenant,
+                          tenant_second: Tenant) -> None:
+    entry = ROUTES[rule]
+    assert entry.make is not None
+    record = await entry.make(client, tenant_second)
+    path = _fill(rule, record.params)
+    headers = tenant.headers if entry.kind == "sub_account" else tenant.organisation.headers
+    before = await snapshot(pool, tenant_second)
+
+    for method in sorted(RULES[rule]):
+        body = _substitute(entry.bodies.get(method), record.params)
+        response = await client.open(path, method=method, json=body, headers=headers)
+        text = await response.get_data(as_text=True)
+
+        assert response.status_code == entry.status, (method, path, text)
+        envelope = json.loads(text)
+        assert envelope.get("status") == "error" or envelope.get("success") is False, text
+        if entry.status == 404:
+            assert envelope["error"]["code"] == "not_found", text
+        leaked = sorted(value for value in record.secrets if value and value in text)
+        assert not leaked, (method, path, leaked, text)
+
+    assert await snapshot(pool, tenant_second) == before
+
+
+async def test_agency_key_of_another_organisation_cannot_add_users_to_its_sub_account(
+        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+    before = await snapshot(pool, tenant_second)
+    response = await client.post(
+        "/functions/v1/crm-api/add-subaccount-user", headers=tenant.organisation.headers,
+        json={"email": "mallory@example.com", "role": "sub_account_user",
+              "sub_account_id": str(tenant_second.id)})
+    text = await response.get_data(as_text=True)
+    assert response.status_code == 403, text
+    assert (await response.get_json())["success"] is False
+    assert not [value for value in _b_values(tenant_second) - {str(tenant_second.id)}
+                if value in text]
+    assert await snapshot(pool, tenant_second) == before
+
+
+async def test_sub_account_key_cannot_create_an_agent_in_another_sub_account(
+        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+    from tests.voice.conftest import agent_body, connect
+
+    await connect(client, tenant)
+    before = await snapshot(pool, tenant_second)
+    body = agent_body(tenant_second)
+    response = await client.post("/functions/v1/crm-api/create-agent", json=body,
+                                 headers=tenant.headers)
+    assert response.status_code == 403, await response.get_data(as_text=True)
+    assert await snapshot(pool, tenant_second) == before
+
+
+# --- routes signed instead of keyed -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["open", "click", "unsubscribe"])
+async def test_forged_or_altered_tracking_token_is_404(kind: str, client: Any, pool: Any,
+                                                       tenant_second: Tenant) -> None:
+    from api.tracking.tokens import sign
+
+    genuine = sign(kind, tenant_second.id, uuid.uuid4(), "https://example.com/x")
+    body, _, mac = genuine.partition(".")
+    altered = f"{body}.{'A' if mac[0] != 'A' else 'B'}{mac[1:]}"
+    other_kind = sign("open" if kind != "open" else "click", tenant_second.id, uuid.uuid4(),
+                      "https://example.com/x")
+    before = await snapshot(pool, tenant_second)
+    for token in (altered, other_kind, "x.y", f"{body}.", uuid.uuid4().hex):
+        response = await client.get(f"/track/{kind}/{token}")
+        text = await response.get_data(as_text=True)
+        assert response.status_code == 404, (token, text)
+        assert str(tenant_second.id) not in text
+    assert await snapshot(pool, tenant_second) == before
+
+
+@pytest.mark.parametrize("kind", ["open", "click", "unsubscribe"])
+async def test_genuine_tracking_token_shows_nothing_of_the_sub_account(
+        kind: str, client: Any, tenant_second: Tenant) -> None:
+    from api.tracking.tokens import sign
+
+    token = sign(kind, tenant_second.id, uuid.uuid4(), "https://example.com/x")
+    response = await client.get(f"/track/{kind}/{token}")
+    text = (await response.get_data(as_text=False)).decode("utf-8", "replace")
+    text += " ".join(response.headers.values())
+    assert response.status_code in (200, 302, 404), text
+    assert not [value for value in _b_values(tenant_second) if value in text]
+
+
+async def test_sandbox_sms_signed_for_another_sub_account_is_refused(
+        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+    from api.conversations.signing import HEADER, sign
+
+    raw = json.dumps({"from": "+14155550149", "body": "x", "message_id": "SMX"}).encode()
+    before = await snapshot(pool, tenant_second)
+    for signature in (sign(tenant.id, raw), "v1=" + "0" * 64, None):
+        headers = {"Content-Type": "application/json"}
+        if signature:
+            headers[HEADER] = signature
+        response = await client.post(f"/webhooks/providers/sandbox/sms/{tenant_second.id}",
+                                     data=raw, headers=headers)
+        text = await response.get_data(as_text=True)
+        assert response.status_code == ROUTES[
+            "/webhooks/providers/sandbox/sms/<sub_account_id>"].status, text
+        assert not [value for value in _b_values(tenant_second) - {str(tenant_second.id)}
+                    if value in text]
+    assert await snapshot(pool, tenant_second) == before

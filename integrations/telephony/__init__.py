@@ -1,12 +1,13 @@
 """Telephony as an interface: carrier numbers, inbound routing to agents, outbound AI calls.
 
-A provider does four things for the rest of the service, all behind `TelephonyProvider`:
+A provider does five things for the rest of the service, all behind `TelephonyProvider`:
 
 - numbers: buy one from the carrier, import one the customer already holds, release one;
 - inbound routing: point a number at an AI agent (a SIP dispatch rule, a voice URL) and remove it;
 - outbound calls: place a call from one of our numbers with an agent on the line;
 - call state: where a placed call is now, and once it has ended its duration, transcript and
-  recording.
+  recording;
+- text messages: send an SMS (campaigns and conversations).
 
 `sandbox` (the default) needs no network; `twilio` speaks Twilio's REST API. A SIP bridge such as
 LiveKit plugs in as another implementation (or wraps a carrier one) of the same protocol: its
@@ -108,6 +109,15 @@ class TelephonyProvider(Protocol):
         ...
 
     async def call_state(self, provider_call_id: str) -> CallState:
+        ...
+
+    async def send_sms(self, from_number: str | None, to_number: str, body: str,
+                       message_id: str) -> str:
+        """Send a text message; return the provider's message id.
+
+        `message_id` is ours and stable for one message, so a provider that deduplicates can
+        drop a repeat; `from_number` None means the provider's default sender.
+        """
         ...
 
     async def aclose(self) -> None:

@@ -49,8 +49,9 @@ class TwilioTelephony:
 
     def __init__(self, account_sid: str, auth_token: str, voice_url: str, *,
                  base_url: str = "https://api.twilio.com", country: str = "US",
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, sms_from: str | None = None) -> None:
         self.account_sid = account_sid
+        self.sms_from = sms_from
         self.voice_url = voice_url
         self.country = country
         self.base_url = base_url.rstrip("/")
@@ -66,7 +67,8 @@ class TwilioTelephony:
         return cls(os.environ["TWILIO_ACCOUNT_SID"], os.environ["TWILIO_AUTH_TOKEN"],
                    os.environ["TWILIO_VOICE_URL"],
                    base_url=os.environ.get("TWILIO_API_BASE_URL", "https://api.twilio.com"),
-                   country=os.environ.get("TWILIO_COUNTRY", "US"))
+                   country=os.environ.get("TWILIO_COUNTRY", "US"),
+                   sms_from=os.environ.get("TWILIO_SMS_FROM") or None)
 
     def _path(self, resource: str) -> str:
         return f"/{API_VERSION}/Accounts/{self.account_sid}/{resource}"
@@ -170,6 +172,15 @@ class TwilioTelephony:
                          ended_at=_time(call.get("end_time")),
                          duration_seconds=int(call.get("duration") or 0),
                          recording_url=recording_url)
+
+    async def send_sms(self, from_number: str | None, to_number: str, body: str,
+                       message_id: str) -> str:
+        sender = from_number or self.sms_from
+        if not sender:
+            raise TelephonyError("twilio: no sender number (set TWILIO_SMS_FROM)")
+        sent = await self._request("POST", "Messages.json",
+                                   form={"To": to_number, "From": sender, "Body": body})
+        return str(sent["sid"])
 
     async def aclose(self) -> None:
         await self.http.aclose()

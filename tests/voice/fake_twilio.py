@@ -25,6 +25,7 @@ class FakeTwilio:
     available: dict[str, list[str]] = field(default_factory=dict)
     incoming: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     call_outcome: str = "completed"
     call_duration: int = 75
@@ -98,6 +99,21 @@ def twilio_app(state: FakeTwilio) -> Quart:
         if state.incoming.pop(sid, None) is None:
             return _error(404, 20404, "The requested resource was not found")
         return Response("", status=204)
+
+    @app.post(f"{PREFIX}/Messages.json")
+    async def create_message(account: str) -> Response:
+        form = await request.form
+        if state.by_number(form.get("From", "")) is None:
+            return _error(400, 21606, "The 'From' phone number is not a valid, SMS-capable "
+                                      "inbound phone number for your account")
+        if not form.get("To", "").startswith("+"):
+            return _error(400, 21211, "Invalid 'To' Phone Number")
+        sid = "SM" + uuid.uuid4().hex
+        state.messages[sid] = {"sid": sid, "to": form["To"], "from": form["From"],
+                               "body": form.get("Body", "")}
+        response = jsonify({"sid": sid, "status": "queued"})
+        response.status_code = 201
+        return response
 
     @app.post(f"{PREFIX}/Calls.json")
     async def create_call(account: str) -> Response:

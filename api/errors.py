@@ -63,6 +63,15 @@ def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
+async def _consume_body() -> None:
+    """Read the unread request body (within the size limit) before an early answer, so the
+    server keeps the connection for the client's next request instead of closing it unasked."""
+    try:
+        await request.get_data()
+    except Exception:  # noqa: BLE001 - the answer matters more than the body
+        pass
+
+
 def register_error_handlers(app: Quart) -> None:
     @app.errorhandler(APIError)
     async def handle_api_error(exc: APIError) -> Response:
@@ -101,6 +110,7 @@ def register_error_handlers(app: Quart) -> None:
 
         if unavailable(exc):
             log.warning("database or queue unavailable: %s", type(exc).__name__)
+            await _consume_body()
             return error_response(503, "service_unavailable",
                                   "a backing service is unavailable; retry shortly",
                                   headers={"Retry-After": "1"})

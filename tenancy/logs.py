@@ -55,10 +55,10 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     ids, already redacted); a background thread formats and writes it, so a log line costs the
     event loop no system call."""
     global _listener
-    # Records need no caller frame, thread or process name: skipping them makes a log call cheap.
+    # Records need no caller frame or thread: skipping them makes a log call cheap. (The process
+    # id stays: hypercorn's own log format prints it.)
     logging._srcfile = None  # type: ignore[attr-defined]
     logging.logThreads = False
-    logging.logProcesses = False
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":

@@ -15,7 +15,6 @@ from api.agency.schemas import (
     CreatePlanRequest,
     CreateSubAccountRequest,
     CreateSubAccountResponse,
-    FunctionsError,
     InvitationEmailFailed,
     PlanResponse,
     SubAccountList,
@@ -24,6 +23,7 @@ from api.agency.schemas import (
 )
 from api.auth import AGENCY, principal, requires
 from api.errors import APIError
+from api.schemas import FunctionsError
 from api.types import normalise_email, pagination, parse_uuid
 from tenancy.invitations import accept_invitation
 from tenancy.provisioning import NewSubAccount, provision_sub_account

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from api.schemas import FunctionsError
 from api.types import JSONObject, Money
 
 
@@ -128,17 +129,6 @@ class WalletCreditRequest(Strict):
 class WalletCreditResponse(BaseModel):
     success: bool
     balance: float
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: list[dict[str, Any]] | None = None
-
-
-class FunctionsError(BaseModel):
-    success: bool
-    error: ErrorDetail
 
 
 class InvitationEmailFailed(FunctionsError):

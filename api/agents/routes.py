@@ -14,11 +14,11 @@ from api.agents.schemas import (
     AgentList,
     AgentResponse,
     CreateAgentRequest,
-    Error,
-    FunctionsError,
 )
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
 from api.errors import APIError
+from api.schemas import FunctionsError
+from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
 
 blueprint = Blueprint("agents", __name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
@@ -98,19 +98,3 @@ class AgentList(BaseModel):
     limit: int
     offset: int
     has_more: bool
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: list[dict[str, Any]] | None = None
-
-
-class Error(BaseModel):
-    status: str
-    error: ErrorDetail
-
-
-class FunctionsError(BaseModel):
-    success: bool
-    error: ErrorDetail

@@ -7,11 +7,11 @@ from typing import Any
 from quart import Blueprint, current_app
 from quart_schema import tag, validate_request, validate_response
 
-from api.agents.schemas import Error
 from api.agents.scope import sub_account_id
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.calls import service
 from api.calls.schemas import CallPlaced, CallResponse, PlaceCallRequest
+from api.schemas import InboundError as Error
 from api.types import parse_uuid
 
 blueprint = Blueprint("calls", __name__, url_prefix="/webhooks/inbound")

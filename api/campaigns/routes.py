@@ -14,12 +14,12 @@ from api.campaigns.schemas import (
     MAX_SMS_CONTENT,
     CampaignResponse,
     CreateCampaignRequest,
-    Error,
     ResumeRequest,
     ScheduleRequest,
 )
 from api.contacts.body import validate_optional_body
 from api.errors import APIError
+from api.schemas import InboundError as Error
 from api.types import parse_uuid
 from tenancy.clock import utcnow
 

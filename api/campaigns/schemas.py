@@ -72,14 +72,3 @@ class Campaign(BaseModel):
 class CampaignResponse(BaseModel):
     status: str
     campaign: Campaign
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: list[dict[str, Any]] | None = None
-
-
-class Error(BaseModel):
-    status: str
-    error: ErrorDetail

@@ -19,10 +19,10 @@ from api.contacts.schemas import (
     ContactResponse,
     ContactUpdated,
     CreateContactRequest,
-    Error,
     UpdateContactRequest,
 )
 from api.errors import APIError
+from api.schemas import InboundError as Error
 from api.types import parse_uuid
 
 blueprint = Blueprint("contacts", __name__, url_prefix="/webhooks/inbound")

@@ -87,14 +87,3 @@ class ContactDeleted(BaseModel):
     status: str
     deleted: bool
     contact_id: uuid.UUID
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: list[dict[str, Any]] | None = None
-
-
-class Error(BaseModel):
-    status: str
-    error: ErrorDetail

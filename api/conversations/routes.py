@@ -6,9 +6,7 @@ from pydantic import ValidationError
 from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request, validate_response
 
-from api.agency.schemas import FunctionsError
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
-from api.campaigns.schemas import Error
 from api.contacts.service import valid_phone
 from api.conversations import service, signing
 from api.conversations.schemas import (
@@ -19,6 +17,8 @@ from api.conversations.schemas import (
     SentMessageResponse,
 )
 from api.errors import APIError, validation_details
+from api.schemas import FunctionsError
+from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
 
 blueprint = Blueprint("conversations", __name__)

@@ -7,10 +7,10 @@ from typing import Any
 from quart import Blueprint, current_app
 from quart_schema import tag, validate_request, validate_response
 
-from api.agents.schemas import Error
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.integrations import service
 from api.integrations.schemas import Connected, ConnectRequest, IntegrationList
+from api.schemas import InboundError as Error
 
 blueprint = Blueprint("integrations", __name__, url_prefix="/webhooks/inbound")
 

@@ -13,12 +13,12 @@ from api.errors import APIError
 from api.invoices import service
 from api.invoices.schemas import (
     CreateInvoiceRequest,
-    ErrorResponse,
     InvoiceResponse,
     MarkPaidRequest,
     UpdatedInvoiceResponse,
     UpdateInvoiceRequest,
 )
+from api.schemas import InboundError as ErrorResponse
 from api.types import parse_uuid
 
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")

@@ -114,14 +114,3 @@ class InvoiceResponse(BaseModel):
 
 class UpdatedInvoiceResponse(InvoiceResponse):
     payment_link_cleared: bool
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: list[dict[str, Any]] | None = None
-
-
-class ErrorResponse(BaseModel):
-    status: str
-    error: ErrorDetail

@@ -9,9 +9,9 @@ from quart import Blueprint, current_app
 from quart_schema import tag, validate_request, validate_response
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
-from api.contacts.schemas import Error
 from api.notes import service
 from api.notes.schemas import CreateNoteRequest, NoteCreated, NoteDeleted, NoteList
+from api.schemas import InboundError as Error
 from api.types import parse_uuid
 
 blueprint = Blueprint("notes", __name__, url_prefix="/webhooks/inbound")

@@ -8,7 +8,6 @@ import asyncpg
 from quart import Blueprint, current_app
 from quart_schema import tag, validate_request, validate_response
 
-from api.agents.schemas import Error
 from api.agents.scope import sub_account_id
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.contacts.body import validate_optional_body
@@ -22,6 +21,7 @@ from api.phone_numbers.schemas import (
     PurchaseRequest,
     Released,
 )
+from api.schemas import InboundError as Error
 from api.types import parse_uuid
 
 blueprint = Blueprint("phone_numbers", __name__, url_prefix="/webhooks/inbound")

@@ -6,9 +6,9 @@ from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request, validate_response
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
-from api.campaigns.schemas import Error
 from api.contacts.service import normalise_tags
 from api.errors import APIError
+from api.schemas import InboundError as Error
 from api.smart_lists import service
 from api.smart_lists.schemas import CreateSmartListRequest, SmartListPage, SmartListResponse
 from api.types import pagination, parse_uuid

@@ -11,9 +11,9 @@ from quart_schema import tag, validate_response
 
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
 from api.contacts.body import validate_optional_body
-from api.contacts.schemas import Error
 from api.contacts.service import normalise_tags
 from api.errors import APIError
+from api.schemas import InboundError as Error
 from api.tags import service
 from api.tags.schemas import TagsAdded, TagsRemoved, TagsRequest, TagSummary
 from api.types import parse_uuid

@@ -11,6 +11,7 @@ from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_response
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.schemas import InboundError as ErrorResponse
 from api.types import pagination
 from api.wallet import service
 
@@ -42,17 +43,6 @@ class WalletResponse(BaseModel):
     limit: int
     offset: int
     has_more: bool
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: list[dict[str, Any]] | None = None
-
-
-class ErrorResponse(BaseModel):
-    status: str
-    error: ErrorDetail
 
 
 @blueprint.get("/wallet")

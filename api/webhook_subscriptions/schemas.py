@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
@@ -44,14 +43,3 @@ class SubscriptionDeleted(BaseModel):
     status: str
     deleted: bool
     subscription_id: uuid.UUID
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: list[dict[str, Any]] | None = None
-
-
-class Error(BaseModel):
-    status: str
-    error: ErrorDetail

@@ -92,9 +92,12 @@ def live(servers, mailbox, migrated) -> Iterator[Live]:
             process.wait(30)
         except subprocess.TimeoutExpired:
             process.kill()
-        errors = [line for line in process.stderr.read().splitlines()
-                  if "Traceback" in line or " ERROR " in line]
-        assert not errors, "server logged errors during fuzzing:\n" + "\n".join(errors[:20])
+        output = process.stderr.read()
+        lines = output.splitlines()
+        first = next((i for i, line in enumerate(lines)
+                      if "Traceback" in line or " ERROR " in line), None)
+        assert first is None, ("server logged errors during fuzzing:\n"
+                               + "\n".join(lines[max(0, first - 3):first + 40]))
 
 
 async def _agency(url: str) -> Any:

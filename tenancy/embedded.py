@@ -79,10 +79,12 @@ def _running_port(pgdata: Path) -> int | None:
     return port
 
 
-def start_postgres(data_dir: Path, *, fast_unsafe: bool = False) -> EmbeddedPostgres:
+def start_postgres(data_dir: Path, *, fast_unsafe: bool = False,
+                   port: int | None = None) -> EmbeddedPostgres:
     """Start (or find running) PostgreSQL under data_dir/postgres.
 
-    fast_unsafe turns off fsync: for throwaway test clusters only.
+    fast_unsafe turns off fsync: for throwaway test clusters only. port (default: a free one)
+    lets a stopped cluster start again where its clients expect it.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = (data_dir / "postgres").resolve()
@@ -92,9 +94,9 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False) -> EmbeddedPost
 
         ensure_prefix_permissions(data_dir.resolve())
         data_dir.resolve().chmod(data_dir.resolve().stat().st_mode | 0o055)
-    port = _running_port(pgdata)
-    if port is not None:
-        return EmbeddedPostgres(pgdata, port, started_here=False)
+    running = _running_port(pgdata)
+    if running is not None:
+        return EmbeddedPostgres(pgdata, running, started_here=False)
     if not (pgdata / "PG_VERSION").exists():
         pgdata.mkdir(exist_ok=True)
         if run_as:
@@ -107,7 +109,7 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False) -> EmbeddedPost
             capture_output=True,
             user=run_as,
         )
-    port = free_port()
+    port = port or free_port()
     options = (
         f"-h 127.0.0.1 -p {port} -k {pgdata} -c max_connections=300 "
         "-c shared_buffers=256MB -c max_locks_per_transaction=256"

@@ -1,0 +1,68 @@
+"""The SMTP server down.
+
+- add-subaccount-user with the email server down answers 502 with the invitation token kept:
+  tests/foundation/test_add_subaccount_user.py::test_email_failure_is_502_with_token_and_invitation_kept
+  (and ::test_create_with_email_down_still_creates_and_returns_token); not repeated here.
+- A worker killed with SIGKILL mid-campaign and restarted: tests/campaigns/test_worker_crash.py.
+- Here: a campaign sent while the SMTP server is down pauses with a provider_error reason (the
+  recipient it was sending stays claimed, charged once); once SMTP is back and the campaign is
+  resumed, it completes and every recipient gets exactly one email.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from tenancy.clock import utcnow
+
+from .conftest import BASE, eventually, make_sub_account
+
+CAMPAIGNS = f"{BASE}/campaigns"
+RECIPIENTS = 6
+
+
+async def test_campaign_with_smtp_down_pauses_then_resume_sends_each_recipient_once(stack):
+    api = stack.serve()
+    stack.smtp.stop()
+    stack.worker()
+    account = await make_sub_account(api, stack.create_organisation())
+    async with api.client(account.key) as http:
+        addresses = [f"rcpt-{uuid.uuid4().hex[:10]}@example.com" for _ in range(RECIPIENTS)]
+        contact_ids = []
+        for address in addresses:
+            created = await http.post(f"{BASE}/contacts", json={"email": address})
+            assert created.status_code == 201, created.text
+            contact_ids.append(created.json()["contact_id"])
+        created = await http.post(CAMPAIGNS, json={
+            "name": "Outage", "campaign_type": "email", "subject": "Outage",
+            "message_content": "<html><body><p>Hello</p></body></html>",
+            "contact_ids": contact_ids})
+        assert created.status_code == 201, created.text
+        campaign_id = created.json()["campaign"]["id"]
+        start = (utcnow() + timedelta(seconds=1)).isoformat()
+        scheduled = await http.post(f"{CAMPAIGNS}/{campaign_id}/schedule",
+                                    json={"start_date": start})
+        assert scheduled.status_code == 200, scheduled.text
+
+        async def campaign_in(*statuses: str) -> dict | None:
+            answer = await http.get(f"{CAMPAIGNS}/{campaign_id}")
+            assert answer.status_code == 200, answer.text
+            campaign = answer.json()["campaign"]
+            return campaign if campaign["status"] in statuses else None
+
+        paused = await eventually(lambda: campaign_in("paused"), seconds=120)
+        assert paused["paused_reason"].startswith("provider_error")
+        assert paused["success"] == 0
+        assert stack.smtp.box.messages == []
+
+        stack.smtp.start()
+        resumed = await http.post(f"{CAMPAIGNS}/{campaign_id}/resume")
+        assert resumed.status_code == 200, resumed.text
+
+        done = await eventually(lambda: campaign_in("completed"), seconds=120)
+
+    assert (done["success"], done["pending"], done["contacted"]) == (RECIPIENTS, 0, RECIPIENTS)
+    for address in addresses:
+        assert len(stack.smtp.box.to(address)) == 1, address
+    assert len(stack.smtp.box.messages) == RECIPIENTS

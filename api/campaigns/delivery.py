@@ -301,6 +301,8 @@ async def _finish(run: Run) -> datetime | None:
         async with tenant_transaction(run.pool, run.schema) as conn:
             await conn.execute(DEFER, run.campaign_id, opening)
         return opening
+    if run.halted == "provider_down":
+        return utcnow() + timedelta(seconds=run.settings.provider_retry_seconds)
     if run.halted in ("paused", "stopped"):
         return None
     async with tenant_transaction(run.pool, run.schema) as conn:
@@ -393,7 +395,7 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
         await _record_failed(run, item, str(exc))
         return
     except ProviderUnavailable as exc:
-        await _release_and_pause(run, item, str(exc))
+        await _release_for_retry(run, item, str(exc))
         return
     async with tenant_transaction(run.pool, run.schema) as conn:
         await conn.execute(RECORD_SENT, item.id, run.channel, provider_id,
@@ -425,12 +427,14 @@ async def _record_failed(run: Run, item: Claimed, error: str) -> None:
                                 "message refused by the provider", "campaign_recipient", item.id)
 
 
-async def _release_and_pause(run: Run, item: Claimed, error: str) -> None:
-    """Keep the recipient (charged) for a later run and stop the campaign until resumed."""
+async def _release_for_retry(run: Run, item: Claimed, error: str) -> None:
+    """Keep the recipient (charged once) for a later run: the campaign stays `sending` and is
+    tried again after `provider_retry_seconds` (the due-work row keeps the intent)."""
     async with tenant_transaction(run.pool, run.schema) as conn:
         await conn.execute(RELEASE, item.id)
-        await conn.execute(PAUSE, run.campaign_id, f"provider_error: {error[:300]}")
-    run.halt("paused")
+    log.warning("campaign %s: provider unavailable (%s); retrying later", run.campaign_id,
+                error[:300])
+    run.halt("provider_down")
 
 
 # --- SMTP -------------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ class CampaignSettings(BaseSettings):
     slice_seconds: float = Field(default=20.0, gt=0, alias="SWITCHBOARD_CAMPAIGN_SLICE_SECONDS")
     # How long a crashed worker's claim on a campaign blocks another worker from taking over.
     lease_seconds: float = Field(default=45.0, gt=0, alias="SWITCHBOARD_CAMPAIGN_LEASE_SECONDS")
+    # With the provider down (SMTP unreachable, refusing our sender), the campaign stays
+    # `sending` and the next run is tried this long later.
+    provider_retry_seconds: float = Field(default=60.0, gt=0,
+                                          alias="SWITCHBOARD_CAMPAIGN_PROVIDER_RETRY_SECONDS")
 
 
 @lru_cache

@@ -8,6 +8,7 @@ loopback. Every test provisions its own organisations and sub-accounts: isolatio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -197,6 +198,32 @@ def run_worker(migrated: str, servers: Servers) -> Any:
         return worker
 
     return run
+
+
+@contextlib.asynccontextmanager
+async def running_worker(database_url: str, redis_url: str) -> AsyncIterator[Any]:
+    """The real arq worker (not burst) in this process while the block runs, stopped gracefully:
+    no new jobs, running ones given a few seconds, then closed."""
+    from arq.worker import Worker
+
+    from jobs.worker import worker_settings
+
+    running = Worker(**worker_settings(database_url, redis_url, burst=False,
+                                       poll_delay=0.05, handle_signals=False))
+    task = asyncio.create_task(running.async_run())
+    try:
+        yield running
+    finally:
+        running.allow_pick_jobs = False
+        for _ in range(200):
+            if all(t.done() for t in running.tasks.values()):
+                break
+            await asyncio.sleep(0.05)
+        with contextlib.suppress(asyncio.CancelledError):
+            await running.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ length of a test. `tenant_priced` is a sub-account on a plan that rebills email 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -21,7 +20,7 @@ import pytest
 
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
-from tests.conftest import Mailbox, Tenant, make_tenant
+from tests.conftest import Mailbox, Tenant, make_tenant, running_worker
 
 BASE = "/webhooks/inbound"
 CAMPAIGNS = f"{BASE}/campaigns"
@@ -167,16 +166,5 @@ async def tenant_priced(client: Any, agency: Any) -> Tenant:
 @pytest.fixture
 async def worker(migrated: str, servers: Any) -> AsyncIterator[Any]:
     """The real arq worker, running in this process until the test ends."""
-    from arq.worker import Worker
-
-    from jobs.worker import worker_settings
-
-    running = Worker(**worker_settings(migrated, servers.redis_url, burst=False,
-                                       poll_delay=0.05, handle_signals=False))
-    task = asyncio.create_task(running.async_run())
-    try:
+    async with running_worker(migrated, servers.redis_url) as running:
         yield running
-    finally:
-        await running.close()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

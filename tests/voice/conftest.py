@@ -15,6 +15,7 @@ from hypercorn.config import Config
 from quart import Quart, Response, request
 
 from tenancy.embedded import free_port
+from tests.conftest import running_worker
 
 AREA_CODE = "415"
 
@@ -22,26 +23,8 @@ AREA_CODE = "415"
 @pytest.fixture
 async def worker(migrated: str, servers: Any) -> AsyncIterator[Any]:
     """The real arq worker (not burst), running while the test's requests wait for jobs."""
-    from arq.worker import Worker
-
-    from jobs.worker import worker_settings
-
-    running = Worker(**worker_settings(migrated, servers.redis_url, burst=False,
-                                       poll_delay=0.05, handle_signals=False))
-    task = asyncio.create_task(running.async_run())
-    try:
+    async with running_worker(migrated, servers.redis_url) as running:
         yield running
-    finally:
-        running.allow_pick_jobs = False
-        for _ in range(200):
-            if all(t.done() for t in running.tasks.values()):
-                break
-            await asyncio.sleep(0.05)
-        with contextlib.suppress(asyncio.CancelledError):
-            await running.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 # --- loopback HTTP servers --------------------------------------------------------------------

@@ -4,7 +4,6 @@ through the API with SWITCHBOARD_TELEPHONY=twilio."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,6 +16,7 @@ from integrations.telephony import (
     TelephonyError,
 )
 from integrations.telephony.twilio import TwilioTelephony
+from tests.conftest import running_worker
 
 from .conftest import assign, balance, make_agent, make_contact, priced_tenant, serving
 from .fake_twilio import FakeTwilio, twilio_app
@@ -150,9 +150,6 @@ async def test_unreachable_api_raises_telephony_error():
 @pytest.fixture
 async def twilio_worker(twilio, migrated, servers, monkeypatch):
     """The worker with SWITCHBOARD_TELEPHONY=twilio pointed at the fake server."""
-    from arq.worker import Worker
-
-    from jobs.worker import worker_settings
     from tenancy.settings import get_settings
 
     for name, value in {"SWITCHBOARD_TELEPHONY": "twilio",
@@ -162,22 +159,10 @@ async def twilio_worker(twilio, migrated, servers, monkeypatch):
                         "TWILIO_API_BASE_URL": twilio.url}.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
-    running = Worker(**worker_settings(migrated, servers.redis_url, burst=False,
-                                       poll_delay=0.05, handle_signals=False))
-    task = asyncio.create_task(running.async_run())
     try:
-        yield running
+        async with running_worker(migrated, servers.redis_url) as running:
+            yield running
     finally:
-        running.allow_pick_jobs = False
-        for _ in range(200):
-            if all(t.done() for t in running.tasks.values()):
-                break
-            await asyncio.sleep(0.05)
-        with contextlib.suppress(asyncio.CancelledError):
-            await running.close()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         monkeypatch.undo()
         get_settings.cache_clear()
 

@@ -73,6 +73,18 @@ async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asy
     return pool
 
 
+async def fetch_page(conn: asyncpg.Connection | asyncpg.Pool, query: str, count_query: str,
+                     *args: Any, count_args: tuple[Any, ...] = ()
+                     ) -> tuple[list[dict[str, Any]], int]:
+    """A page from a query that carries `count(*) OVER () AS total`, and that total; the count
+    query runs only when the page is empty (past the end), where the window has no row."""
+    rows = await conn.fetch(query, *args)
+    if not rows:
+        return [], int(await conn.fetchval(count_query, *count_args))
+    items = [{key: row[key] for key in row.keys() if key != "total"} for row in rows]
+    return items, int(rows[0]["total"])
+
+
 @asynccontextmanager
 async def control_transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     async with pool.acquire() as conn, conn.transaction():

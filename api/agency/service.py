@@ -10,7 +10,7 @@ import asyncpg
 
 from api.wallet import service as wallet
 from integrations.email import EmailDeliveryError
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for, email_invitation, upsert_invitation
 from tenancy.principals import insert_key
@@ -138,13 +138,8 @@ COUNT_ORGANISATION_SUB_ACCOUNTS = (
 
 async def list_sub_accounts(pool: asyncpg.Pool, organisation_id: uuid.UUID, limit: int,
                             offset: int) -> tuple[list[dict[str, Any]], int]:
-    rows = await pool.fetch(LIST_SUB_ACCOUNTS, organisation_id, limit, offset)
-    if rows:
-        total = rows[0]["total"]
-    else:
-        total = await pool.fetchval(COUNT_ORGANISATION_SUB_ACCOUNTS, organisation_id)
-    items = [{key: row[key] for key in row.keys() if key != "total"} for row in rows]
-    return items, total
+    return await fetch_page(pool, LIST_SUB_ACCOUNTS, COUNT_ORGANISATION_SUB_ACCOUNTS,
+                            organisation_id, limit, offset, count_args=(organisation_id,))
 
 
 async def credit_wallet(pool: asyncpg.Pool, organisation_id: uuid.UUID,

@@ -9,7 +9,7 @@ import asyncpg
 
 from api.agents.schemas import PROVIDER_OF_MODEL, CreateAgentRequest
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import APIError, not_found
 
 VOICEMAIL_TYPES = ("leave_message", "hangup")
@@ -118,6 +118,4 @@ async def get_agent(pool: asyncpg.Pool, schema: str, agent_id: uuid.UUID) -> dic
 async def list_agents(pool: asyncpg.Pool, schema: str, limit: int,
                       offset: int) -> tuple[list[dict[str, Any]], int]:
     async with tenant_transaction(pool, schema) as conn:
-        rows = await conn.fetch(SELECT_AGENTS, limit, offset)
-        total = rows[0]["total"] if rows else await conn.fetchval(COUNT_AGENTS)
-    return [{key: row[key] for key in row.keys() if key != "total"} for row in rows], total
+        return await fetch_page(conn, SELECT_AGENTS, COUNT_AGENTS, limit, offset)

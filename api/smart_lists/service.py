@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import not_found
 
 SMART_LIST_COLUMNS = """
@@ -50,6 +50,4 @@ async def get_smart_list(pool: asyncpg.Pool, schema: str,
 async def list_smart_lists(pool: asyncpg.Pool, schema: str, limit: int,
                            offset: int) -> tuple[list[dict[str, Any]], int]:
     async with tenant_transaction(pool, schema) as conn:
-        rows = await conn.fetch(SELECT_SMART_LISTS, limit, offset)
-        total = rows[0]["total"] if rows else await conn.fetchval(COUNT_SMART_LISTS)
-    return [{key: row[key] for key in row.keys() if key != "total"} for row in rows], total
+        return await fetch_page(conn, SELECT_SMART_LISTS, COUNT_SMART_LISTS, limit, offset)

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import APIError
 
 CREDIT = """
@@ -110,7 +110,6 @@ async def wallet_with_transactions(pool: asyncpg.Pool, schema: str, limit: int,
     """The balance and one page of the ledger, newest first."""
     async with tenant_transaction(pool, schema) as conn:
         wallet = await conn.fetchrow(SELECT_BALANCE)
-        rows = await conn.fetch(SELECT_TRANSACTIONS, limit, offset)
-        total = rows[0]["total"] if rows else await conn.fetchval(COUNT_TRANSACTIONS)
-    items = [{key: row[key] for key in row.keys() if key != "total"} for row in rows]
+        items, total = await fetch_page(conn, SELECT_TRANSACTIONS, COUNT_TRANSACTIONS, limit,
+                                        offset)
     return dict(wallet), items, total

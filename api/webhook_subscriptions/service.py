@@ -10,7 +10,7 @@ import asyncpg
 from api.events import DELIVERY_KIND
 from integrations.webhooks import new_secret
 from jobs.due import cancel_due_many
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import not_found
 
 COLUMNS = "id, url, events, secret, is_active, disabled_reason, created_at"
@@ -63,10 +63,9 @@ async def create_subscription(pool: asyncpg.Pool, schema: str, url: str,
 async def list_subscriptions(pool: asyncpg.Pool, schema: str, limit: int,
                              offset: int) -> tuple[list[dict[str, Any]], int]:
     async with tenant_transaction(pool, schema) as conn:
-        rows = await conn.fetch(SELECT_SUBSCRIPTIONS, limit, offset)
-        total = rows[0]["total"] if rows else await conn.fetchval(COUNT_SUBSCRIPTIONS)
-    items = [{key: row[key] for key in row.keys() if key not in ("total", "secret")}
-             for row in rows]
+        items, total = await fetch_page(conn, SELECT_SUBSCRIPTIONS, COUNT_SUBSCRIPTIONS, limit,
+                                        offset)
+    items = [{key: value for key, value in item.items() if key != "secret"} for item in items]
     return items, total
 
 

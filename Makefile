@@ -19,6 +19,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy tenancy api jobs integrations
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -54,10 +54,9 @@ RELEASE = "DELETE FROM control.idempotency_keys WHERE api_key_id = $1 AND key = 
 
 async def _request_hash() -> bytes:
     """Same method, path and JSON content (key order and spacing aside) hash the same."""
-    raw = await request.get_data()
+    raw: bytes = await request.get_data(as_text=False)  # type: ignore[assignment]
     try:
-        canonical = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"))
-        body = canonical.encode()
+        body = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode()
     except ValueError:
         body = raw
     return hashlib.sha256(request.method.encode() + b" " + request.path.encode() + b"\n"

@@ -99,16 +99,16 @@ class SwitchboardOpenAPIProvider(OpenAPIProvider):
                 "content": {"application/json": {
                     "schema": {"$ref": f"#/components/schemas/{error_schema}"}}},
             })
-        for code, response in responses.items():
-            response = dict(response)
+        for status, response in responses.items():
+            completed = dict(response)
             headers = dict(COMMON_HEADERS)
-            if auth is not None and code != "401":
+            if auth is not None and status != "401":
                 headers |= RATE_HEADERS
-            if code == "429":
+            if status == "429":
                 headers["Retry-After"] = {"schema": {"type": "integer"}}
-            response["headers"] = {**headers, **response.get("headers", {})}
-            response["description"] = response.get("description") or errors.get(
-                int(code), "Success")
-            responses[code] = response
+            completed["headers"] = {**headers, **completed.get("headers", {})}
+            completed["description"] = completed.get("description") or errors.get(
+                int(status), "Success")
+            responses[status] = completed
         operation["responses"] = responses
         return operation

@@ -54,7 +54,7 @@ def _collect(attribute: str) -> list[Any]:
 def _counted(task: Any) -> Any:
     """The task (a coroutine function, arq Function or CronJob) with its runs counted."""
     if isinstance(task, Function | CronJob):
-        return dataclasses.replace(task, coroutine=counted(task.coroutine))
+        return dataclasses.replace(task, coroutine=counted(task.coroutine))  # type: ignore[arg-type]
     return counted(task)
 
 

@@ -5,16 +5,21 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import importlib
+import json
 import logging
+import random
 import re
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 import swagger_ui_bundle
 from arq import create_pool as create_arq_pool
 from arq.connections import RedisSettings
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 from quart import Quart, Response, g, request, send_from_directory
 from quart.json.provider import DefaultJSONProvider
@@ -26,6 +31,7 @@ from api.errors import APIError, register_error_handlers
 from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
+from api.validation import check_response
 from tenancy.clock import iso
 from tenancy.db import create_pool
 from tenancy.logs import request_id_var, sub_account_id_var
@@ -38,7 +44,12 @@ log = logging.getLogger("switchboard.api")
 
 
 class JSONProvider(DefaultJSONProvider):
+    """UUIDs as strings, timestamps as ISO 8601 UTC with milliseconds and Z, money (Decimal) as
+    JSON numbers. Encoded with orjson; a value it refuses (text with a lone surrogate, an
+    integer beyond 64 bits) falls back to the standard library."""
+
     sort_keys = False
+    options = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
         # Money arrives as JSON numbers: keep them exact.
@@ -53,6 +64,35 @@ class JSONProvider(DefaultJSONProvider):
         if isinstance(value, uuid.UUID | dt.date):
             return str(value) if isinstance(value, uuid.UUID) else value.isoformat()
         return to_jsonable_python(value)
+
+    def encode(self, value: Any) -> bytes:
+        try:
+            return orjson.dumps(value, default=self.default, option=self.options)
+        except (orjson.JSONEncodeError, TypeError):
+            return json.dumps(value, default=self.default, separators=(",", ":")).encode()
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        if kwargs:
+            return super().dumps(obj, **kwargs)
+        return self.encode(obj).decode()
+
+    def response(self, *args: Any, **kwargs: Any) -> Response:
+        body = self.encode(self._prepare_response_obj(args, kwargs))
+        return Response(body, mimetype="application/json")  # type: ignore[return-value]
+
+
+class SwitchboardApp(Quart):
+    async def make_response(self, result: Any) -> Any:
+        """Quart's, plus: a pydantic model becomes its dict (fields set only), and with
+        SWITCHBOARD_VALIDATE_RESPONSES each body is checked against its declared model."""
+        value, rest = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+        if isinstance(value, BaseModel):
+            value = value.model_dump(exclude_unset=True)
+            result = (value, *rest) if rest else value
+        if self.config["SETTINGS"].validate_responses:
+            status = next((r for r in rest if isinstance(r, int)), 200)
+            check_response(value, status)
+        return await super().make_response(result)
 
 
 class APIRequest(Request):
@@ -74,7 +114,7 @@ class APIRequest(Request):
 
 def create_app(settings: Settings | None = None) -> Quart:
     settings = settings or get_settings()
-    app = Quart("switchboard")
+    app = SwitchboardApp("switchboard")
     app.request_class = APIRequest
     app.config["SETTINGS"] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
@@ -96,12 +136,15 @@ def create_app(settings: Settings | None = None) -> Quart:
         openapi_provider_class=SwitchboardOpenAPIProvider,
         pydantic_dump_options={"exclude_unset": True},
     )
+    # quart-schema wraps make_response to convert models on every response, building a
+    # TypeAdapter each time; SwitchboardApp.make_response does what is needed of that.
+    del app.make_response
     # After QuartSchema, which installs a provider of its own.
     app.json_provider_class = JSONProvider
     app.json = JSONProvider(app)
     register_error_handlers(app)
     _register_lifecycle(app, settings)
-    metrics.install(app)
+    app.register_blueprint(metrics.blueprint)
     _register_blueprints(app)
 
     @app.get("/docs/assets/<path:name>")
@@ -144,23 +187,25 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         await app.config["REDIS"].aclose()
         await app.config["ARQ"].aclose()
 
+    # One hook before and one after each request: Quart awaits every hook separately.
     @app.before_request
-    async def assign_request_id() -> None:
+    async def begin_request() -> None:
+        g.started = time.perf_counter()
         incoming = request.headers.get("x-request-id", "")
-        g.request_id = incoming if REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        g.request_id = incoming if REQUEST_ID.match(incoming) else f"{random.getrandbits(128):032x}"
         request_id_var.set(g.request_id)
         sub_account_id_var.set(None)
-
-    @app.before_request
-    async def refuse_unstorable_url_text() -> None:
-        refuse_unstorable_text(request.view_args or {}, "path")
-        refuse_unstorable_text(request.args.to_dict(flat=False), "query")
+        if request.view_args:
+            refuse_unstorable_text(request.view_args, "path")
+        if request.query_string:
+            refuse_unstorable_text(request.args.to_dict(flat=False), "query")
 
     @app.after_request
-    async def stamp_headers(response: Response) -> Response:
+    async def end_request(response: Response) -> Response:
         response.headers["X-Request-ID"] = getattr(g, "request_id", None) or uuid.uuid4().hex
         response.headers["X-API-Version"] = API_VERSION
         for name, value in getattr(g, "rate_limit_headers", {}).items():
             response.headers[name] = value
         await idempotency.finish(response)
+        metrics.observe(response, getattr(g, "started", None))
         return response

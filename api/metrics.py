@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,7 +19,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from quart import Blueprint, Quart, Response, current_app, g, request
+from quart import Blueprint, Response, current_app, request
 from quart_schema import hide
 
 from jobs.metrics import JOB_COUNTS_KEY
@@ -50,26 +51,25 @@ WHERE due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
 """
 
 
-def install(app: Quart) -> None:
-    @app.before_request
-    async def start_timer() -> None:
-        g.started = time.perf_counter()
+_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
-    @app.after_request
-    async def observe(response: Response) -> Response:
-        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        started = getattr(g, "started", None)
-        elapsed = time.perf_counter() - started if started is not None else 0.0
-        if rule != "/metrics":
-            REQUESTS.labels(request.method, rule, str(response.status_code)).inc()
-            LATENCY.labels(request.method, rule).observe(elapsed)
-        access_log.info("%s %s %s", request.method, rule, response.status_code,
-                        extra={"method": request.method, "route": rule,
-                               "status": response.status_code,
-                               "duration_ms": round(elapsed * 1000, 2)})
-        return response
 
-    app.register_blueprint(blueprint)
+def observe(response: Response, started: float | None) -> None:
+    """Count the answered request, time it, and write its access-log line."""
+    rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    elapsed = time.perf_counter() - started if started is not None else 0.0
+    status = response.status_code
+    if rule != "/metrics":
+        series = (request.method, rule, status)
+        children = _children.get(series)
+        if children is None:
+            children = _children[series] = (REQUESTS.labels(request.method, rule, str(status)),
+                                            LATENCY.labels(request.method, rule))
+        children[0].inc()
+        children[1].observe(elapsed)
+    access_log.info("%s %s %s", request.method, rule, status,
+                    extra={"method": request.method, "route": rule, "status": status,
+                           "duration_ms": round(elapsed * 1000, 2)})
 
 
 async def _collect() -> None:

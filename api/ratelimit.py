@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class RateLimiter:
         self.limit = limit
         self.window_ms = window_seconds * 1000
         self.fail_open = fail_open
-        self._script = client.register_script(HIT)
+        self._sha = hashlib.sha1(HIT.encode()).hexdigest()
 
     async def hit(self, key_id: str) -> Verdict | None:
         """Count one request for the key; None when Redis is down and the limiter fails open."""
@@ -55,9 +56,13 @@ class RateLimiter:
         # The window ends at a fixed instant; the counter expires then (plus a margin for clock
         # skew between this process and Redis), and Reset counts down to that instant.
         until_reset_ms = (window + 1) * self.window_ms - now_ms
+        key, expire_ms = f"rl:{key_id}:{window}", until_reset_ms + 1000
         try:
-            count, _ = await self._script(keys=[f"rl:{key_id}:{window}"],
-                                          args=[until_reset_ms + 1000])
+            try:
+                count, _ = await self.client.execute_command("EVALSHA", self._sha, 1, key,
+                                                             expire_ms)
+            except redis.exceptions.NoScriptError:  # first use, or Redis restarted
+                count, _ = await self.client.execute_command("EVAL", HIT, 1, key, expire_ms)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
             if self.fail_open:
                 log.warning("rate limiter unavailable; letting request through")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import atexit
 import logging
-import queue
 import re
 import sys
+import threading
+from collections import deque
 from contextvars import ContextVar
-from logging.handlers import QueueHandler, QueueListener
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -40,21 +40,57 @@ class ContextFilter(logging.Filter):
         return True
 
 
-_listener: QueueListener | None = None
+class _Buffer(logging.Handler):
+    """Keeps each record for the writer thread: one append, no lock, no wake-up per line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: deque[logging.LogRecord] = deque()
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if self.filter(record):
+            self.records.append(record)
+            return True
+        return False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
-class _Enqueue(QueueHandler):
-    """Hands the record over as it is: formatting happens on the writer thread."""
+class _Writer(threading.Thread):
+    """Formats and writes the buffered records every FLUSH_SECONDS (and at exit), so a log line
+    costs the event loop neither a system call nor a thread switch."""
 
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        return record
+    FLUSH_SECONDS = 0.05
+
+    def __init__(self, buffer: _Buffer, target: logging.Handler) -> None:
+        super().__init__(name="switchboard-log-writer", daemon=True)
+        self.buffer, self.target = buffer, target
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.FLUSH_SECONDS):
+            self.flush()
+        self.flush()
+
+    def flush(self) -> None:
+        records = self.buffer.records
+        while records:
+            self.target.handle(records.popleft())
+        self.target.flush()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
+
+
+_writer: _Writer | None = None
 
 
 def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
-    """Log through a queue: the caller only enqueues the record (with its request and tenant
-    ids, already redacted); a background thread formats and writes it, so a log line costs the
-    event loop no system call."""
-    global _listener
+    """Log through a buffer: the caller only appends the record (with its request and tenant
+    ids, already redacted); a background thread formats and writes the lines in batches."""
+    global _writer
     # Records need no caller frame or thread: skipping them makes a log call cheap. (The process
     # id stays: hypercorn's own log format prints it.)
     logging._srcfile = None  # type: ignore[attr-defined]
@@ -69,14 +105,13 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     else:
         handler.setFormatter(logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(sub_account_id)s] %(message)s"))
-    if _listener is not None:
-        _listener.stop()
-    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    front = _Enqueue(records)
+    if _writer is not None:
+        _writer.stop()
+    front = _Buffer()
     front.addFilter(ContextFilter())
-    _listener = QueueListener(records, handler)
-    _listener.start()
-    atexit.register(_stop_listener)
+    _writer = _Writer(front, handler)
+    _writer.start()
+    atexit.register(_stop_writer)
     root = logging.getLogger()
     root.handlers[:] = [front]
     root.setLevel(level)
@@ -85,9 +120,9 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
 
 
-def _stop_listener() -> None:
-    """Write out whatever is still queued (on exit or a clean stop)."""
-    global _listener
-    if _listener is not None:
-        _listener.stop()
-        _listener = None
+def _stop_writer() -> None:
+    """Write out whatever is still buffered (on exit or a clean stop)."""
+    global _writer
+    if _writer is not None:
+        _writer.stop()
+        _writer = None

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     db_pool_max: int = Field(default=20, alias="SWITCHBOARD_DB_POOL_MAX")
     max_body_bytes: int = Field(default=1_048_576, alias="SWITCHBOARD_MAX_BODY_BYTES")
     log_format: str = Field(default="json", alias="SWITCHBOARD_LOG_FORMAT")
+    # Check every response body against the model its route declares (the test suite does).
+    validate_responses: bool = Field(default=False, alias="SWITCHBOARD_VALIDATE_RESPONSES")
     # On SIGTERM the worker stops taking jobs and gives running ones this long to finish.
     worker_shutdown_grace_seconds: float = Field(default=25.0,
                                                  alias="SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS")

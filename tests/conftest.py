@@ -134,6 +134,7 @@ def environment(servers: Servers, mailbox: Mailbox) -> Iterator[None]:
         "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true",
         # Tests revoke and suspend keys and expect the next request to see it.
         "SWITCHBOARD_AUTH_CACHE_SECONDS": "0",
+        "SWITCHBOARD_VALIDATE_RESPONSES": "true",
     }
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.agency import service
 from api.agency.schemas import (
@@ -25,6 +25,7 @@ from api.auth import AGENCY, principal, requires
 from api.errors import APIError
 from api.schemas import FunctionsError
 from api.types import normalise_email, pagination, parse_uuid
+from api.validation import validate_response
 from tenancy.invitations import accept_invitation
 from tenancy.provisioning import NewSubAccount, provision_sub_account
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import asyncpg
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.agents import service
 from api.agents.schemas import (
@@ -20,6 +20,7 @@ from api.errors import APIError
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("agents", __name__)
 

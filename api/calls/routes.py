@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.agents.scope import sub_account_id
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
@@ -13,6 +13,7 @@ from api.calls import service
 from api.calls.schemas import CallPlaced, CallResponse, PlaceCallRequest
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("calls", __name__, url_prefix="/webhooks/inbound")
 

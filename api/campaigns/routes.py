@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
 from api.campaigns import service
@@ -21,6 +21,7 @@ from api.contacts.body import validate_optional_body
 from api.errors import APIError
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
+from api.validation import validate_response
 from tenancy.clock import utcnow
 
 blueprint = Blueprint("campaigns", __name__, url_prefix="/webhooks/inbound")

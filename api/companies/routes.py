@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.companies import service
 from api.companies.schemas import CompanyList, CompanyResponse, CreateCompanyRequest
 from api.types import pagination
+from api.validation import validate_response
 from tenancy.db import tenant_transaction
 
 blueprint = Blueprint("companies", __name__, url_prefix="/webhooks/inbound")

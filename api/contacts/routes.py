@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_response
+from quart_schema import tag
 
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
 from api.contacts import service
@@ -24,6 +24,7 @@ from api.contacts.schemas import (
 from api.errors import APIError
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("contacts", __name__, url_prefix="/webhooks/inbound")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
 from api.contacts.service import valid_phone
@@ -20,6 +20,7 @@ from api.errors import APIError, validation_details
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("conversations", __name__)
 

@@ -200,7 +200,10 @@ async def send_to_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.
                        "the charge was refunded") from None
     async with tenant_transaction(pool, schema) as conn:
         row = await conn.fetchrow(MARK_SENT, message_id, provider_id)
-    return {**dict(row), "contact_id": contact_id, "timestamp": row["created_at"]}
+    return {"id": row["id"], "conversation_id": row["conversation_id"], "contact_id": contact_id,
+            "content": row["content"], "subject": row["subject"],
+            "sender_type": row["sender_type"], "message_type": row["message_type"],
+            "status": row["status"], "timestamp": row["created_at"]}
 
 
 def _address(contact: asyncpg.Record, message_type: str) -> str:

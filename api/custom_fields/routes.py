@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.custom_fields import service
@@ -15,6 +15,7 @@ from api.custom_fields.schemas import (
     CustomFieldResponse,
 )
 from api.types import pagination
+from api.validation import validate_response
 from tenancy.db import tenant_transaction
 
 blueprint = Blueprint("custom_fields", __name__, url_prefix="/webhooks/inbound")

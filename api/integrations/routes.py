@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.integrations import service
 from api.integrations.schemas import Connected, ConnectRequest, IntegrationList
 from api.schemas import InboundError as Error
+from api.validation import validate_response
 
 blueprint = Blueprint("integrations", __name__, url_prefix="/webhooks/inbound")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import asyncpg
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.errors import APIError
@@ -20,6 +20,7 @@ from api.invoices.schemas import (
 )
 from api.schemas import InboundError as ErrorResponse
 from api.types import parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
 

@@ -6,13 +6,14 @@ from typing import Any
 
 import asyncpg
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.notes import service
 from api.notes.schemas import CreateNoteRequest, NoteCreated, NoteDeleted, NoteList
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("notes", __name__, url_prefix="/webhooks/inbound")
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.number_pools import service
 from api.number_pools.schemas import CreatePoolRequest, PoolResponse
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("number_pools", __name__, url_prefix="/webhooks/inbound")
 

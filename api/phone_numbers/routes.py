@@ -6,7 +6,7 @@ from typing import Any
 
 import asyncpg
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.agents.scope import sub_account_id
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
@@ -23,6 +23,7 @@ from api.phone_numbers.schemas import (
 )
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("phone_numbers", __name__, url_prefix="/webhooks/inbound")
 

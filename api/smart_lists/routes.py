@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.contacts.service import normalise_tags
@@ -12,6 +12,7 @@ from api.schemas import InboundError as Error
 from api.smart_lists import service
 from api.smart_lists.schemas import CreateSmartListRequest, SmartListPage, SmartListResponse
 from api.types import pagination, parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("smart_lists", __name__, url_prefix="/webhooks/inbound")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_response
+from quart_schema import tag
 
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
 from api.contacts.body import validate_optional_body
@@ -17,6 +17,7 @@ from api.schemas import InboundError as Error
 from api.tags import service
 from api.tags.schemas import TagsAdded, TagsRemoved, TagsRequest, TagSummary
 from api.types import parse_uuid
+from api.validation import validate_response
 
 blueprint = Blueprint("tags", __name__, url_prefix="/webhooks/inbound")
 

@@ -6,9 +6,10 @@ import uuid
 
 from pydantic import BaseModel
 from quart import Blueprint, current_app
-from quart_schema import tag, validate_response
+from quart_schema import tag
 
 from api.auth import SUB_ACCOUNT, principal, requires
+from api.validation import validate_response
 
 blueprint = Blueprint("team_users", __name__, url_prefix="/webhooks/inbound")
 

@@ -8,11 +8,12 @@ from typing import Any
 
 from pydantic import BaseModel
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_response
+from quart_schema import tag
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.schemas import InboundError as ErrorResponse
 from api.types import pagination
+from api.validation import validate_response
 from api.wallet import service
 
 blueprint = Blueprint("wallet", __name__, url_prefix="/webhooks/inbound")

@@ -6,13 +6,14 @@ from typing import Any
 
 import asyncpg
 from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request, validate_response
+from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.errors import APIError
 from api.events import EVENT_TYPES
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
+from api.validation import validate_response
 from api.webhook_subscriptions import service
 from api.webhook_subscriptions.schemas import (
     CreateSubscriptionRequest,

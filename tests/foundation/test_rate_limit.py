@@ -131,3 +131,23 @@ async def test_bearer_and_x_api_key_share_one_budget(migrated, client, tenant):
         assert (await limited.get(TEAM, headers=headers)).status_code == 200
         assert (await limited.get(TEAM, headers=bearer)).status_code == 200
         assert (await limited.get(TEAM, headers=bearer)).status_code == 429
+
+
+async def test_counting_goes_on_when_redis_has_forgotten_the_script(migrated, client, tenant):
+    """After a Redis restart (or SCRIPT FLUSH) the limiter loads its script again."""
+    import redis.asyncio as aioredis
+
+    from tenancy.settings import get_settings
+
+    headers = await fresh_key(client, tenant)
+    async with limited_app(5) as limited:
+        first = await limited.get(TEAM, headers=headers)
+        redis = aioredis.from_url(get_settings().redis_url)
+        try:
+            await redis.script_flush()
+        finally:
+            await redis.aclose()
+        second = await limited.get(TEAM, headers=headers)
+        third = await limited.get(TEAM, headers=headers)
+    assert [r.status_code for r in (first, second, third)] == [200, 200, 200]
+    assert [r.headers["RateLimit-Remaining"] for r in (first, second, third)] == ["4", "3", "2"]

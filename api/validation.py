@@ -1,0 +1,83 @@
+"""Response models: always documented, checked at run time only when asked to.
+
+Routes declare what they answer with `@validate_response(Model, status)`, as with quart-schema,
+and the OpenAPI document is built from those declarations. quart-schema would also load every
+response into its model and dump it again before encoding it, which costs more per request than
+the query behind a simple read. Here the handlers' plain dicts go straight to the JSON encoder,
+and `SWITCHBOARD_VALIDATE_RESPONSES` (on in the test suite, which exercises every route, and
+in the fuzzing run against a live server) checks each answer against its declared model and
+that the model would have produced exactly the body that is sent.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from quart import Response, current_app, request
+from quart_schema.validation import QUART_SCHEMA_RESPONSE_ATTRIBUTE, ResponseSchemaValidationError
+
+log = logging.getLogger("switchboard.api")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def validate_response(model_class: type[BaseModel], status_code: int = 200) -> Callable[[F], F]:
+    """Declare that the route answers `status_code` with a body of `model_class`."""
+
+    def decorator(func: F) -> F:
+        schemas = getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {})
+        schemas[status_code] = (model_class, None)
+        setattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, schemas)
+        return func
+
+    return decorator
+
+
+@functools.cache
+def _adapter(model_class: type[BaseModel]) -> TypeAdapter[Any]:
+    return TypeAdapter(model_class)
+
+
+def _canonical(value: Any) -> Any:
+    return json.loads(current_app.json.dumps(value))
+
+
+def check_response(value: Any, status: int) -> None:
+    """Raise ResponseSchemaValidationError when the body does not match the route's model for
+    this status (a status the route does not declare is not checked)."""
+    if isinstance(value, Response) or request.url_rule is None:
+        return
+    view = current_app.view_functions.get(request.url_rule.endpoint)
+    declared = getattr(view, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).get(status)
+    if declared is None:
+        return
+    adapter = _adapter(declared[0])
+    try:
+        model = adapter.validate_python(value)
+    except ValidationError as error:
+        log.error("response of %s %s does not match %s: %s", request.method, request.url_rule,
+                  declared[0].__name__, error)
+        raise ResponseSchemaValidationError(error) from None
+    sent, modelled = _canonical(value), _canonical(adapter.dump_python(model, exclude_unset=True))
+    if sent != modelled:
+        log.error("response of %s %s differs from what %s gives at %s",
+                  request.method, request.url_rule, declared[0].__name__,
+                  ", ".join(_differences(sent, modelled)))
+        raise ResponseSchemaValidationError(
+            ValueError(f"the body differs from its {declared[0].__name__} model"))
+
+
+def _differences(sent: Any, modelled: Any, path: str = "body") -> list[str]:
+    if isinstance(sent, dict) and isinstance(modelled, dict):
+        return [found for key in sorted(set(sent) | set(modelled))
+                for found in _differences(sent.get(key, "<absent>"),
+                                          modelled.get(key, "<absent>"), f"{path}.{key}")]
+    if isinstance(sent, list) and isinstance(modelled, list) and len(sent) == len(modelled):
+        return [found for index, (a, b) in enumerate(zip(sent, modelled, strict=True))
+                for found in _differences(a, b, f"{path}[{index}]")]
+    return [] if sent == modelled else [f"{path} (sent {sent!r:.80}, model {modelled!r:.80})"]

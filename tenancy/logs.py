@@ -15,7 +15,7 @@ import threading
 from collections import deque
 from contextvars import ContextVar
 
-from pythonjsonlogger.json import JsonFormatter
+from pythonjsonlogger.orjson import OrjsonFormatter
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 sub_account_id_var: ContextVar[str | None] = ContextVar("sub_account_id", default=None)
@@ -98,7 +98,7 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        handler.setFormatter(JsonFormatter(
+        handler.setFormatter(OrjsonFormatter(
             "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(sub_account_id)s",
             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
             timestamp=False))

@@ -54,7 +54,9 @@ def live(servers, mailbox, migrated) -> Iterator[Live]:
     port = free_port()
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
            "SMTP_HOST": mailbox.host, "SMTP_PORT": str(mailbox.port),
-           "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000", "SWITCHBOARD_LOG_FORMAT": "text"}
+           "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000", "SWITCHBOARD_LOG_FORMAT": "text",
+           # Every answer is also checked against its declared model by the server itself.
+           "SWITCHBOARD_VALIDATE_RESPONSES": "true"}
     process = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "serve", "--port", str(port)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)

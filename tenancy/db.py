@@ -49,6 +49,15 @@ def asyncpg_dsn(url: str) -> str:
     return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
 
 
+def session_url(url: str) -> str:
+    """The URL for work that needs a PostgreSQL session of its own (LISTEN, session advisory
+    locks, migrations): SWITCHBOARD_DIRECT_DATABASE_URL when set, because `url` may be PgBouncer
+    in transaction mode, which hands each transaction to any server connection."""
+    from tenancy.settings import get_settings
+
+    return get_settings().direct_database_url or url
+
+
 class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
     """Released without the session reset query (one round trip saved per checkout).
 

@@ -303,9 +303,14 @@ async def _write_rows(conn: asyncpg.Connection, out: TextIO, table: str, query: 
                       *args: Any) -> int:
     prefix = '{"table": ' + json.dumps(table) + ', "row": '
     count = 0
-    async for record in conn.cursor(query, *args, prefetch=BATCH_ROWS):
-        out.write(prefix + record[0] + "}\n")
-        count += 1
+    # A cursor declared in SQL rather than asyncpg's `conn.cursor()`, which always uses a named
+    # prepared statement: PgBouncer before 1.21 cannot follow those in transaction mode.
+    await conn.execute(f"DECLARE export_rows NO SCROLL CURSOR FOR {query}", *args)
+    while rows := await conn.fetch(f"FETCH FORWARD {BATCH_ROWS} FROM export_rows"):
+        for record in rows:
+            out.write(prefix + record[0] + "}\n")
+        count += len(rows)
+    await conn.execute("CLOSE export_rows")
     return count
 
 

@@ -3,6 +3,11 @@
 One PostgreSQL (embedded, or the one DATABASE_URL names) with a fresh database per run, built by
 the real migrations; one Redis (embedded, or REDIS_URL); one real SMTP server (aiosmtpd) on
 loopback. Every test provisions its own organisations and sub-accounts: isolation by construction.
+
+Behind PgBouncer (CI's second pass): DATABASE_URL names PgBouncer and
+SWITCHBOARD_DIRECT_DATABASE_URL the PostgreSQL server behind it. The app, the worker's pool and
+the tests' own queries go through PgBouncer; creating and dropping the test database, the
+migrations, LISTEN and session advisory locks use the direct URL, as in production.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class Servers:
     admin_url: str
     database: str
     redis_url: str
+    # The test database on PostgreSQL itself: `database_url` unless that is PgBouncer.
+    direct_url: str
 
 
 def _with_database(url: str, database: str) -> str:
@@ -49,9 +56,11 @@ def servers() -> Iterator[Servers]:
     tmp = Path(tempfile.mkdtemp(prefix="switchboard-test-"))
     embedded_pg = embedded_redis = None
     admin_url = os.environ.get("DATABASE_URL")
+    direct_admin_url = os.environ.get("SWITCHBOARD_DIRECT_DATABASE_URL") if admin_url else None
     if not admin_url:
         embedded_pg = start_postgres(tmp, fast_unsafe=True)
         admin_url = embedded_pg.url
+    direct_admin_url = direct_admin_url or admin_url
     redis_url = os.environ.get("REDIS_URL")
     if not redis_url:
         embedded_redis = start_redis(tmp, port=free_port())
@@ -59,16 +68,29 @@ def servers() -> Iterator[Servers]:
     database = f"sbtest_{uuid.uuid4().hex[:12]}"
 
     async def create() -> None:
-        conn = await asyncpg.connect(admin_url)
+        conn = await asyncpg.connect(direct_admin_url)
         await conn.execute(f'CREATE DATABASE "{database}"')
         await conn.close()
 
     asyncio.run(create())
+    direct_url = _with_database(direct_admin_url, database)
+    # The direct URL must name the test database too: the app, workers and `switchboard`
+    # processes started by tests (which inherit this environment) read it.
+    saved_direct = os.environ.pop("SWITCHBOARD_DIRECT_DATABASE_URL", None)
+    if direct_admin_url != admin_url:
+        os.environ["SWITCHBOARD_DIRECT_DATABASE_URL"] = direct_url
+    get_settings.cache_clear()
     try:
-        yield Servers(_with_database(admin_url, database), admin_url, database, redis_url)
+        yield Servers(_with_database(admin_url, database), admin_url, database, redis_url,
+                      direct_url)
     finally:
+        os.environ.pop("SWITCHBOARD_DIRECT_DATABASE_URL", None)
+        if saved_direct is not None:
+            os.environ["SWITCHBOARD_DIRECT_DATABASE_URL"] = saved_direct
+        get_settings.cache_clear()
+
         async def drop() -> None:
-            conn = await asyncpg.connect(admin_url)
+            conn = await asyncpg.connect(direct_admin_url)
             await conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
             await conn.close()
 
@@ -154,7 +176,8 @@ def environment(servers: Servers, mailbox: Mailbox) -> Iterator[None]:
 def migrated(servers: Servers, environment: None) -> str:
     from tenancy.migrate import upgrade_control
 
-    upgrade_control(servers.database_url)
+    # Migrations connect to PostgreSQL directly, as `switchboard migrate` does.
+    upgrade_control(servers.direct_url)
     return servers.database_url
 
 

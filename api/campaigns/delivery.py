@@ -41,7 +41,7 @@ from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
 from integrations.email import SMTPConfig
 from tenancy.clock import utcnow
-from tenancy.db import asyncpg_dsn, tenant_transaction
+from tenancy.db import asyncpg_dsn, session_url, tenant_transaction
 from tenancy.invitations import email_config_for
 
 log = logging.getLogger("switchboard.campaigns")
@@ -225,7 +225,8 @@ async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uu
     sub_account = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
     if sub_account is None:
         return None
-    lock = await asyncpg.connect(asyncpg_dsn(database_url))
+    # A session lock needs a session: not PgBouncer in transaction mode.
+    lock = await asyncpg.connect(asyncpg_dsn(session_url(database_url)))
     try:
         if not await lock.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_NAMESPACE,
                                    lock_key(campaign_id)):

@@ -34,7 +34,9 @@ def run_migrations_online() -> None:
 
 def _run(connection, schema: str) -> None:  # type: ignore[no-untyped-def]
     connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-    connection.execute(text("SELECT set_config('search_path', :p, false)"),
+    # Local to the migration's transaction (one, committed by the caller): nothing is left on
+    # the session, which may be a pooled server connection.
+    connection.execute(text("SELECT set_config('search_path', :p, true)"),
                        {"p": f"{schema}, public"})
     context.configure(
         connection=connection,

@@ -39,7 +39,7 @@ def test_create_organisation_prints_id_and_agency_key(servers, pool, migrated) -
     assert printed["agency_api_key"].startswith("sb_")
 
     async def row() -> asyncpg.Record:
-        conn = await asyncpg.connect(migrated)
+        conn = await asyncpg.connect(servers.direct_url)  # not PgBouncer: a named statement
         try:
             return await conn.fetchrow(
                 "SELECT name, plan_type, max_sub_accounts, is_active FROM control.organisations "
@@ -113,7 +113,10 @@ def empty_database(servers):
 def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, empty_database,
                                                                     tmp_path) -> None:
     port = free_port()
-    env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DATA_DIR=str(tmp_path))
+    # Behind PgBouncer, the direct URL (migrations, LISTEN) must name the same database.
+    direct = servers.direct_url.rsplit("/", 1)[0] + "/" + empty_database.rsplit("/", 1)[1]
+    env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DIRECT_DATABASE_URL=direct,
+               SWITCHBOARD_DATA_DIR=str(tmp_path))
     process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

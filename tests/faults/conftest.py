@@ -70,6 +70,7 @@ class Stack:
 
     def env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, "DATABASE_URL": self.postgres.url, "REDIS_URL": self.redis.url,
+                "SWITCHBOARD_DIRECT_DATABASE_URL": self.postgres.url,
                 "SMTP_HOST": self.smtp.box.host, "SMTP_PORT": str(self.smtp.box.port),
                 "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000",
                 "SWITCHBOARD_WEBHOOK_RETRY_SCALE": "0.001",

@@ -100,7 +100,7 @@ async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
     found |= {agency_key, failing_key}
     smtp_password = "smtp-" + secrets.token_hex(16)
     found.add(smtp_password)
-    conn = await asyncpg.connect(servers.database_url)
+    conn = await asyncpg.connect(servers.direct_url)  # not PgBouncer: a named statement
     try:
         # The failing organisation's own SMTP server wants a login ours cannot give.
         await conn.execute(

@@ -25,6 +25,13 @@ def _urls() -> tuple[str, str]:
     return database_url, redis_url
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _shutdown_event() -> asyncio.Event:
     event = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -33,14 +40,14 @@ def _shutdown_event() -> asyncio.Event:
     return event
 
 
-async def _serve_api(host: str, port: int, stop: asyncio.Event) -> None:
+async def _serve_api(host: str, port: int, stop: asyncio.Event, fd: int | None = None) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
     from api.app import create_app
 
     config = Config()
-    config.bind = [f"{host}:{port}"]
+    config.bind = [f"fd://{fd}" if fd is not None else f"{host}:{port}"]
     config.accesslog = None
     config.graceful_timeout = 10
     await serve(create_app(), config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
@@ -74,9 +81,16 @@ async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
 
 def cmd_serve(args: argparse.Namespace) -> int:
     _urls()
+    if args.workers > 1 and args.fd is None:
+        from tenancy import prefork
+
+        def child(fd: int) -> list[str]:
+            return ["-m", "tenancy.cli", "serve", "--fd", str(fd)]
+
+        return prefork.run(child, args.host, args.port, args.workers, grace_seconds=10)
 
     async def main() -> None:
-        await _serve_api(args.host, args.port, _shutdown_event())
+        await _serve_api(args.host, args.port, _shutdown_event(), args.fd)
 
     asyncio.run(main())
     return 0
@@ -93,11 +107,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from tenancy.db import session_url
     from tenancy.migrate import run_cli
 
     database_url, _ = _urls()
     tenants = [uuid.UUID(value) for value in args.tenant] if args.tenant else None
-    return run_cli(database_url, args.concurrency, tenants)
+    return run_cli(session_url(database_url), args.concurrency, tenants)
 
 
 def cmd_create_organisation(args: argparse.Namespace) -> int:
@@ -120,10 +135,11 @@ def cmd_create_organisation(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
+    from tenancy.db import session_url
     from tenancy.migrate import run_cli
 
     database_url, redis_url = _urls()
-    if run_cli(database_url, 2, None) != 0:
+    if run_cli(session_url(database_url), 2, None) != 0:
         print("some tenant migrations failed; see above", file=sys.stderr)
     settings = get_settings()
 
@@ -334,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="the API only")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=_positive, default=1,
+                       help="server processes sharing the port (about one per core)")
+    serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)  # a child of --workers
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="the arq worker only")

@@ -1,0 +1,80 @@
+"""`switchboard serve --workers N`: N processes on one port, a dead one replaced, a clean stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tenancy.embedded import free_port
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.add(int(entry.name))
+    return found
+
+
+def wait_until(condition, seconds: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def answers(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
+        servers, migrated) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tenancy.cli", "serve", "--workers", "2", "--port", str(port)],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: len(children_of(process.pid)) == 2 and answers(base))
+        first = children_of(process.pid)
+        # Many connections at once: all answered, by whichever process accepts each.
+        with httpx.Client() as client:
+            statuses = {client.get(f"{base}/healthz").status_code for _ in range(20)}
+        assert statuses == {200}
+
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: len(children_of(process.pid) - {victim}) == 2)
+        assert victim not in children_of(process.pid)
+        wait_until(lambda: answers(base))
+
+        survivors = children_of(process.pid)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(40) == 0
+        assert not any(Path(f"/proc/{pid}").exists() for pid in survivors)  # stopped, reaped
+        assert not answers(base)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_workers_must_be_at_least_one() -> None:
+    result = subprocess.run([sys.executable, "-m", "tenancy.cli", "serve", "--workers", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "must be at least 1" in result.stderr

@@ -1,9 +1,11 @@
 """The baseline of the contacts benchmark: a bare ASGI app doing the service's SQL on asyncpg.
 
-No framework, no validation models, no rate limiter: per request it resolves the API key with
-the same control query, then runs the same tenant statements as the service (in a tenant
-transaction, as the service does) and writes the same JSON shape.
-Run: `python -m bench.contacts.baseline PORT` (DATABASE_URL must be set).
+No framework, no validation models, no rate limiter: per request it resolves the API key as the
+service does (the same control query, behind the same cache of resolved keys, so
+SWITCHBOARD_AUTH_CACHE_SECONDS means the same for both), then runs the same tenant statements as
+the service (in a tenant transaction, as the service does) and writes the same JSON shape.
+Run: `python -m bench.contacts.baseline PORT [WORKERS]` (DATABASE_URL must be set); several
+workers share the port as `switchboard serve --workers` does.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from api.contacts.service import (
 from api.tags.service import SELECT_TAG_SUMMARY, TAG_SCAN
 from tenancy.clock import iso
 from tenancy.db import create_pool, tenant_transaction
-from tenancy.principals import principal_for_key
+from tenancy.principals import PrincipalCache
+from tenancy.settings import get_settings
 
 PREFIX = "/webhooks/inbound"
 POOL: asyncpg.Pool | None = None
+PRINCIPALS = PrincipalCache(get_settings().auth_cache_seconds)
 COLUMNS = [name.strip() for name in CONTACT_COLUMNS.split(",")]
 
 
@@ -102,7 +106,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     headers = dict(scope["headers"])
-    principal = await principal_for_key(POOL, headers.get(b"x-api-key", b"").decode())  # type: ignore[arg-type]
+    principal = await PRINCIPALS.resolve(POOL, headers.get(b"x-api-key", b"").decode())  # type: ignore[arg-type]
     if principal is None or principal.schema is None:
         status, payload = 401, {"status": "error", "error": {"code": "invalid_api_key",
                                                              "message": "no"}}
@@ -120,8 +124,18 @@ def main() -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
+    from tenancy import prefork
+
+    port, workers = int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    fd = int(sys.argv[4]) if sys.argv[3:4] == ["--fd"] else None
+    if workers > 1 and fd is None:
+        def child(fd: int) -> list[str]:
+            return ["-m", "bench.contacts.baseline", str(port), str(workers), "--fd", str(fd)]
+
+        prefork.run(child, "127.0.0.1", port, workers, grace_seconds=10)
+        return
     config = Config()
-    config.bind = [f"127.0.0.1:{sys.argv[1]}"]
+    config.bind = [f"fd://{fd}" if fd is not None else f"127.0.0.1:{port}"]
     config.accesslog = None
     asyncio.run(serve(app, config))  # type: ignore[arg-type]
 

@@ -10,5 +10,7 @@ def utcnow() -> datetime:
 def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
-    stamp = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-    return stamp + f"{value.microsecond // 1000:03d}Z"
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    # "2026-11-23T04:05:06.789+00:00" -> "2026-11-23T04:05:06.789Z" (milliseconds truncated)
+    return value.isoformat(timespec="milliseconds")[:-6] + "Z"

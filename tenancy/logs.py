@@ -14,6 +14,7 @@ import sys
 import threading
 from collections import deque
 from contextvars import ContextVar
+from typing import TextIO
 
 from pythonjsonlogger.orjson import OrjsonFormatter
 
@@ -63,7 +64,7 @@ class _Writer(threading.Thread):
 
     FLUSH_SECONDS = 0.05
 
-    def __init__(self, buffer: _Buffer, target: logging.Handler) -> None:
+    def __init__(self, buffer: _Buffer, target: logging.StreamHandler[TextIO]) -> None:
         super().__init__(name="switchboard-log-writer", daemon=True)
         self.buffer, self.target = buffer, target
         self.stopped = threading.Event()
@@ -74,10 +75,22 @@ class _Writer(threading.Thread):
         self.flush()
 
     def flush(self) -> None:
+        """Format what is buffered and write it with one call (stderr is line-buffered, so
+        handing it line by line would cost a system call per line)."""
         records = self.buffer.records
+        lines = []
         while records:
-            self.target.handle(records.popleft())
-        self.target.flush()
+            record = records.popleft()
+            try:
+                lines.append(self.target.format(record))
+            except Exception:  # noqa: BLE001 - logging must never take the process down
+                self.target.handleError(record)
+        if lines:
+            try:
+                self.target.stream.write("\n".join(lines) + "\n")
+                self.target.flush()
+            except Exception:  # noqa: BLE001
+                pass
 
     def stop(self) -> None:
         self.stopped.set()

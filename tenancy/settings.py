@@ -30,7 +30,8 @@ class Settings(BaseSettings):
     rate_limit_requests: int = Field(default=100, alias="SWITCHBOARD_RATE_LIMIT_REQUESTS")
     rate_limit_window_seconds: int = Field(default=10,
                                            alias="SWITCHBOARD_RATE_LIMIT_WINDOW_SECONDS")
-    # When Redis cannot be reached: True lets requests through, False answers 503.
+    # When Redis cannot be reached: True lets requests through, False answers 503 (once the
+    # grants this process already took from Redis are spent).
     rate_limit_fail_open: bool = Field(default=True, alias="SWITCHBOARD_RATE_LIMIT_FAIL_OPEN")
 
     # Keys are stored as HMAC-SHA256(key_pepper, key). Set a long random value in production.

@@ -101,22 +101,31 @@ class Connection:
         head = (f"{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: {self.key}\r\n"
                 f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n")
         self.writer.write(head.encode() + body)
-        return await asyncio.wait_for(self._response(), TIMEOUT)
+        status, answer, closing = await asyncio.wait_for(self._response(), TIMEOUT)
+        if closing:  # hypercorn closes a connection after keep_alive_max_requests (1000)
+            self.close()
+            self.reader = self.writer = None
+        return status, answer
 
-    async def _response(self) -> tuple[int, bytes]:
+    async def _response(self) -> tuple[int, bytes, bool]:
         assert self.reader is not None
         lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
         headers = {n.strip().lower(): v.strip() for n, _, v in
                    (line.partition(":") for line in lines[1:] if line)}
+        closing = headers.get("connection", "").lower() == "close"
+        return status, await self._body(headers), closing
+
+    async def _body(self, headers: dict[str, str]) -> bytes:
+        assert self.reader is not None
         if "content-length" in headers:
-            return status, await self.reader.readexactly(int(headers["content-length"]))
+            return await self.reader.readexactly(int(headers["content-length"]))
         chunks = b""
         while True:
             size = int((await self.reader.readuntil(b"\r\n")).strip(), 16)
             chunk = await self.reader.readexactly(size + 2)
             if size == 0:
-                return status, chunks
+                return chunks
             chunks += chunk[:-2]
 
     def close(self) -> None:

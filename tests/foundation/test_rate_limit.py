@@ -151,3 +151,26 @@ async def test_counting_goes_on_when_redis_has_forgotten_the_script(migrated, cl
         third = await limited.get(TEAM, headers=headers)
     assert [r.status_code for r in (first, second, third)] == [200, 200, 200]
     assert [r.headers["RateLimit-Remaining"] for r in (first, second, third)] == ["4", "3", "2"]
+
+
+async def test_a_busy_key_counts_exactly_in_one_process(migrated, client, tenant):
+    """Grants are taken from Redis in batches; spent one by one, the headers stay exact."""
+    headers = await fresh_key(client, tenant)
+    async with limited_app(120) as limited:
+        responses = [await limited.get(TEAM, headers=headers) for _ in range(125)]
+    assert [r.status_code for r in responses] == [200] * 120 + [429] * 5
+    remaining = [int(r.headers["RateLimit-Remaining"]) for r in responses[:120]]
+    assert remaining == list(range(119, -1, -1))
+    assert all(r.headers["Retry-After"] for r in responses[120:])
+
+
+async def test_processes_sharing_redis_never_admit_more_than_the_limit(migrated, client, tenant):
+    """Two API processes (two apps, one Redis) under concurrent load on one key: together never
+    past the limit, and refusing early by no more than the grants the other still holds."""
+    headers = await fresh_key(client, tenant)
+    async with limited_app(60) as first, limited_app(60) as second:
+        responses = await asyncio.gather(*(
+            (first if n % 2 else second).get(TEAM, headers=headers) for n in range(150)))
+    statuses = [response.status_code for response in responses]
+    assert set(statuses) == {200, 429}
+    assert 60 - 2 * 6 <= statuses.count(200) <= 60

@@ -138,7 +138,8 @@ def create_app(settings: Settings | None = None) -> Quart:
     )
     # quart-schema wraps make_response to convert models on every response, building a
     # TypeAdapter each time; SwitchboardApp.make_response does what is needed of that.
-    del app.make_response
+    if "make_response" in vars(app):
+        del app.make_response
     # After QuartSchema, which installs a provider of its own.
     app.json_provider_class = JSONProvider
     app.json = JSONProvider(app)

@@ -80,7 +80,7 @@ def _running_port(pgdata: Path) -> int | None:
 
 
 def start_postgres(data_dir: Path, *, fast_unsafe: bool = False,
-                   port: int | None = None) -> EmbeddedPostgres:
+                   port: int | None = None, shared_buffers: str = "256MB") -> EmbeddedPostgres:
     """Start (or find running) PostgreSQL under data_dir/postgres.
 
     fast_unsafe turns off fsync: for throwaway test clusters only. port (default: a free one)
@@ -112,7 +112,7 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False,
     port = port or free_port()
     options = (
         f"-h 127.0.0.1 -p {port} -k {pgdata} -c max_connections=300 "
-        "-c shared_buffers=256MB -c max_locks_per_transaction=256"
+        f"-c shared_buffers={shared_buffers} -c max_locks_per_transaction=256"
     )
     if fast_unsafe:
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"

@@ -80,6 +80,10 @@ RATE = float(os.environ.get("BENCH_SCALE_RATE", "100"))
 SECONDS = float(os.environ.get("BENCH_SCALE_SECONDS", "30"))
 ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", "4"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_SCALE_WARMUP_SECONDS", "5"))
+# The embedded server's shared buffers (with --data-dir): a quarter of this machine's memory
+# or less, as a production server would be sized; 1,000 active sub-accounts' pages and
+# catalog rows do not fit the 256 MB default.
+SHARED_BUFFERS = os.environ.get("BENCH_SCALE_SHARED_BUFFERS", "2GB")
 # The warm-up of each set lasts at least this many passes over its sub-accounts, so the API's
 # pooled PostgreSQL connections have met their schemas before the rounds (the steady state of a
 # running service); the cold first passes are reported on their own.
@@ -156,7 +160,7 @@ def place(data_dir: str | None) -> Iterator[Place]:
             yield Place(kept_url, redis_url, True,
                         f"BENCH_SCALE_DATABASE_URL={kept_url} python -m bench.scale")
         elif data_dir:
-            pg = start_postgres(Path(data_dir))
+            pg = start_postgres(Path(data_dir), shared_buffers=SHARED_BUFFERS)
             if pg.started_here:
                 stack.callback(pg.stop)
             url = pg.url.rsplit("/", 1)[0] + f"/{DATABASE_NAME}"

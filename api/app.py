@@ -27,6 +27,7 @@ from quart.wrappers import Request
 from quart_schema import Info, QuartSchema
 
 from api import idempotency, metrics
+from api.asgi import HTTPConnection
 from api.errors import APIError, register_error_handlers
 from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
@@ -116,6 +117,7 @@ def create_app(settings: Settings | None = None) -> Quart:
     settings = settings or get_settings()
     app = SwitchboardApp("switchboard")
     app.request_class = APIRequest
+    app.asgi_http_class = HTTPConnection
     app.config["SETTINGS"] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["QUART_SCHEMA_SWAGGER_JS_URL"] = "/docs/assets/swagger-ui-bundle.js"

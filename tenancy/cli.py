@@ -40,14 +40,18 @@ def _shutdown_event() -> asyncio.Event:
     return event
 
 
-async def _serve_api(host: str, port: int, stop: asyncio.Event, fd: int | None = None) -> None:
+async def _serve_api(host: str, port: int, stop: asyncio.Event,
+                     prefork_child: bool = False) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
     from api.app import create_app
+    from tenancy import prefork
 
     config = Config()
-    config.bind = [f"fd://{fd}" if fd is not None else f"{host}:{port}"]
+    # A child of --workers listens on its own socket of the port's SO_REUSEPORT group.
+    config.bind = ([f"fd://{prefork.listen(host, port).detach()}"] if prefork_child
+                   else [f"{host}:{port}"])
     config.accesslog = None
     config.graceful_timeout = 10
     await serve(create_app(), config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
@@ -81,16 +85,15 @@ async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
 
 def cmd_serve(args: argparse.Namespace) -> int:
     _urls()
-    if args.workers > 1 and args.fd is None:
+    if args.workers > 1 and not args.prefork_child:
         from tenancy import prefork
 
-        def child(fd: int) -> list[str]:
-            return ["-m", "tenancy.cli", "serve", "--fd", str(fd)]
-
+        child = ["-m", "tenancy.cli", "serve", "--host", args.host, "--port", str(args.port),
+                 "--prefork-child"]
         return prefork.run(child, args.host, args.port, args.workers, grace_seconds=10)
 
     async def main() -> None:
-        await _serve_api(args.host, args.port, _shutdown_event(), args.fd)
+        await _serve_api(args.host, args.port, _shutdown_event(), args.prefork_child)
 
     asyncio.run(main())
     return 0
@@ -352,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=_positive, default=1,
                        help="server processes sharing the port (about one per core)")
-    serve.add_argument("--fd", type=int, help=argparse.SUPPRESS)  # a child of --workers
+    serve.add_argument("--prefork-child", action="store_true",
+                       help=argparse.SUPPRESS)  # a child of --workers
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="the arq worker only")

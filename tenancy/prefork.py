@@ -1,9 +1,12 @@
-"""Several server processes on one listening socket (`switchboard serve --workers N`).
+"""Several server processes on one port (`switchboard serve --workers N`).
 
-The parent binds the socket and starts N children that inherit it; the kernel hands each new
-connection to whichever child accepts it first, so busy children take fewer. A child that dies
-is started again. SIGTERM or SIGINT is passed on to the children, which finish what they are
-serving (graceful shutdown) before the parent exits.
+Each child listens on a socket of its own with SO_REUSEPORT, so the kernel spreads new
+connections over the children. (With one inherited socket, whichever child woke first accepted
+every pending connection in one go: a burst of keep-alive connections all landed on one process
+while the others idled.) The parent holds the port with a bound socket that does not listen,
+so a port taken by another program fails at once and stays ours while a child restarts. A child
+that dies is started again; SIGTERM or SIGINT is passed on to the children, which finish what
+they are serving (graceful shutdown) before the parent exits.
 """
 
 from __future__ import annotations
@@ -14,26 +17,34 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 
 log = logging.getLogger("switchboard.prefork")
 
 RESTART_PAUSE_SECONDS = 1.0
 
 
-def listen(host: str, port: int) -> socket.socket:
+def _socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host, port), family=family, backlog=2048)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.set_inheritable(True)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
     return sock
 
 
-def run(child_command: Callable[[int], list[str]], host: str, port: int, workers: int,
+def listen(host: str, port: int) -> socket.socket:
+    """A child's listening socket, one of the SO_REUSEPORT group on (host, port)."""
+    sock = _socket(host, port)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.listen(2048)
+    return sock
+
+
+def run(child_command: list[str], host: str, port: int, workers: int,
         grace_seconds: float) -> int:
-    """Serve with `workers` children, each started as `child_command(fd)`, until a signal."""
-    sock = listen(host, port)
-    fd = sock.fileno()
+    """Serve with `workers` children, each started as `python *child_command` (which must
+    listen with `listen(host, port)`), until a signal."""
+    held = _socket(host, port)  # bound, never listening: receives no connections
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -44,8 +55,7 @@ def run(child_command: Callable[[int], list[str]], host: str, port: int, workers
     signal.signal(signal.SIGINT, stop)
 
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, *child_command(fd)], pass_fds=(fd,),
-                                stdin=subprocess.DEVNULL)
+        return subprocess.Popen([sys.executable, *child_command], stdin=subprocess.DEVNULL)
 
     children = [start() for _ in range(workers)]
     try:
@@ -68,5 +78,5 @@ def run(child_command: Callable[[int], list[str]], host: str, port: int, workers
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-        sock.close()
+        held.close()
     return 0

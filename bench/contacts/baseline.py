@@ -127,15 +127,15 @@ def main() -> None:
     from tenancy import prefork
 
     port, workers = int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    fd = int(sys.argv[4]) if sys.argv[3:4] == ["--fd"] else None
-    if workers > 1 and fd is None:
-        def child(fd: int) -> list[str]:
-            return ["-m", "bench.contacts.baseline", str(port), str(workers), "--fd", str(fd)]
-
-        prefork.run(child, "127.0.0.1", port, workers, grace_seconds=10)
+    child = sys.argv[3:4] == ["--prefork-child"]
+    if workers > 1 and not child:
+        command = ["-m", "bench.contacts.baseline", str(port), str(workers), "--prefork-child"]
+        prefork.run(command, "127.0.0.1", port, workers, grace_seconds=10)
         return
     config = Config()
-    config.bind = [f"fd://{fd}" if fd is not None else f"127.0.0.1:{port}"]
+    # As `switchboard serve --workers`: each child on its own socket of the SO_REUSEPORT group.
+    config.bind = ([f"fd://{prefork.listen('127.0.0.1', port).detach()}"] if child
+                   else [f"127.0.0.1:{port}"])
     config.accesslog = None
     asyncio.run(serve(app, config))  # type: ignore[arg-type]
 

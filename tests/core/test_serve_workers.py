@@ -34,6 +34,26 @@ def wait_until(condition, seconds: float = 60) -> None:  # type: ignore[no-untyp
         time.sleep(0.2)
 
 
+def established_on(pid: int, port: int) -> int:
+    """How many accepted TCP connections on `port` the process `pid` holds (Linux /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "01" and fields[9] in inodes:  # ESTABLISHED
+                count += 1
+    return count
+
+
 def answers(base: str) -> bool:
     try:
         return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
@@ -56,6 +76,18 @@ def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
         with httpx.Client() as client:
             statuses = {client.get(f"{base}/healthz").status_code for _ in range(20)}
         assert statuses == {200}
+
+        # A burst of keep-alive connections is spread over the processes (each listens on its
+        # own SO_REUSEPORT socket), not all taken by whichever woke first.
+        clients = [httpx.Client() for _ in range(32)]
+        try:
+            assert {c.get(f"{base}/healthz").status_code for c in clients} == {200}
+            held = {pid: established_on(pid, port) for pid in first}
+            assert sum(held.values()) == 32
+            assert min(held.values()) > 0, held
+        finally:
+            for c in clients:
+                c.close()
 
         victim = min(first)
         os.kill(victim, signal.SIGKILL)

@@ -1,0 +1,91 @@
+"""How the app takes an HTTP request from the ASGI server: Quart's way, minus three tasks.
+
+Quart serves each request with a task that reads the body, a task that runs the handler and a
+third (asyncio.wait_for) that sends the response. Almost every request to this API arrives
+whole at once (a GET, or a JSON body of a few kilobytes), and then those tasks only cost time:
+such a request is read, handled and answered in the server's own task, the answer sent under
+`asyncio.timeout`. A body still arriving after INLINE_BODY_SECONDS, or one over the size limit,
+is handed to Quart's own code with the messages read so far.
+
+One difference, a decision (docs/decisions.md): a client that disconnects after sending its
+whole request does not cancel the handler. The work finishes (a transaction is committed or
+rolled back, never cut off) and the server drops the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from hypercorn.typing import ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable
+from quart.asgi import ASGIHTTPConnection
+from quart.wrappers import Request, Response
+
+INLINE_BODY_SECONDS = 1.0
+
+
+class HTTPConnection(ASGIHTTPConnection):
+    async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        messages: list[Any] = []
+        whole = await self._read_at_once(receive, messages)
+        if whole is None:
+            return  # the client left before its request was read
+        if not whole:
+            await super().__call__(_replaying(messages, receive), send)
+            return
+        request = self._create_request_from_scope(send)
+        for message in messages:
+            request.body.append(message.get("body", b""))
+        request.body.set_complete()
+        await self.handle_request(request, send)
+
+    async def _read_at_once(self, receive: ASGIReceiveCallable,
+                            messages: list[Any]) -> bool | None:
+        """Take the request's messages into `messages`: True once the body is whole, False if
+        it is still arriving after INLINE_BODY_SECONDS or is over the size limit (Quart's code
+        then answers 408 or 413), None if the client disconnected."""
+        size, limit = 0, self.app.config["MAX_CONTENT_LENGTH"]
+        try:
+            async with asyncio.timeout(INLINE_BODY_SECONDS):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return None
+                    messages.append(message)
+                    if not message.get("more_body", False):
+                        return True
+                    size += len(message.get("body", b""))
+                    if limit is not None and size > limit:
+                        return False
+        except TimeoutError:
+            return False
+
+    async def handle_request(self, request: Request, send: ASGISendCallable) -> None:
+        try:
+            response = await self.app.handle_request(request)
+        except Exception as error:
+            # Quart's own handling: a traceback page in debug or testing, else re-raised.
+            from quart.asgi import _handle_exception
+
+            response = await _handle_exception(self.app, error)
+        if isinstance(response, Response) and response.timeout != Ellipsis:
+            timeout = cast(float | None, response.timeout)
+        else:
+            timeout = self.app.config["RESPONSE_TIMEOUT"]
+        try:
+            async with asyncio.timeout(timeout):
+                await self._send_response(send, response)
+        except TimeoutError:
+            pass
+
+
+def _replaying(messages: list[Any], receive: ASGIReceiveCallable) -> ASGIReceiveCallable:
+    """`receive`, giving first the messages already taken."""
+    pending = list(reversed(messages))
+
+    async def replay() -> ASGIReceiveEvent:
+        if pending:
+            return cast(ASGIReceiveEvent, pending.pop())
+        return await receive()
+
+    return replay

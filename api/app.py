@@ -22,7 +22,9 @@ from arq.connections import RedisSettings
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 from quart import Quart, Response, g, request, send_from_directory
+from quart.helpers import _split_blueprint_path
 from quart.json.provider import DefaultJSONProvider
+from quart.sessions import NullSession, SessionInterface
 from quart.wrappers import Request
 from quart_schema import Info, QuartSchema
 
@@ -96,7 +98,23 @@ class SwitchboardApp(Quart):
         return await super().make_response(result)
 
 
+class NoSessions(SessionInterface):
+    """The API keeps no sessions (every request carries its key): one shared NullSession, which
+    refuses writes, instead of a signing-key check and a new object per request."""
+
+    null = NullSession()
+
+    async def open_session(self, app: Quart, request: Any) -> NullSession:
+        return self.null
+
+
 class APIRequest(Request):
+    @property
+    def blueprints(self) -> list[str]:
+        # Quart's runs an import statement on every call, and each request asks several times.
+        name = self.blueprint
+        return _split_blueprint_path(name) if name is not None else []
+
     async def get_json(self, force: bool = False, silent: bool = False,
                        cache: bool = True) -> Any:
         try:
@@ -117,6 +135,7 @@ def create_app(settings: Settings | None = None) -> Quart:
     settings = settings or get_settings()
     app = SwitchboardApp("switchboard")
     app.request_class = APIRequest
+    app.session_interface = NoSessions()  # type: ignore[assignment]
     app.asgi_http_class = HTTPConnection
     app.config["SETTINGS"] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes

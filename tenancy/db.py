@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 import asyncpg
+import orjson
 
 SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
 
@@ -35,11 +36,17 @@ def _json_default(value: Any) -> Any:
 
 
 def _json_dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default)
+    # orjson, ten times faster; what it refuses (an integer past 64 bits, a lone surrogate)
+    # goes to the standard library, which writes it or fails as it always did.
+    try:
+        return orjson.dumps(value, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, default=_json_default)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for kind in ("json", "jsonb"):
+        # Read with the standard library: orjson reads an integer past 64 bits as a float.
         await conn.set_type_codec(kind, encoder=_json_dumps, decoder=json.loads,
                                   schema="pg_catalog")
 

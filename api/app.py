@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import decimal
 import importlib
@@ -36,7 +38,7 @@ from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
 from api.validation import check_response
 from tenancy.clock import iso
-from tenancy.db import create_pool
+from tenancy.db import create_pool, session_url
 from tenancy.logs import request_id_var, sub_account_id_var
 from tenancy.principals import PrincipalCache
 from tenancy.settings import Settings, get_settings
@@ -198,13 +200,23 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         client = aioredis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
         app.config["REDIS"] = client
         app.config["ARQ"] = await create_arq_pool(RedisSettings.from_dsn(redis_url))
-        app.config["PRINCIPALS"] = PrincipalCache(settings.auth_cache_seconds)
+        principals = PrincipalCache(settings.auth_cache_seconds,
+                                    notified_ttl=settings.auth_cache_notified_seconds)
+        app.config["PRINCIPALS"] = principals
+        if principals.ttl > 0 and principals.notified_ttl > principals.ttl:
+            listening = principals.listen(session_url(database_url), app.config["DB_POOL"])
+            app.config["PRINCIPALS_LISTENER"] = asyncio.create_task(listening)
         app.config["RATE_LIMITER"] = RateLimiter(
             client, settings.rate_limit_requests, settings.rate_limit_window_seconds,
             settings.rate_limit_fail_open)
 
     @app.after_serving
     async def close_clients() -> None:
+        listener = app.config.pop("PRINCIPALS_LISTENER", None)
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
         await app.config["DB_POOL"].close()
         await app.config["REDIS"].aclose()
         await app.config["ARQ"].aclose()

@@ -45,8 +45,12 @@ class Settings(BaseSettings):
     # when DATABASE_URL points at PgBouncer.
     direct_database_url: str | None = Field(default=None, alias="SWITCHBOARD_DIRECT_DATABASE_URL")
     # How long a resolved API key is trusted without a database lookup (0: never). A revoked
-    # key, or one of a suspended or deleted sub-account, stops working within this time.
+    # key, or one of a suspended or deleted sub-account, stops working within this time...
     auth_cache_seconds: float = Field(default=2.0, alias="SWITCHBOARD_AUTH_CACHE_SECONDS")
+    # ...and this long while the API process is told of such changes (LISTEN, tenancy.principals),
+    # which empty its cache at once.
+    auth_cache_notified_seconds: float = Field(default=60.0,
+                                               alias="SWITCHBOARD_AUTH_CACHE_NOTIFIED_SECONDS")
     db_pool_min: int = Field(default=2, alias="SWITCHBOARD_DB_POOL_MIN")
     db_pool_max: int = Field(default=20, alias="SWITCHBOARD_DB_POOL_MAX")
     max_body_bytes: int = Field(default=1_048_576, alias="SWITCHBOARD_MAX_BODY_BYTES")

@@ -81,10 +81,15 @@ async def list_tenants(pool: asyncpg.Pool, organisation_id: uuid.UUID | None = N
 
 SELECT_STATUS = "SELECT status, purge_after FROM control.sub_accounts WHERE id = $1"
 
+# Suspend and delete notify tenancy.principals.CHANNEL in the same statement, so every API
+# process drops its cached keys when the change commits.
 SUSPEND = """
-UPDATE control.sub_accounts SET status = 'suspended', updated_at = now()
-WHERE id = $1 AND status = 'active'
-RETURNING status
+WITH changed AS (
+    UPDATE control.sub_accounts SET status = 'suspended', updated_at = now()
+    WHERE id = $1 AND status = 'active'
+    RETURNING status
+)
+SELECT status, pg_notify('switchboard_principals', '') FROM changed
 """
 
 RESUME = """
@@ -95,11 +100,14 @@ RETURNING status
 """
 
 MARK_DELETED = """
-UPDATE control.sub_accounts
-SET status = 'deleted', deleted_at = now(), purge_after = now() + make_interval(days => $2),
-    updated_at = now()
-WHERE id = $1 AND status <> 'deleted'
-RETURNING purge_after
+WITH changed AS (
+    UPDATE control.sub_accounts
+    SET status = 'deleted', deleted_at = now(), purge_after = now() + make_interval(days => $2),
+        updated_at = now()
+    WHERE id = $1 AND status <> 'deleted'
+    RETURNING purge_after
+)
+SELECT purge_after, pg_notify('switchboard_principals', '') FROM changed
 """
 
 

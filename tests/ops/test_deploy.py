@@ -75,11 +75,11 @@ def test_hpa_scales_the_api_deployment_on_cpu() -> None:
     assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
 
 
-def _database_url_source(container: dict[str, Any]) -> str:
+def _database_url_source(container: dict[str, Any], name: str = "DATABASE_URL") -> str:
     for variable in container.get("env", []):
-        if variable["name"] == "DATABASE_URL":
+        if variable["name"] == name:
             return str(variable["valueFrom"]["secretKeyRef"]["key"])
-    return "DATABASE_URL"  # from the Secret through envFrom
+    return name  # from the Secret through envFrom
 
 
 def test_worker_and_migrate_connect_directly_and_the_api_through_pgbouncer() -> None:
@@ -94,8 +94,10 @@ def test_worker_and_migrate_connect_directly_and_the_api_through_pgbouncer() -> 
     migrate = job["spec"]["template"]["spec"]["containers"][0]
     assert migrate["args"][0] == "migrate"
     assert _database_url_source(migrate) == "DATABASE_DIRECT_URL"
-    assert _database_url_source(_container(_one("Deployment", "switchboard-api"))) == \
-        "DATABASE_URL"
+    api = _container(_one("Deployment", "switchboard-api"))
+    assert _database_url_source(api) == "DATABASE_URL"
+    # Its key-cache listener holds a LISTEN session: PostgreSQL itself.
+    assert _database_url_source(api, "SWITCHBOARD_DIRECT_DATABASE_URL") == "DATABASE_DIRECT_URL"
 
 
 def test_pods_read_the_configmap_and_secret_that_exist_and_share_one_image() -> None:
@@ -175,6 +177,8 @@ def test_compose_api_uses_pgbouncer_in_transaction_mode_and_worker_goes_direct()
     assert f"@pgbouncer:{port}/" in _environment(services["api"])["DATABASE_URL"]
     assert "@postgres:5432/" in _environment(services["worker"])["DATABASE_URL"]
     assert "@postgres:5432/" in _environment(services["migrate"])["DATABASE_URL"]
+    # The API's key-cache listener holds a LISTEN session: PostgreSQL itself.
+    assert "@postgres:5432/" in _environment(services["api"])["SWITCHBOARD_DIRECT_DATABASE_URL"]
 
 
 def test_compose_builds_the_dockerfile_from_the_repository_root() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import gc
 import json
 import os
 import signal
@@ -54,7 +55,20 @@ async def _serve_api(host: str, port: int, stop: asyncio.Event,
                    else [f"{host}:{port}"])
     config.accesslog = None
     config.graceful_timeout = 10
-    await serve(create_app(), config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    app = create_app()
+    _settle_garbage_collector()
+    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+
+
+def _settle_garbage_collector() -> None:
+    """Once the app is built: what is loaded by now (modules, models, routes) lives as long as
+    the process, so freeze it out of the collector's reach. A full collection walked it all,
+    about 75 ms with the event loop stopped: a pause that every request in flight waited out
+    (the 100-170 ms spikes bench/scale saw about once a minute). Young objects are collected
+    less often too; most are freed by reference counting before a collection would see them."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
 
 
 async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,

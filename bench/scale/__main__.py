@@ -13,10 +13,11 @@
 4. A mixed load (reads, list, create, patch, tag add, note add, tag summary) against
    `switchboard serve`, open loop at a fixed offered rate (BENCH_SCALE_RATE req/s, default 100)
    with at most BENCH_SCALE_CONNECTIONS (32) keep-alive connections; latency counts from the
-   request's scheduled time, so queueing is included. Rounds alternate between the load spread
-   over 1,000 sub-accounts (each request picks one at random and uses its key) and the same load
-   over 10 sub-accounts, BENCH_SCALE_ROUNDS (4) rounds of BENCH_SCALE_SECONDS (30) each, after
-   a BENCH_SCALE_WARMUP_SECONDS (5) warm-up of each. Per round: latency percentiles and the CPU
+   request's scheduled time, so queueing is included. The load spread over 1,000 sub-accounts
+   (each request picks one at random and uses its key) and the same load over 10 sub-accounts
+   take turns in slices of BENCH_SCALE_SLICE_SECONDS (5), BENCH_SCALE_ROUNDS (4) rounds of
+   BENCH_SCALE_SECONDS (30) of each, after a warm-up of each (BENCH_SCALE_WARMUP_PASSES, 10,
+   passes over its sub-accounts). Per round: latency percentiles and the CPU
    time per request of the API process and of its PostgreSQL backends (steadier than latency on
    a shared machine). Any answer other than 200/201 fails the run.
 5. Provisioning at 10,000: BENCH_SCALE_PROVISION_COUNT (100) create-subaccount-webhook requests
@@ -79,6 +80,8 @@ BUILD_CONCURRENCY = int(os.environ.get("BENCH_SCALE_BUILD_CONCURRENCY", "4"))
 RATE = float(os.environ.get("BENCH_SCALE_RATE", "100"))
 SECONDS = float(os.environ.get("BENCH_SCALE_SECONDS", "30"))
 ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", "4"))
+# Within a round the two loads take turns in slices of this length.
+SLICE_SECONDS = float(os.environ.get("BENCH_SCALE_SLICE_SECONDS", "5"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_SCALE_WARMUP_SECONDS", "5"))
 # The embedded server's shared buffers (with --data-dir): a quarter of this machine's memory
 # or less, as a production server would be sized; 1,000 active sub-accounts' pages and
@@ -271,6 +274,40 @@ async def prepare_accounts(pool: asyncpg.Pool, org_ids: list[uuid.UUID]) -> list
     return accounts
 
 
+RESET_NOTES = "DELETE FROM notes"
+RESET_CONTACTS = "DELETE FROM contacts WHERE email NOT LIKE 'person%@scale.example'"
+# The seeded contacts as SEED wrote them (the load renames them and adds tags).
+RESET_SEEDED = """
+UPDATE contacts AS c
+SET first_name = 'Person',
+    tags = ARRAY(SELECT 'tag' || ((s.n * 7 + k * 3) % 10) FROM generate_series(1, s.n % 3) AS k)
+FROM (SELECT id, substring(email FROM '^person([0-9]+)@')::int AS n FROM contacts) AS s
+WHERE c.id = s.id AND s.n IS NOT NULL
+"""
+
+
+async def reset_accounts(url: str, accounts: list[dict[str, Any]]) -> dict[str, int]:
+    """Put the measured sub-accounts back to their seeded state: the same sub-accounts serve
+    every run, and the writes of earlier runs would otherwise pile up on the 10 (a hundred
+    times the load per sub-account of the 1,000), making their reads slower run after run."""
+    removed = {"contacts": 0, "notes": 0}
+    pool = await create_pool(url, min_size=1, max_size=4)
+    try:
+        for account in accounts:
+            schema = schema_name_for(uuid.UUID(account["id"]))
+            async with tenant_transaction(pool, schema) as conn:
+                notes = int((await conn.execute(RESET_NOTES)).split()[-1])
+                contacts = int((await conn.execute(RESET_CONTACTS)).split()[-1])
+                await conn.execute(RESET_SEEDED)
+            removed["notes"] += notes
+            removed["contacts"] += contacts
+            if notes or contacts > 100:
+                await pool.execute(f"VACUUM ANALYZE {schema}.contacts, {schema}.notes")
+    finally:
+        await pool.close()
+    return removed
+
+
 # --- 2. the database at this size -----------------------------------------------------------
 
 
@@ -442,6 +479,9 @@ class Run:
     pg_cpu_ms: float = 0.0  # CPU time of the server's PostgreSQL backends per request
     loadavg: float = 0.0  # 1-minute load average at the end of the run
     wal_kib: float = 0.0  # WAL written per request
+    api_cpu_s: float = 0.0  # summed over the round's slices
+    pg_cpu_s: float = 0.0
+    wal_bytes: float = 0.0
     waits: Counter[str] = field(default_factory=Counter)  # sampled states of busy backends
 
     @property
@@ -491,7 +531,7 @@ async def open_loop(port: int, accounts: list[dict[str, Any]], seconds: float, s
         account = rng.choice(accounts)
         tasks.append(asyncio.create_task(one(scheduled, account, make_request(account, rng))))
     await asyncio.gather(*tasks)
-    run.seconds = max(time.perf_counter() - start, 1e-9)
+    run.seconds += max(time.perf_counter() - start, 1e-9)
     for connection in connections:
         connection.close()
 
@@ -615,6 +655,25 @@ async def server_settings(url: str) -> dict[str, str]:
         await conn.close()
 
 
+async def measure(port: int, url: str, chosen: list[dict[str, Any]], seconds: float, seed: int,
+                  run: Run, api_pid: int) -> None:
+    """One slice of load over `chosen`; its requests, CPU time, WAL and waits go into `run`."""
+    api_before, pg_before = await cpu_seconds(url, api_pid)
+    monitor = await asyncpg.connect(url)
+    wal_before = await monitor.fetchval("SELECT pg_current_wal_lsn()::text")
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(sample_waits(monitor, run, stop))
+    await open_loop(port, chosen, seconds, seed, run)
+    stop.set()
+    await sampler
+    run.wal_bytes += float(await monitor.fetchval(
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)", wal_before))
+    await monitor.close()
+    api_after, pg_after = await cpu_seconds(url, api_pid)
+    run.api_cpu_s += api_after - api_before
+    run.pg_cpu_s += sum(value - pg_before.get(pid, 0.0) for pid, value in pg_after.items())
+
+
 async def drive(port: int, url: str, accounts: list[dict[str, Any]], api_pid: int
                 ) -> tuple[list[Run], dict[str, Any]]:
     spread, few = accounts[:SPREAD], accounts[SPREAD:SPREAD + FEW]
@@ -628,26 +687,20 @@ async def drive(port: int, url: str, accounts: list[dict[str, Any]], api_pid: in
         print(f"  warm-up {label}: {seconds:.0f} s, p50 {percentile(warmup.latencies, 50):.1f} "
               f"p99 {percentile(warmup.latencies, 99):.1f} ms", flush=True)
     runs = []
+    slices = max(1, round(SECONDS / SLICE_SECONDS))
     for n in range(ROUNDS):
-        for label, chosen in sets:
-            run = Run(label, len(chosen))
-            api_before, pg_before = await cpu_seconds(url, api_pid)
-            monitor = await asyncpg.connect(url)
-            wal_before = await monitor.fetchval("SELECT pg_current_wal_lsn()::text")
-            stop = asyncio.Event()
-            sampler = asyncio.create_task(sample_waits(monitor, run, stop))
-            await open_loop(port, chosen, SECONDS, 1000 + n, run)
-            stop.set()
-            await sampler
+        # A round interleaves the two loads in slices (ABBA...), so a burst of other work on
+        # this shared machine lands on both rather than on whichever happened to be running.
+        round_runs = {label: Run(label, len(chosen)) for label, chosen in sets}
+        for k in range(slices):
+            for label, chosen in (sets if k % 2 == 0 else sets[::-1]):
+                await measure(port, url, chosen, SECONDS / slices, 1000 + 100 * n + k,
+                              round_runs[label], api_pid)
+        for label, _ in sets:
+            run = round_runs[label]
             done = max(1, len(run.latencies))
-            run.wal_kib = float(await monitor.fetchval(
-                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)",
-                wal_before)) / 1024 / done
-            await monitor.close()
-            api_after, pg_after = await cpu_seconds(url, api_pid)
-            run.api_cpu_ms = (api_after - api_before) * 1000 / done
-            run.pg_cpu_ms = sum(value - pg_before.get(pid, 0.0)
-                                for pid, value in pg_after.items()) * 1000 / done
+            run.api_cpu_ms, run.pg_cpu_ms = run.api_cpu_s * 1000 / done, run.pg_cpu_s * 1000 / done
+            run.wal_kib = run.wal_bytes / 1024 / done
             run.loadavg = os.getloadavg()[0]
             runs.append(run)
             print(f"  round {n + 1} {label}: {run.rate:.0f} req/s, p50 "
@@ -657,7 +710,8 @@ async def drive(port: int, url: str, accounts: list[dict[str, Any]], api_pid: in
                   f"{run.waited} waited for a connection, load {run.loadavg:.1f}, "
                   f"statuses {dict(run.statuses)}, backends busy: "
                   f"{dict(run.waits.most_common(4))}", flush=True)
-            memory[label] = await sample_backends(url)
+        sampled = await sample_backends(url)
+        memory.update({label: sampled for label, _ in sets})
     return runs, memory
 
 
@@ -751,7 +805,9 @@ def report(facts: dict[str, Any]) -> str:
         f"{RATE:.0f} req/s for both (the same schedule length, at most {CONNECTIONS} keep-alive "
         "connections, latency measured from each request's scheduled time so waiting for a "
         "connection counts), against one `switchboard serve` process (hypercorn) with the rate "
-        "limit raised to 1,000,000 per window for both, and the default 2 s principal cache. Mix: "
+        "limit raised to 1,000,000 per window for both, and the default key cache (a resolved "
+        "key trusted 60 s while the API process is told of suspensions, tenancy.principals). "
+        "Mix: "
         + ", ".join(f"{k} {v}%" for k, v in MIX.items()) +
         " (read = GET /contacts/{id}, list = GET /contacts?limit=20, update = PATCH, tag_add = "
         "POST /contacts/{id}/tags, note = POST /contacts/{id}/notes, tags = GET /tags). "
@@ -760,10 +816,15 @@ def report(facts: dict[str, Any]) -> str:
         ", then a checkpoint before the warm-ups. Each "
         f"request picks a random sub-account of its set and uses its key; the {SPREAD:,} and the "
         f"{FEW} are disjoint random picks among the {n_tenants:,}, each seeded with {CONTACTS} "
-        f"contacts. {ROUNDS} rounds of {SECONDS:.0f} s each, alternating, after a warm-up of "
+        f"contacts. {ROUNDS} rounds of {SECONDS:.0f} s of each load, the two taking turns in "
+        f"{SLICE_SECONDS:g} s slices within a round (so a burst of other work on the machine "
+        "lands on both), after a warm-up of "
         f"each of at least {WARMUP_PASSES:g} passes over its sub-accounts (the steady state of a "
         "running service: its pooled connections have met the schemas); answers other than "
-        f"200/201: {errors}.",
+        f"200/201: {errors}. The same sub-accounts serve every run, so before the load they are "
+        "put back to their seeded state (this run removed "
+        f"{facts['reset']['contacts']:,} contacts and {facts['reset']['notes']:,} notes that "
+        "earlier runs had written, nearly all on the 10).",
         "",
         "| run | req/s | p50 ms | p95 ms | p99 ms | max ms | CPU ms/request: API / PostgreSQL "
         "| WAL KiB/request | load avg |",
@@ -819,12 +880,10 @@ def report(facts: dict[str, Any]) -> str:
     ]
     memory = facts["memory"]
     if all(memory.get(label) for label in (few_label, spread_label)):
-        lines += ["", "PostgreSQL backends of the server after its rounds (private anonymous "
-                  "memory, i.e. without shared buffers): "
-                  + "; ".join(f"after the {label} rounds: {m['backends']} backends, max "
-                              f"{m['max_mib']:.0f} MiB, sum {m['sum_mib']:.0f} MiB"
-                              for label, m in ((few_label, memory[few_label]),
-                                               (spread_label, memory[spread_label]))) + "."]
+        m = memory[spread_label]
+        lines += ["", "PostgreSQL backends of the server after the rounds (private anonymous "
+                  f"memory, i.e. without shared buffers): {m['backends']} backends, max "
+                  f"{m['max_mib']:.0f} MiB, sum {m['sum_mib']:.0f} MiB."]
     probe = facts["probe"]
     lines += [
         "",
@@ -837,11 +896,11 @@ def report(facts: dict[str, Any]) -> str:
         f"by {probe['kib_per_schema']:.0f} KiB per schema. Spread over "
         f"{SPREAD:,} sub-accounts, each of the server's pooled connections keeps meeting schemas "
         f"it has not touched yet (that is the PostgreSQL CPU above); concentrated on {FEW}, "
-        "every connection has them all cached after the first seconds. The API's extra CPU is "
-        f"most likely the key lookup (not profiled): over {SPREAD:,} keys at {RATE:.0f} req/s "
-        f"a key comes back every {SPREAD / RATE:.0f} s or so, past the 2 s principal cache, "
-        f"so nearly every request looks its key up in control.api_keys; over {FEW} keys they "
-        "stay cached. The catalog cache is per "
+        "every connection has them all cached after the first seconds. On the API's side, "
+        f"over {SPREAD:,} keys at {RATE:.0f} req/s a key comes back every "
+        f"{SPREAD / RATE:.0f} s or so: within the key cache's 60 s (so no control.api_keys "
+        "lookup), but in a new rate-limit window, so each such request takes a lease from Redis "
+        f"(over {FEW} keys one lease serves 16 requests). The catalog cache is per "
         "connection and only grows: a connection that served every one of 10,000 sub-accounts "
         f"would hold about {probe['kib_per_schema'] * 10_000 / 1024:,.0f} MiB for these four "
         "tables alone.",
@@ -959,6 +1018,7 @@ def remember(url: str, facts: dict[str, Any], ratio: float) -> list[dict[str, An
         "rate": RATE,
         "seconds": SECONDS,
         "rounds": ROUNDS,
+        "reset": True,
     }
 
     async def store() -> list[dict[str, Any]]:
@@ -1020,6 +1080,9 @@ def main() -> int:
 
             facts["server_settings"] = asyncio.run(server_settings(where.url))
             print(f"server settings for the load: {facts['server_settings']}", flush=True)
+            facts["reset"] = asyncio.run(reset_accounts(where.url, accounts))
+            print(f"measured sub-accounts reset to their seeded state: {facts['reset']}",
+                  flush=True)
             facts["load_before_load"] = os.getloadavg()[0]
             port = free_port()
             with serve(env, port) as api:
@@ -1042,7 +1105,12 @@ def main() -> int:
                     body += ("\n\nRuns on this database (UTC, highest load average during the "
                              "rounds, p99 ratio, CPU-per-request ratio): " + "; ".join(
                                  f"{h['when']}: load {h['load']:.1f}, p99 {h['ratio']:.2f}x, "
-                                 f"CPU {h['cpu_ratio']:.2f}x" for h in history) + ".")
+                                 f"CPU {h['cpu_ratio']:.2f}x"
+                                 + ("" if h.get("reset") else " (not reset)")
+                                 for h in history) + ". Runs marked \"not reset\" started from "
+                             "what earlier runs had written (by the last of them, thousands of "
+                             "contacts and notes on each of the 10, which slowed their reads): "
+                             "their ratios flatter the 1,000.")
     finally:
         smtp.stop()
     print(body)

@@ -13,6 +13,7 @@ import random
 import re
 import time
 import uuid
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,16 @@ class NoSessions(SessionInterface):
 
 
 class APIRequest(Request):
+    @cached_property
+    def header_values(self) -> dict[str, str]:
+        """Each header's first value by lower-case name, read once from the ASGI scope: a
+        lookup here costs a dict probe, where werkzeug's Headers scans and lower-cases every
+        header and raises (and catches) a KeyError for a missing one."""
+        found: dict[str, str] = {}
+        for name, value in self.scope.get("headers", ()):
+            found.setdefault(name.decode("latin1").lower(), value.decode("latin1"))
+        return found
+
     @property
     def blueprints(self) -> list[str]:
         # Quart's runs an import statement on every call, and each request asks several times.
@@ -224,22 +235,28 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
     # One hook before and one after each request: Quart awaits every hook separately.
     @app.before_request
     async def begin_request() -> None:
-        g.started = time.perf_counter()
-        incoming = request.headers.get("x-request-id", "")
-        g.request_id = incoming if REQUEST_ID.match(incoming) else f"{random.getrandbits(128):032x}"
-        request_id_var.set(g.request_id)
+        # The objects behind the `request` and `g` proxies, looked up once.
+        current: APIRequest = request._get_current_object()  # type: ignore[attr-defined]
+        state = g._get_current_object()
+        state.started = time.perf_counter()
+        incoming = current.header_values.get("x-request-id", "")
+        state.request_id = (incoming if REQUEST_ID.match(incoming)
+                            else f"{random.getrandbits(128):032x}")
+        request_id_var.set(state.request_id)
         sub_account_id_var.set(None)
-        if request.view_args:
-            refuse_unstorable_text(request.view_args, "path")
-        if request.query_string:
-            refuse_unstorable_text(request.args.to_dict(flat=False), "query")
+        if current.view_args:
+            refuse_unstorable_text(current.view_args, "path")
+        if current.query_string:
+            refuse_unstorable_text(current.args.to_dict(flat=False), "query")
 
     @app.after_request
     async def end_request(response: Response) -> Response:
-        response.headers["X-Request-ID"] = getattr(g, "request_id", None) or uuid.uuid4().hex
-        response.headers["X-API-Version"] = API_VERSION
-        for name, value in getattr(g, "rate_limit_headers", {}).items():
-            response.headers[name] = value
+        state = g._get_current_object()
+        headers = response.headers
+        headers["X-Request-ID"] = getattr(state, "request_id", None) or uuid.uuid4().hex
+        headers["X-API-Version"] = API_VERSION
+        for name, value in getattr(state, "rate_limit_headers", {}).items():
+            headers[name] = value
         await idempotency.finish(response)
         metrics.observe(response, getattr(g, "started", None))
         return response

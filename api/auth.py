@@ -24,10 +24,11 @@ AUTH_ATTRIBUTE = "_switchboard_auth"
 
 
 def presented_key() -> str | None:
-    key = request.headers.get("x-api-key", "").strip()
+    headers = request.header_values  # type: ignore[attr-defined]  # api.app.APIRequest
+    key = headers.get("x-api-key", "").strip()
     if key:
         return key
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    scheme, _, value = headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
     return None

@@ -65,8 +65,10 @@ async def _request_hash() -> bytes:
 
 async def begin(api_key_id: object) -> Response | None:
     """Claim the request's key, or answer for it (replay, 409, 422). None: go on and run it."""
+    if request.method != "POST":
+        return None
     key = request.headers.get(HEADER)
-    if request.method != "POST" or key is None:
+    if key is None:
         return None
     if not KEY_FORMAT.match(key):
         raise APIError(400, "invalid_idempotency_key",

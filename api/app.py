@@ -37,7 +37,7 @@ from api.errors import APIError, register_error_handlers
 from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
-from api.validation import check_response
+from api.validation import check_response, install_request_model_loading
 from tenancy.clock import iso
 from tenancy.db import create_pool, session_url
 from tenancy.logs import request_id_var, sub_account_id_var
@@ -177,6 +177,7 @@ def create_app(settings: Settings | None = None) -> Quart:
     # After QuartSchema, which installs a provider of its own.
     app.json_provider_class = JSONProvider
     app.json = JSONProvider(app)
+    install_request_model_loading()
     register_error_handlers(app)
     _register_lifecycle(app, settings)
     app.register_blueprint(metrics.blueprint)

@@ -17,8 +17,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import quart_schema.validation
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from quart import Response, current_app, request
+from quart_schema.conversion import camel_to_snake
 from quart_schema.validation import QUART_SCHEMA_RESPONSE_ATTRIBUTE, ResponseSchemaValidationError
 
 log = logging.getLogger("switchboard.api")
@@ -39,8 +41,27 @@ def validate_response(model_class: type[BaseModel], status_code: int = 200) -> C
 
 
 @functools.cache
-def _adapter(model_class: type[BaseModel]) -> TypeAdapter[Any]:
+def _adapter(model_class: Any) -> TypeAdapter[Any]:
     return TypeAdapter(model_class)
+
+
+def load_request_model(data: Any, model_class: Any, exception_class: type[Exception], *,
+                       decamelize: bool = False, preference: str | None = None) -> Any:
+    """quart-schema's `model_load` for pydantic models, with one TypeAdapter per model class:
+    quart-schema builds a new one for every request it validates, which costs more than the
+    validation itself."""
+    if decamelize:
+        data = camel_to_snake(data)
+    try:
+        return _adapter(model_class).validate_python(data)
+    except (TypeError, ValueError) as error:  # pydantic's ValidationError is a ValueError
+        raise exception_class(error) from None
+
+
+def install_request_model_loading() -> None:
+    """Make quart-schema's request, query string and header validation use load_request_model
+    (every model here is pydantic: the app sets conversion_preference="pydantic")."""
+    quart_schema.validation.model_load = load_request_model  # type: ignore[assignment]
 
 
 def _canonical(value: Any) -> Any:

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from quart import current_app, request
+from quart import request
 from quart_schema import RequestSchemaValidationError
-from quart_schema.conversion import model_load
 from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE, DataSource
+
+from api.validation import load_request_model
 
 
 def validate_optional_body(model_class: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -23,13 +24,8 @@ def validate_optional_body(model_class: type) -> Callable[[Callable[..., Any]], 
 
         @wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            model: Any = model_load(
-                await _body_or_empty(),
-                model_class,
-                RequestSchemaValidationError,
-                decamelize=False,
-                preference=current_app.config["QUART_SCHEMA_CONVERSION_PREFERENCE"],
-            )
+            model: Any = load_request_model(
+                await _body_or_empty(), model_class, RequestSchemaValidationError)
             return await func(*args, data=model, **kwargs)
 
         return wrapper

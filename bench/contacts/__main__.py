@@ -38,9 +38,9 @@ from tenancy.principals import insert_key
 from tenancy.provisioning import NewSubAccount, provision_sub_account
 
 CONTACTS = 5000
-SECONDS = float(os.environ.get("BENCH_CONTACTS_SECONDS", "4"))
+SECONDS = float(os.environ.get("BENCH_CONTACTS_SECONDS", "5"))
 CONCURRENCY = int(os.environ.get("BENCH_CONTACTS_CONCURRENCY", "8"))
-ROUNDS = int(os.environ.get("BENCH_CONTACTS_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("BENCH_CONTACTS_ROUNDS", "5"))
 # Server processes for the service and for the baseline alike: one per core.
 WORKERS = int(os.environ.get("BENCH_CONTACTS_WORKERS", str(os.cpu_count() or 1)))
 AUTH_CACHE = os.environ.get("BENCH_CONTACTS_AUTH_CACHE_SECONDS", "2")

@@ -29,6 +29,7 @@ from quart.helpers import _split_blueprint_path
 from quart.json.provider import DefaultJSONProvider
 from quart.sessions import NullSession, SessionInterface
 from quart.wrappers import Request
+from quart.wrappers.request import Body
 from quart_schema import Info, QuartSchema
 
 from api import idempotency, metrics
@@ -111,7 +112,28 @@ class NoSessions(SessionInterface):
         return self.null
 
 
+class WholeBody(Body):
+    def whole(self) -> bytes | None:
+        """The body, if it has all arrived (and is within the size limit); else None."""
+        if self._complete.is_set() and self._must_raise is None:
+            return bytes(self._data)
+        return None
+
+
 class APIRequest(Request):
+    body_class = WholeBody
+
+    async def get_data(self, cache: bool = True, as_text: bool = False,  # type: ignore[override]
+                       parse_form_data: bool = False) -> str | bytes:
+        """Quart's, without its asyncio.wait_for (a new task) when the body is already whole,
+        as it almost always is here (api/asgi.py reads it before the handler runs)."""
+        whole = None if parse_form_data else self.body.whole()  # type: ignore[attr-defined]
+        if whole is None:
+            return await super().get_data(cache, as_text, parse_form_data)
+        if not cache:
+            self.body.clear()
+        return whole.decode() if as_text else whole
+
     @cached_property
     def header_values(self) -> dict[str, str]:
         """Each header's first value by lower-case name, read once from the ASGI scope: a

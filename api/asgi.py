@@ -5,7 +5,10 @@ third (asyncio.wait_for) that sends the response. Almost every request to this A
 whole at once (a GET, or a JSON body of a few kilobytes), and then those tasks only cost time:
 such a request is read, handled and answered in the server's own task, the answer sent under
 `asyncio.timeout`. A body still arriving after INLINE_BODY_SECONDS, or one over the size limit,
-is handed to Quart's own code with the messages read so far.
+is handed to Quart's own code with the messages read so far. A request that declares no body
+(HTTP/1.x, no Content-Length or 0, no Transfer-Encoding) is whole once its head is parsed, so the server
+has its one message ready and it is read without a timer. A response whose body is in memory
+goes out as two messages (start, then the whole body) rather than Quart's three.
 
 One difference, a decision (docs/decisions.md): a client that disconnects after sending its
 whole request does not cancel the handler. The work finishes (a transaction is committed or
@@ -19,7 +22,9 @@ from typing import Any, cast
 
 from hypercorn.typing import ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable
 from quart.asgi import ASGIHTTPConnection
+from quart.utils import encode_headers
 from quart.wrappers import Request, Response
+from quart.wrappers.response import DataBody
 
 INLINE_BODY_SECONDS = 1.0
 
@@ -44,6 +49,13 @@ class HTTPConnection(ASGIHTTPConnection):
         """Take the request's messages into `messages`: True once the body is whole, False if
         it is still arriving after INLINE_BODY_SECONDS or is over the size limit (Quart's code
         then answers 408 or 413), None if the client disconnected."""
+        if self.scope["http_version"] != "2" and _declares_no_body(self.scope["headers"]):
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            messages.append(message)
+            if not message.get("more_body", False):
+                return True
         size, limit = 0, self.app.config["MAX_CONTENT_LENGTH"]
         try:
             async with asyncio.timeout(INLINE_BODY_SECONDS):
@@ -77,6 +89,25 @@ class HTTPConnection(ASGIHTTPConnection):
                 await self._send_response(send, response)
         except TimeoutError:
             pass
+
+    async def _send_response(self, send: ASGISendCallable, response: Any) -> None:
+        body = getattr(response, "response", None)
+        if type(body) is not DataBody:  # streamed (or a werkzeug response): Quart's way
+            await super()._send_response(send, response)
+            return
+        await send({"type": "http.response.start", "status": response.status_code,
+                    "headers": encode_headers(response.headers)})
+        await send({"type": "http.response.body", "body": body.data[body.begin:body.end],
+                    "more_body": False})
+
+
+def _declares_no_body(headers: Any) -> bool:
+    """HTTP/1.x: no Transfer-Encoding and no (or a zero) Content-Length means no body (RFC 9112
+    section 6.3). HTTP/2 may send a body without either, so it is not asked."""
+    for name, value in headers:
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return False
+    return True
 
 
 def _replaying(messages: list[Any], receive: ASGIReceiveCallable) -> ASGIReceiveCallable:

@@ -23,7 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -136,14 +136,15 @@ class Connection:
 Request = Callable[[int], tuple[str, str, bytes]]
 
 
-async def load(port: int, key: str, make: Request, seconds: float, concurrency: int,
+async def load(ports: list[int], key: str, make: Request, seconds: float, concurrency: int,
                expect: tuple[int, ...]) -> tuple[float, list[float]]:
-    """(requests per second, latencies in ms) of `concurrency` connections for `seconds`."""
+    """(requests per second, latencies in ms) of `concurrency` connections for `seconds`,
+    spread evenly over the server processes' ports."""
     latencies: list[float] = []
     counter = iter(range(10**9))
     deadline = time.perf_counter() + seconds
 
-    async def run() -> None:
+    async def run(port: int) -> None:
         connection = Connection(port, key)
         try:
             while time.perf_counter() < deadline:
@@ -156,7 +157,7 @@ async def load(port: int, key: str, make: Request, seconds: float, concurrency: 
             connection.close()
 
     started = time.perf_counter()
-    await asyncio.gather(*(run() for _ in range(concurrency)))
+    await asyncio.gather(*(run(ports[n % len(ports)]) for n in range(concurrency)))
     return len(latencies) / (time.perf_counter() - started), latencies
 
 
@@ -187,6 +188,23 @@ def server(command: list[str], env: dict[str, str], port: int, log: Path) -> Ite
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def start(stack: ExitStack, env: dict[str, str], logs: Path, name: str,
+          command: Callable[[int], list[str]]) -> tuple[list[int], list[int]]:
+    """WORKERS server processes for one side, each on its own port: (ports, pids).
+
+    Separate ports rather than `switchboard serve --workers` (SO_REUSEPORT), because the kernel
+    hashes connections over the processes: 8 connections often split 6:2 or 5:3, leaving one
+    process the bottleneck, and the split changed from round to round and side to side. Here
+    the load generator gives every process the same number of connections."""
+    ports, pids = [], []
+    for number in range(WORKERS):
+        port = free_port()
+        pids.append(stack.enter_context(
+            server(command(port), env, port, logs / f"{name}-{number}.log")))
+        ports.append(port)
+    return ports, pids
 
 
 def operations(ids: list[str]) -> list[tuple[str, Request, tuple[int, ...]]]:
@@ -227,25 +245,25 @@ def cpu_seconds(pid: int) -> float:
     return sum(times.get(member, 0.0) for member in family)
 
 
-async def rounds(targets: dict[str, tuple[int, int]], key: str,
+async def rounds(targets: dict[str, tuple[list[int], list[int]]], key: str,
                  ops: list[tuple[str, Request, tuple[int, ...]]],
                  results: dict[str, Any]) -> None:
-    """targets: name -> (port, pid of the server process)."""
-    for port, _ in targets.values():
+    """targets: name -> (the ports, the pids of its server processes)."""
+    for ports, _ in targets.values():
         for _, make, expect in ops:
-            await load(port, key, make, 1.0, CONCURRENCY, expect)  # warm pools and caches
+            await load(ports, key, make, 1.0, CONCURRENCY, expect)  # warm pools and caches
     for name, _, _ in ops:
         results[name] = {field: [] for target in targets
                          for field in (target, f"{target}_ms", f"{target}_cpu")}
     for round_number in range(ROUNDS):
         # Alternate which goes first so drift in machine load hits both alike.
         order = list(targets.items())
-        for target, (port, pid) in order if round_number % 2 == 0 else order[::-1]:
+        for target, (ports, pids) in order if round_number % 2 == 0 else order[::-1]:
             for name, make, expect in ops:
                 print(f"round {round_number + 1}: {name} on the {target}", file=sys.stderr)
-                cpu_before = cpu_seconds(pid)
-                rate, latencies = await load(port, key, make, SECONDS, CONCURRENCY, expect)
-                used = cpu_seconds(pid) - cpu_before
+                cpu_before = sum(cpu_seconds(pid) for pid in pids)
+                rate, latencies = await load(ports, key, make, SECONDS, CONCURRENCY, expect)
+                used = sum(cpu_seconds(pid) for pid in pids) - cpu_before
                 results[name][target].append(rate)
                 results[name][f"{target}_ms"] += latencies
                 results[name][f"{target}_cpu"].append(used * 1000 / len(latencies))
@@ -266,19 +284,19 @@ async def sequential_tags(port: int, key: str) -> list[float]:
     return timings
 
 
-async def measure(targets: dict[str, tuple[int, int]], key: str,
+async def measure(targets: dict[str, tuple[list[int], list[int]]], key: str,
                   ids: list[str]) -> dict[str, Any]:
     """Reads first, while the newest 5,000 contacts are the tagged seed; creates last."""
     ops = operations(ids)
     print("GET /tags one at a time", file=sys.stderr)
-    service_port, baseline_port = targets["service"][0], targets["baseline"][0]
+    service_ports, baseline_ports = targets["service"][0], targets["baseline"][0]
     results: dict[str, Any] = {"sequential_tags": {
-        "service": await sequential_tags(service_port, key),
-        "baseline": await sequential_tags(baseline_port, key)}}
+        "service": await sequential_tags(service_ports[0], key),
+        "baseline": await sequential_tags(baseline_ports[0], key)}}
     await rounds(targets, key, ops[:3], results)
     await rounds(targets, key, ops[3:], results)
     # The framework's floor: the service answering with no key check, no SQL, no limiter.
-    results["healthz"], _ = await load(service_port, key, lambda n: ("GET", "/healthz", b""),
+    results["healthz"], _ = await load(service_ports, key, lambda n: ("GET", "/healthz", b""),
                                        SECONDS, CONCURRENCY, (200,))
     return results
 
@@ -287,8 +305,10 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         f"Command: `python -m bench.contacts` (one sub-account with {CONTACTS} contacts, tags from "
         f"60 names, 0 to 5 each; {CONCURRENCY} keep-alive connections, {ROUNDS} alternating "
-        f"rounds of {SECONDS:g} s per operation and target). `switchboard serve --workers "
-        f"{WORKERS}` against `bench/contacts/baseline.py` with {WORKERS} worker processes too: a "
+        f"rounds of {SECONDS:g} s per operation and target). {WORKERS} `switchboard serve` "
+        f"processes against {WORKERS} processes of `bench/contacts/baseline.py`, each on its own "
+        "port with the same number of connections (SO_REUSEPORT's hashing split 8 connections "
+        "unevenly, differently in each run). The baseline is a "
         "bare ASGI app on the same server (hypercorn) running the same SQL on asyncpg: the API "
         "key resolved by the same query behind the same cache of resolved keys "
         f"(SWITCHBOARD_AUTH_CACHE_SECONDS={AUTH_CACHE} for both), then the same tenant statements "
@@ -342,16 +362,15 @@ def main() -> None:
                "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp.port),
                "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
                "SWITCHBOARD_AUTH_CACHE_SECONDS": AUTH_CACHE}
-        service_port, baseline_port = free_port(), free_port()
         logs = Path(tempfile.mkdtemp(prefix="switchboard-bench-contacts-"))
         try:
-            service = ["tenancy.cli", "serve", "--workers", str(WORKERS),
-                       "--port", str(service_port)]
-            baseline = ["bench.contacts.baseline", str(baseline_port), str(WORKERS)]
-            with server(service, env, service_port, logs / "service.log") as service_pid, \
-                    server(baseline, env, baseline_port, logs / "baseline.log") as baseline_pid:
-                targets = {"service": (service_port, service_pid),
-                           "baseline": (baseline_port, baseline_pid)}
+            with ExitStack() as stack:
+                targets = {
+                    "service": start(stack, env, logs, "service", lambda port: [
+                        "tenancy.cli", "serve", "--port", str(port)]),
+                    "baseline": start(stack, env, logs, "baseline", lambda port: [
+                        "bench.contacts.baseline", str(port)]),
+                }
                 results = asyncio.run(measure(targets, key, ids))
         finally:
             smtp.stop()

@@ -7,12 +7,15 @@ import contextlib
 import datetime as dt
 import decimal
 import importlib
+import inspect
 import json
 import logging
 import random
 import re
 import time
+import types
 import uuid
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -89,6 +92,20 @@ class JSONProvider(DefaultJSONProvider):
 
 
 class SwitchboardApp(Quart):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._coroutine_functions: set[Callable[..., Any]] = set()
+
+    def ensure_async(self, func: Callable[..., Any]) -> Callable[..., Any]:  # type: ignore[override]
+        """Quart's, remembering which plain functions are coroutine functions: it is asked for
+        every hook and view of every request, and inspect answers slowly."""
+        if func in self._coroutine_functions:
+            return func
+        if isinstance(func, types.FunctionType) and inspect.iscoroutinefunction(func):
+            self._coroutine_functions.add(func)
+            return func
+        return super().ensure_async(func)
+
     async def make_response(self, result: Any) -> Any:
         """Quart's, plus: a pydantic model becomes its dict (fields set only), and with
         SWITCHBOARD_VALIDATE_RESPONSES each body is checked against its declared model."""
@@ -275,11 +292,11 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
     @app.after_request
     async def end_request(response: Response) -> Response:
         state = g._get_current_object()
-        headers = response.headers
-        headers["X-Request-ID"] = getattr(state, "request_id", None) or uuid.uuid4().hex
-        headers["X-API-Version"] = API_VERSION
-        for name, value in getattr(state, "rate_limit_headers", {}).items():
-            headers[name] = value
+        # Added, not set: nothing else writes these names, and set() scans every header.
+        response.headers.extend([
+            ("X-Request-ID", getattr(state, "request_id", None) or uuid.uuid4().hex),
+            ("X-API-Version", API_VERSION),
+            *getattr(state, "rate_limit_headers", {}).items()])
         await idempotency.finish(response)
         metrics.observe(response, getattr(g, "started", None))
         return response

@@ -6,9 +6,9 @@ whole at once (a GET, or a JSON body of a few kilobytes), and then those tasks o
 such a request is read, handled and answered in the server's own task, the answer sent under
 `asyncio.timeout`. A body still arriving after INLINE_BODY_SECONDS, or one over the size limit,
 is handed to Quart's own code with the messages read so far. A request that declares no body
-(HTTP/1.x, no Content-Length or 0, no Transfer-Encoding) is whole once its head is parsed, so the server
-has its one message ready and it is read without a timer. A response whose body is in memory
-goes out as two messages (start, then the whole body) rather than Quart's three.
+(HTTP/1.x, no Content-Length or 0, no Transfer-Encoding) is whole once its head is parsed, so
+the server has its one message ready: it is read without a timer. A response whose body is in
+memory goes out as two messages (start, then the whole body) rather than Quart's three.
 
 One difference, a decision (docs/decisions.md): a client that disconnects after sending its
 whole request does not cancel the handler. The work finishes (a transaction is committed or

@@ -56,20 +56,27 @@ _children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
 def observe(response: Response, started: float | None) -> None:
     """Count the answered request, time it, and write its access-log line."""
-    rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    current = request._get_current_object()  # type: ignore[attr-defined]
+    url_rule, method = current.url_rule, current.method
+    rule = url_rule.rule if url_rule is not None else "unmatched"
     elapsed = time.perf_counter() - started if started is not None else 0.0
     status = response.status_code
     if rule != "/metrics":
-        series = (request.method, rule, status)
+        series = (method, rule, status)
         children = _children.get(series)
         if children is None:
-            children = _children[series] = (REQUESTS.labels(request.method, rule, str(status)),
-                                            LATENCY.labels(request.method, rule))
+            children = _children[series] = (REQUESTS.labels(method, rule, str(status)),
+                                            LATENCY.labels(method, rule))
         children[0].inc()
         children[1].observe(elapsed)
-    access_log.info("%s %s %s", request.method, rule, status,
-                    extra={"method": request.method, "route": rule, "status": status,
-                           "duration_ms": round(elapsed * 1000, 2)})
+    if access_log.isEnabledFor(logging.INFO):
+        # The record made directly: Logger.info would find no caller (logs.py turns that off)
+        # and copy `extra` key by key, checking each against the record's own attributes.
+        record = logging.LogRecord(access_log.name, logging.INFO, "(unknown file)", 0,
+                                   "%s %s %s", (method, rule, status), None)
+        record.__dict__.update(method=method, route=rule, status=status,
+                               duration_ms=round(elapsed * 1000, 2))
+        access_log.handle(record)
 
 
 async def _collect() -> None:

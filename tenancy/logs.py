@@ -34,10 +34,11 @@ class ContextFilter(logging.Filter):
         record.sub_account_id = sub_account_id_var.get()
         if isinstance(record.msg, str) and SECRET.search(record.msg):
             record.msg = redact(record.msg)
-        if record.args:
-            record.args = tuple(redact(a) if isinstance(a, str) else a
-                                for a in (record.args if isinstance(record.args, tuple)
-                                          else (record.args,)))
+        args = record.args
+        if args:
+            args = args if isinstance(args, tuple) else (args,)
+            if any(isinstance(a, str) and SECRET.search(a) for a in args):
+                record.args = tuple(redact(a) if isinstance(a, str) else a for a in args)
         return True
 
 

@@ -34,6 +34,7 @@ from quart.sessions import NullSession, SessionInterface
 from quart.wrappers import Request
 from quart.wrappers.request import Body
 from quart_schema import Info, QuartSchema
+from werkzeug.sansio.utils import get_content_length
 
 from api import idempotency, metrics
 from api.asgi import HTTPConnection
@@ -160,6 +161,13 @@ class APIRequest(Request):
         for name, value in self.scope.get("headers", ()):
             found.setdefault(name.decode("latin1").lower(), value.decode("latin1"))
         return found
+
+    @cached_property
+    def content_length(self) -> int | None:
+        # werkzeug's, reading header_values: its Headers.get finds a missing Transfer-Encoding
+        # by raising (and catching) a BadRequestKeyError, on every request.
+        return get_content_length(self.header_values.get("content-length"),
+                                  self.header_values.get("transfer-encoding"))
 
     @property
     def blueprints(self) -> list[str]:

@@ -318,9 +318,9 @@ def report(results: dict[str, Any]) -> str:
         "are what to read. CPU is the server processes' own time per request (user + system, "
         "from /proc).",
         "",
-        "| operation | service req/s | baseline req/s | ratio | service p50 / p95 ms "
-        "| baseline p50 / p95 ms | CPU ms per request service / baseline |",
-        "|---|---|---|---|---|---|---|",
+        "| operation | service req/s | baseline req/s | ratio | ratio per round, min to max "
+        "| service p50 / p95 ms | baseline p50 / p95 ms | CPU ms per request service / baseline |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     verdicts = []
     for name, _, _ in operations(["x"]):
@@ -332,7 +332,9 @@ def report(results: dict[str, Any]) -> str:
         s_ms, b_ms = summary(entry["service_ms"]), summary(entry["baseline_ms"])
         s_cpu = sum(entry["service_cpu"]) / len(entry["service_cpu"])
         b_cpu = sum(entry["baseline_cpu"]) / len(entry["baseline_cpu"])
+        per_round = [s / b for s, b in zip(entry["service"], entry["baseline"], strict=True)]
         lines.append(f"| {name} | {service:.0f} | {base:.0f} | {ratio:.2f} | "
+                     f"{min(per_round):.2f} to {max(per_round):.2f} | "
                      f"{s_ms['p50']:.1f} / {s_ms['p95']:.1f} | "
                      f"{b_ms['p50']:.1f} / {b_ms['p95']:.1f} | {s_cpu:.2f} / {b_cpu:.2f} |")
     tags_service = summary(results["sequential_tags"]["service"])

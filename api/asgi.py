@@ -18,6 +18,7 @@ rolled back, never cut off) and the server drops the answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, cast
 
 from hypercorn.typing import ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable
@@ -49,16 +50,12 @@ class HTTPConnection(ASGIHTTPConnection):
         """Take the request's messages into `messages`: True once the body is whole, False if
         it is still arriving after INLINE_BODY_SECONDS or is over the size limit (Quart's code
         then answers 408 or 413), None if the client disconnected."""
-        if self.scope["http_version"] != "2" and _declares_no_body(self.scope["headers"]):
-            message = await receive()
-            if message["type"] != "http.request":
-                return None
-            messages.append(message)
-            if not message.get("more_body", False):
-                return True
         size, limit = 0, self.app.config["MAX_CONTENT_LENGTH"]
+        timer = (contextlib.nullcontext()
+                 if self.scope["http_version"] != "2" and _declares_no_body(self.scope["headers"])
+                 else asyncio.timeout(INLINE_BODY_SECONDS))
         try:
-            async with asyncio.timeout(INLINE_BODY_SECONDS):
+            async with timer:
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":

@@ -44,7 +44,7 @@ from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
 from api.validation import check_response, install_request_model_loading
 from tenancy.clock import iso
-from tenancy.db import create_pool, session_url
+from tenancy.db import create_pool, retry_stale_statements, session_url
 from tenancy.logs import request_id_var, sub_account_id_var
 from tenancy.principals import PrincipalCache
 from tenancy.settings import Settings, get_settings
@@ -107,6 +107,13 @@ class SwitchboardApp(Quart):
             return func
         return super().ensure_async(func)
 
+    async def dispatch_request(self, request_context: Any = None) -> Any:
+        """Quart's, run again when a statement cached before a tenant's schema change fails
+        before the request committed anything (`switchboard migrate` under traffic)."""
+        return await retry_stale_statements(
+            lambda: super(SwitchboardApp, self).dispatch_request(request_context),
+            on_retry=_log_stale_statement)
+
     async def make_response(self, result: Any) -> Any:
         """Quart's, plus: a pydantic model becomes its dict (fields set only), and with
         SWITCHBOARD_VALIDATE_RESPONSES each body is checked against its declared model."""
@@ -118,6 +125,11 @@ class SwitchboardApp(Quart):
             status = next((r for r in rest if isinstance(r, int)), 200)
             check_response(value, status)
         return await super().make_response(result)
+
+
+def _log_stale_statement(error: Exception) -> None:
+    log.info("a cached statement went stale after a schema change (%s); running the request "
+             "again", type(error).__name__)
 
 
 class NoSessions(SessionInterface):

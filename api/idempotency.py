@@ -59,6 +59,8 @@ async def _request_hash() -> bytes:
         body = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode()
     except ValueError:
         body = raw
+    except RecursionError:  # the same answer the body parser gives without the header
+        raise APIError(400, "invalid_json", "the JSON body is nested too deeply") from None
     return hashlib.sha256(request.method.encode() + b" " + request.path.encode() + b"\n"
                           + body).digest()
 

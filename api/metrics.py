@@ -52,12 +52,15 @@ WHERE due_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
 
 
 _children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def observe(response: Response, started: float | None) -> None:
     """Count the answered request, time it, and write its access-log line."""
     current = request._get_current_object()  # type: ignore[attr-defined]
-    url_rule, method = current.url_rule, current.method
+    url_rule = current.url_rule
+    # A client may send any token as a method: an unknown one must not make a new series.
+    method = current.method if current.method in KNOWN_METHODS else "other"
     rule = url_rule.rule if url_rule is not None else "unmatched"
     elapsed = time.perf_counter() - started if started is not None else 0.0
     status = response.status_code

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 
 import email_validator
 from email_validator import EmailNotValidError, validate_email
-from pydantic import AfterValidator, BeforeValidator, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, PlainSerializer, StrictStr
 
 from api.errors import APIError
+from integrations.email import has_control_characters
 
 
 def _no_str_or_bool(value: Any) -> Any:
@@ -70,6 +71,12 @@ def _to_money(value: Any) -> Decimal:
     return amount
 
 
+def _no_control_characters(value: str) -> str:
+    if has_control_characters(value):
+        raise ValueError("must not contain control characters (line breaks, tabs and the like)")
+    return value
+
+
 def _non_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
@@ -83,6 +90,9 @@ Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_fini
 # A free-form JSON object (plan features, settings) as it will be stored in jsonb.
 JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 NonBlank = Annotated[str, AfterValidator(_non_blank)]
+# Text that reaches an email header or a URL we send out (subjects, names, locationID): one
+# line, no control characters, so no client can add a header or split a request (CONTRACT 8).
+HeaderText = Annotated[StrictStr, AfterValidator(_no_control_characters)]
 
 
 def parse_uuid(value: Any, field: str = "id") -> uuid.UUID:
@@ -134,21 +144,34 @@ def normalise_email(value: str) -> str | None:
 def pagination(args: Any, *, default: int = 50, maximum: int = 100) -> tuple[int, int]:
     """The general list rule: limit 1..maximum (default 50), offset >= 0; otherwise 400."""
     limit = _int_arg(args.get("limit"), "limit", default)
-    offset = _int_arg(args.get("offset"), "offset", 0)
     if not 1 <= limit <= maximum:
         raise APIError(400, "validation_error", f"limit must be between 1 and {maximum}",
                        details=[{"field": "limit", "message": f"must be 1 to {maximum}",
                                  "type": "range"}])
-    if offset < 0:
-        raise APIError(400, "validation_error", "offset must be 0 or more",
-                       details=[{"field": "offset", "message": "must be 0 or more",
+    return limit, offset_arg(args)
+
+
+def page_body(key: str, items: list[Any], total: int, limit: int, offset: int
+              ) -> dict[str, Any]:
+    """The general list envelope: the page under `key`, and where it sits in the whole."""
+    return {"status": "success", key: items, "total": total, "limit": limit, "offset": offset,
+            "has_more": offset + len(items) < total}
+
+
+def offset_arg(args: Any) -> int:
+    """The offset of every list that pages: 0 to MAX_OFFSET (default 0); otherwise 400."""
+    offset = _int_arg(args.get("offset"), "offset", 0)
+    if not 0 <= offset <= MAX_OFFSET:
+        raise APIError(400, "validation_error", f"offset must be 0 to {MAX_OFFSET}",
+                       details=[{"field": "offset", "message": f"must be 0 to {MAX_OFFSET}",
                                  "type": "range"}])
-    return limit, offset
+    return offset
 
 
 # Plain ASCII decimal integers that fit a PostgreSQL bigint (int() would also take "1_0", " 5"
 # and non-ASCII digits, and an OFFSET past bigint fails in the database).
 INT_ARG = re.compile(r"^[+-]?[0-9]{1,18}$")
+MAX_OFFSET = 10**18 - 1
 
 
 def _int_arg(raw: str | None, name: str, default: int) -> int:

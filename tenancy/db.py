@@ -11,14 +11,16 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
 
+T = TypeVar("T")
 SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
 
 
@@ -101,10 +103,61 @@ async def fetch_page(conn: asyncpg.Connection | asyncpg.Pool, query: str, count_
     return items, int(rows[0]["total"])
 
 
+# --- retrying after a schema change -----------------------------------------------------------
+#
+# asyncpg caches prepared statements per connection, keyed by their text. After `switchboard
+# migrate` changes a tenant's tables, a cached statement whose result shape changed fails once
+# with InvalidCachedStatementError (asyncpg then forgets every cached statement of the pool).
+# Outside a transaction asyncpg re-prepares and retries by itself; inside one the transaction is
+# aborted, so the unit to retry is the transaction, or the work that holds it: a request or a
+# job. That is safe only while none of its transactions has committed, which `CommitTracker`
+# tells.
+STALE_STATEMENT_ERRORS = (asyncpg.InvalidCachedStatementError,
+                          asyncpg.exceptions.OutdatedSchemaCacheError)
+STALE_STATEMENT_ATTEMPTS = 3
+
+
+class CommitTracker:
+    """Counts the transactions committed by the work it was started for."""
+
+    def __init__(self) -> None:
+        self.committed = 0
+
+
+_tracker: ContextVar[CommitTracker | None] = ContextVar("switchboard_commits", default=None)
+
+
+def _committed() -> None:
+    tracker = _tracker.get()
+    if tracker is not None:
+        tracker.committed += 1
+
+
+async def retry_stale_statements(work: Callable[[], Awaitable[T]], *,
+                                 on_retry: Callable[[Exception], None] | None = None) -> T:
+    """Run `work`, and run it again (up to STALE_STATEMENT_ATTEMPTS in all) when a statement
+    cached before a schema change fails before anything of it committed."""
+    attempt = 1
+    while True:
+        tracker = CommitTracker()
+        token = _tracker.set(tracker)
+        try:
+            return await work()
+        except STALE_STATEMENT_ERRORS as exc:
+            if tracker.committed or attempt >= STALE_STATEMENT_ATTEMPTS:
+                raise
+            if on_retry is not None:
+                on_retry(exc)
+            attempt += 1
+        finally:
+            _tracker.reset(token)
+
+
 @asynccontextmanager
 async def control_transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     async with pool.acquire() as conn, conn.transaction():
         yield conn
+    _committed()
 
 
 @asynccontextmanager
@@ -124,3 +177,4 @@ async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[a
                     await conn.execute("ROLLBACK")
             raise
         await conn.execute("COMMIT")
+        _committed()

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from integrations.email import SMTPConfig, build_message, send_email
+from integrations.email import SMTPConfig, build_message, one_line, send_email
 from tenancy.clock import iso, utcnow
 from tenancy.errors import APIError
 from tenancy.keys import hash_token
@@ -91,15 +91,20 @@ async def email_invitation(config: SMTPConfig, invitation: IssuedInvitation,
         f"Accept it at {accept_url} before {iso(invitation.expires_at)}.\n"
     )
     message = build_message(config, invitation.email,
-                            f"You are invited to {sub_account_name}", text,
+                            f"You are invited to {one_line(sub_account_name)}", text,
                             headers={"X-Switchboard-Invitation": str(invitation.id)})
     await send_email(config, message)
 
 
+# A suspended or deleted sub-account takes no new members: its invitations read as unknown.
+# The sub-account row is locked too (FOR SHARE), so a suspend waits for an accept under way.
 SELECT_INVITATION_FOR_UPDATE = """
-SELECT id, sub_account_id, email, role, first_name, last_name, phone, expires_at, accepted_at
-FROM control.invitations WHERE token_hash = $1
-FOR UPDATE
+SELECT i.id, i.sub_account_id, i.email, i.role, i.first_name, i.last_name, i.phone,
+       i.expires_at, i.accepted_at
+FROM control.invitations i
+JOIN control.sub_accounts s ON s.id = i.sub_account_id
+WHERE i.token_hash = $1 AND s.status = 'active'
+FOR UPDATE OF i FOR SHARE OF s
 """
 
 UPSERT_USER = """

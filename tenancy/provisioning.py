@@ -9,6 +9,7 @@ and the CRM connection follow the commit.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import uuid
@@ -18,13 +19,20 @@ from typing import Any
 import asyncpg
 
 from integrations.crm import CRMError, Location, crm_provider
-from integrations.email import EmailDeliveryError
+from integrations.email import EmailDeliveryError, SMTPConfig, one_line
 from tenancy.clock import utcnow
 from tenancy.db import schema_name_for
 from tenancy.errors import APIError, not_found
-from tenancy.invitations import email_config_for, email_invitation, upsert_invitation
+from tenancy.invitations import (
+    IssuedInvitation,
+    email_config_for,
+    email_invitation,
+    upsert_invitation,
+)
 from tenancy.schema import create_tenant_schema
 from tenancy.settings import get_settings
+
+log = logging.getLogger("switchboard.provisioning")
 
 PROVISIONING_PLAN_TYPES = ("white_label", "saas")
 
@@ -112,7 +120,9 @@ async def provision_sub_account(pool: asyncpg.Pool, organisation_id: uuid.UUID,
             location = await crm.fetch_location(request.location_id)
         except CRMError as exc:
             crm_error = str(exc)
-    name = location.name if location else (request.name or request.location_id or "")
+    # A CRM's location name reaches the invitation's Subject: made one line (the client's own
+    # name and locationID were refused at the API if they were not).
+    name = one_line(location.name) if location else (request.name or request.location_id or "")
     timezone = location.timezone if location else "UTC"
 
     sub_account_id = uuid.uuid4()
@@ -136,23 +146,34 @@ async def provision_sub_account(pool: asyncpg.Pool, organisation_id: uuid.UUID,
         "crm_connected": False,
         "plan": plan["slug"] if plan else None,
     }
-    try:
-        await email_invitation(config, invitation, name)
-        result["invitation_email_sent"] = True
-    except EmailDeliveryError:
-        result["invitation_email_sent"] = False
-
+    # Everything below follows the commit: the sub-account exists, so nothing here may turn into
+    # an error answer (a retry would provision a second one). Failures are reported in the body.
+    result["invitation_email_sent"] = await _email_owner(config, invitation, name)
     if location is not None:
         try:
             await crm.connect_location(location.id, str(sub_account_id))
             result["crm_connected"] = True
         except CRMError as exc:
             crm_error = str(exc)
+        except Exception as exc:
+            log.exception("CRM connect of sub-account %s failed", sub_account_id)
+            crm_error = f"CRM connection failed ({type(exc).__name__})"
     if result["crm_connected"] or crm_error is not None:
         await pool.execute(UPDATE_CRM, sub_account_id, result["crm_connected"], crm_error)
     if crm_error is not None:
         result["crm_error"] = crm_error
     return result
+
+
+async def _email_owner(config: SMTPConfig, invitation: IssuedInvitation, name: str) -> bool:
+    try:
+        await email_invitation(config, invitation, name)
+    except EmailDeliveryError:
+        return False
+    except Exception:
+        log.exception("invitation email for %s failed", invitation.id)
+        return False
+    return True
 
 
 async def _insert_sub_account(conn: asyncpg.Connection, sub_account_id: uuid.UUID,

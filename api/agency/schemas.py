@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from api.schemas import FunctionsError
-from api.types import JSONObject, Money
+from api.types import HeaderText, JSONObject, Money
 
 
 class Strict(BaseModel):
@@ -18,8 +18,8 @@ class Strict(BaseModel):
 
 class CreateSubAccountRequest(Strict):
     email: StrictStr | None = None
-    name: StrictStr | None = Field(default=None, max_length=200)
-    locationID: StrictStr | None = Field(default=None, max_length=200)  # noqa: N815
+    name: HeaderText | None = Field(default=None, max_length=200)
+    locationID: HeaderText | None = Field(default=None, max_length=200)  # noqa: N815
     plan: StrictStr | None = Field(default=None, max_length=100)
 
 
@@ -39,8 +39,8 @@ class AddSubAccountUserRequest(Strict):
     email: StrictStr | None = None
     role: StrictStr | None = None
     sub_account_id: StrictStr | None = None
-    first_name: StrictStr | None = Field(default=None, max_length=100)
-    last_name: StrictStr | None = Field(default=None, max_length=100)
+    first_name: HeaderText | None = Field(default=None, max_length=100)
+    last_name: HeaderText | None = Field(default=None, max_length=100)
     phone: StrictStr | None = Field(default=None, max_length=32)
 
 
@@ -53,8 +53,8 @@ class AddSubAccountUserResponse(BaseModel):
 
 class AcceptInvitationRequest(Strict):
     token: StrictStr = Field(max_length=64)
-    first_name: StrictStr | None = Field(default=None, max_length=100)
-    last_name: StrictStr | None = Field(default=None, max_length=100)
+    first_name: HeaderText | None = Field(default=None, max_length=100)
+    last_name: HeaderText | None = Field(default=None, max_length=100)
 
 
 class AcceptInvitationResponse(BaseModel):
@@ -73,7 +73,7 @@ class Rebilling(Strict):
 
 class CreatePlanRequest(Strict):
     slug: StrictStr = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
-    name: StrictStr = Field(min_length=1, max_length=200)
+    name: HeaderText = Field(min_length=1, max_length=200)
     max_users: StrictInt | None = Field(default=None, ge=1, le=100000)
     features: JSONObject | None = None
     rebilling: Rebilling | None = None
@@ -135,9 +135,6 @@ class InvitationEmailFailed(FunctionsError):
     invitation_token: str
 
 
-class Paging(BaseModel):
-    limit: StrictInt | None = None
-    offset: StrictInt | None = None
 
 
 __all__ = ["StrictBool"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -15,6 +16,8 @@ from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for, email_invitation, upsert_invitation
 from tenancy.principals import insert_key
 from tenancy.tables.control import ROLES
+
+log = logging.getLogger("switchboard.agency")
 
 # A deleted sub-account (waiting for its purge) behaves as missing to every agency operation.
 SELECT_SUB_ACCOUNT = """
@@ -75,7 +78,11 @@ async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_accoun
         config = await email_config_for(conn, organisation_id)
     try:
         await email_invitation(config, invitation, row["name"])
-    except EmailDeliveryError:
+    except Exception as exc:
+        # The invitation is committed: whatever failed, the answer says so and carries the token
+        # (a retry refreshes the same invitation), never a bare 500.
+        if not isinstance(exc, EmailDeliveryError):
+            log.exception("invitation email for %s failed", invitation.id)
         raise APIError(502, "email_delivery_failed",
                        "the invitation was created but its email could not be sent",
                        extra={"invitation_token": invitation.token}) from None

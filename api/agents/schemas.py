@@ -23,7 +23,6 @@ MODELS: dict[str, tuple[str, ...]] = {
 PROVIDER_OF_MODEL = {model: provider for provider, models in MODELS.items() for model in models}
 
 Label = Annotated[StrictStr, Field(min_length=1, max_length=100)]
-Positive = Annotated[Number, Field(gt=0, allow_inf_nan=False)]
 
 
 class CreateAgentRequest(BaseModel):
@@ -33,8 +32,9 @@ class CreateAgentRequest(BaseModel):
     voice_id: Annotated[NonBlank, Field(max_length=100)]
     max_duration: Annotated[Number, Field(gt=0, le=1440, allow_inf_nan=False)]
     temperature: Annotated[Number, Field(ge=0, le=1, allow_inf_nan=False)]
-    silence_timeout: Positive
-    voice_activity_timeout: Positive
+    # Seconds and milliseconds: the bounds CONTRACT 9 gives.
+    silence_timeout: Annotated[Number, Field(ge=1, le=600, allow_inf_nan=False)]
+    voice_activity_timeout: Annotated[Number, Field(ge=100, le=10_000, allow_inf_nan=False)]
     llm_model: StrictStr
     language: Annotated[StrictStr, Field(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
     background_noise: StrictBool

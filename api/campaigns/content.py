@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from api.tracking.tokens import sign
+from integrations.email import has_control_characters
 from tenancy.settings import get_settings
 
 HREF = re.compile(r"""(href\s*=\s*)(["'])(https?://[^"'\s<>]+)\2""", re.IGNORECASE)
@@ -30,6 +31,21 @@ class RenderedEmail:
     html: str
     text: str
     unsubscribe_url: str
+
+
+def tracked_links(content: str) -> list[str]:
+    """The http(s) links of an email body as a recipient's client will follow them."""
+    return [html.unescape(match.group(3)) for match in HREF.finditer(content)]
+
+
+def check_links(content: str) -> str:
+    """Refuse a body with a link that could not be sent in a redirect (an entity such as
+    `&#13;` decodes to a control character): found when the campaign is written, not when a
+    recipient clicks."""
+    for url in tracked_links(content):
+        if has_control_characters(url):
+            raise ValueError("links must not contain control characters")
+    return content
 
 
 def render(content: str, sub_account_id: uuid.UUID, recipient_id: uuid.UUID) -> RenderedEmail:

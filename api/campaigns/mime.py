@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from email.policy import SMTP
 from email.utils import formatdate
 
+from integrations.email import check_header
+
 PLAIN_ADDRESS = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~@-]{3,320}$")
 
 
 def _fold(name: str, value: str) -> bytes:
-    return SMTP.fold_binary(name, value)
+    return SMTP.fold_binary(name, check_header(name, value))
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,6 @@ class CampaignHeaders:
 
 
 def _to(address: str) -> bytes:
-    if "\r" in address or "\n" in address:
-        raise ValueError("an address cannot contain line breaks")
     if PLAIN_ADDRESS.match(address):
         return f"To: {address}\r\n".encode()
     return _fold("To", address)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from api.types import NonBlank
+from api.campaigns.content import check_links
+from api.types import HeaderText, NonBlank
 
 MAX_CONTACT_IDS = 10_000
 MAX_EMAIL_CONTENT = 500_000
@@ -22,8 +23,9 @@ class Strict(BaseModel):
 class CreateCampaignRequest(Strict):
     name: NonBlank = Field(max_length=200)
     campaign_type: Literal["email", "sms"]
-    subject: StrictStr | None = Field(default=None, max_length=998)
-    message_content: StrictStr | None = Field(default=None, max_length=MAX_EMAIL_CONTENT)
+    subject: HeaderText | None = Field(default=None, max_length=998)
+    message_content: Annotated[StrictStr, AfterValidator(check_links)] | None = Field(
+        default=None, max_length=MAX_EMAIL_CONTENT)
     contact_ids: list[StrictStr] | None = Field(default=None, max_length=MAX_CONTACT_IDS)
     smart_list_id: StrictStr | None = None
     business_hours_enabled: StrictBool = False

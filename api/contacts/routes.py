@@ -21,9 +21,8 @@ from api.contacts.schemas import (
     CreateContactRequest,
     UpdateContactRequest,
 )
-from api.errors import APIError
 from api.schemas import InboundError as Error
-from api.types import parse_uuid
+from api.types import offset_arg, parse_uuid
 from api.validation import validate_response
 
 blueprint = Blueprint("contacts", __name__, url_prefix="/webhooks/inbound")
@@ -49,16 +48,7 @@ def contacts_page(args: Any) -> tuple[int, int]:
     except ValueError:
         limit = DEFAULT_LIMIT
     limit = DEFAULT_LIMIT if limit < 1 else min(limit, MAX_LIMIT)
-    raw_offset = args.get("offset", "")
-    try:
-        offset = int(raw_offset) if raw_offset != "" else 0
-    except ValueError:
-        offset = -1
-    if offset < 0:
-        raise APIError(400, "validation_error", "offset must be an integer, 0 or more",
-                       details=[{"field": "offset", "message": "must be an integer, 0 or more",
-                                 "type": "range"}])
-    return limit, offset
+    return limit, offset_arg(args)
 
 
 def present(data: Any) -> dict[str, Any]:

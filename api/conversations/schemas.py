@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import NonBlank
+from api.types import HeaderText, NonBlank
 
 MAX_CONTENT = 100_000
 
@@ -18,7 +18,7 @@ class SendMessageRequest(BaseModel):
 
     message_type: Literal["sms", "email"]
     content: NonBlank = Field(max_length=MAX_CONTENT)
-    subject: StrictStr | None = Field(default=None, max_length=998)
+    subject: HeaderText | None = Field(default=None, max_length=998)
 
 
 class SentMessage(BaseModel):

@@ -7,16 +7,24 @@ sent, or failed and refunded: the wallet lock is never held while a provider is 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from email.message import EmailMessage
 from typing import Any
 
 import asyncpg
 
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
-from integrations.email import EmailDeliveryError, build_message, send_email
+from integrations.email import (
+    EmailDeliveryError,
+    SMTPConfig,
+    UnsafeHeader,
+    build_message,
+    send_email,
+)
 from tenancy.db import schema_name_for, tenant_transaction
 from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for
@@ -169,15 +177,20 @@ class Outgoing:
 async def send_to_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
                           organisation_id: uuid.UUID, contact_id: uuid.UUID,
                           outgoing: Outgoing) -> dict[str, Any]:
-    """Charge, record (queued), send, then mark sent; a failed send is refunded and is 502."""
+    """Build, charge, record (queued), send, then mark sent. The message is built before the
+    charge (a message that cannot be built is 400 and costs nothing); once charged, any failure
+    marks it failed and refunds the charge before the error goes on."""
     message_id = uuid.uuid4()
     price = await message_price(pool, sub_account_id, outgoing.message_type)
+    config = (await email_config_for(pool, organisation_id)
+              if outgoing.message_type == "email" else None)
     try:
         async with tenant_transaction(pool, schema) as conn:
             contact = await conn.fetchrow(SELECT_CONTACT, contact_id)
             if contact is None:
                 raise not_found("contact")
-            address = _address(contact, outgoing.message_type)
+            envelope = _envelope(config, _address(contact, outgoing.message_type), outgoing,
+                                 message_id)
             if price > 0:
                 await wallet.debit(conn, price, f"{outgoing.message_type}_message",
                                    "message to a contact", "message", message_id)
@@ -189,15 +202,7 @@ async def send_to_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.
         await wallet.record_declined(pool, schema, price, f"{outgoing.message_type}_message",
                                      "message to a contact", "message", message_id)
         raise
-    try:
-        provider_id = await _deliver(pool, organisation_id, address, outgoing, message_id)
-    except (EmailDeliveryError, SmsError) as exc:
-        await _fail(pool, schema, message_id, price, str(exc))
-        if isinstance(exc, EmailDeliveryError):
-            raise APIError(502, "email_delivery_failed", "the email server did not accept the "
-                           "message; the charge was refunded") from None
-        raise APIError(502, "provider_error", "the SMS provider did not accept the message; "
-                       "the charge was refunded") from None
+    provider_id = await _deliver_or_refund(pool, schema, envelope, message_id, price)
     async with tenant_transaction(pool, schema) as conn:
         row = await conn.fetchrow(MARK_SENT, message_id, provider_id)
     return {"id": row["id"], "conversation_id": row["conversation_id"], "contact_id": contact_id,
@@ -216,16 +221,49 @@ def _address(contact: asyncpg.Record, message_type: str) -> str:
     return str(contact["phone"])
 
 
-async def _deliver(pool: asyncpg.Pool, organisation_id: uuid.UUID, address: str,
-                   outgoing: Outgoing, message_id: uuid.UUID) -> str:
+@dataclass(frozen=True)
+class Envelope:
+    """A message ready for its provider: an email already built, or a text and its number."""
+
+    address: str
+    header_id: str
+    email: tuple[SMTPConfig, EmailMessage] | None = None
+    text: str = ""
+
+
+def _envelope(config: SMTPConfig | None, address: str, outgoing: Outgoing,
+              message_id: uuid.UUID) -> Envelope:
     header_id = f"<{message_id}@switchboard>"
-    if outgoing.message_type == "sms":
-        return await sms_provider().send_sms(address, outgoing.content, header_id)
-    config = await email_config_for(pool, organisation_id)
-    message = build_message(config, address, outgoing.subject or "(no subject)",
-                            outgoing.content, message_id=header_id)
-    await send_email(config, message)
-    return header_id
+    if config is None:
+        return Envelope(address, header_id, text=outgoing.content)
+    try:
+        message = build_message(config, address, outgoing.subject or "(no subject)",
+                                outgoing.content, message_id=header_id)
+    except UnsafeHeader as exc:
+        raise APIError(400, "validation_error", str(exc)) from None
+    return Envelope(address, header_id, email=(config, message))
+
+
+async def _deliver_or_refund(pool: asyncpg.Pool, schema: str, envelope: Envelope,
+                             message_id: uuid.UUID, price: Decimal) -> str:
+    try:
+        if envelope.email is None:
+            return await sms_provider().send_sms(envelope.address, envelope.text,
+                                                 envelope.header_id)
+        await send_email(*envelope.email)
+        return envelope.header_id
+    except (EmailDeliveryError, SmsError) as exc:
+        await _fail(pool, schema, message_id, price, str(exc))
+        if isinstance(exc, EmailDeliveryError):
+            raise APIError(502, "email_delivery_failed", "the email server did not accept the "
+                           "message; the charge was refunded") from None
+        raise APIError(502, "provider_error", "the SMS provider did not accept the message; "
+                       "the charge was refunded") from None
+    except BaseException as exc:
+        # Not a refusal we know (a bug, a cancelled task): the charge must not stay posted.
+        await asyncio.shield(_fail(pool, schema, message_id, price,
+                                   f"not sent: {type(exc).__name__}"))
+        raise
 
 
 async def _fail(pool: asyncpg.Pool, schema: str, message_id: uuid.UUID, price: Decimal,

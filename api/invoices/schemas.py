@@ -20,6 +20,7 @@ from pydantic import (
 
 from api.types import Money
 
+MAX_QUANTITY = 1_000_000
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -55,7 +56,7 @@ class Strict(BaseModel):
 
 class LineItem(Strict):
     item: Annotated[StrictStr, Field(max_length=1000), AfterValidator(_non_blank)]
-    quantity: StrictInt = Field(ge=1)
+    quantity: StrictInt = Field(ge=1, le=MAX_QUANTITY)
     amount: UnitPrice
 
 

@@ -11,10 +11,12 @@ import base64
 
 from quart import Blueprint, Response, current_app
 from quart_schema import hide
+from werkzeug.urls import iri_to_uri
 
 from api.errors import APIError
 from api.tracking import service
 from api.tracking.tokens import verify
+from integrations.email import has_control_characters
 
 blueprint = Blueprint("tracking", __name__, url_prefix="/track")
 
@@ -49,10 +51,13 @@ async def open_pixel(token: str) -> Response:
 @hide
 async def click(token: str) -> Response:
     tracked = verify("click", token)
-    if tracked is None or not tracked.url:
+    # A link that cannot be a Location header (signed before links were checked at create) is
+    # refused before the click is counted.
+    if tracked is None or not tracked.url or has_control_characters(tracked.url):
         raise _unknown()
+    location = iri_to_uri(tracked.url)
     await service.record_click(_pool(), tracked.sub_account_id, tracked.recipient_id)
-    return Response("", status=302, headers={"Location": tracked.url, **NO_STORE})
+    return Response("", status=302, headers={"Location": location, **NO_STORE})
 
 
 @blueprint.route("/unsubscribe/<token>", methods=["GET", "POST"])

@@ -16,8 +16,14 @@ import asyncpg
 from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import APIError
 
+# The balance column holds up to MAX_BALANCE (numeric(12, 2)): a credit past it is refused
+# (400), not an overflow in the database.
+MAX_BALANCE = Decimal("9999999999.99")
+
 CREDIT = """
-UPDATE wallet SET balance = balance + $1, updated_at = now() WHERE id = 1 RETURNING balance
+UPDATE wallet SET balance = balance + $1, updated_at = now()
+WHERE id = 1 AND balance + $1 <= 9999999999.99
+RETURNING balance
 """
 
 DEBIT = """
@@ -67,7 +73,12 @@ async def credit(conn: asyncpg.Connection, amount: Decimal, kind: str = "credit"
                  description: str | None = None, reference_type: str | None = None,
                  reference_id: uuid.UUID | None = None) -> Decimal:
     _not_negative(amount)
-    balance: Decimal = await conn.fetchval(CREDIT, amount)
+    balance: Decimal | None = await conn.fetchval(CREDIT, amount)
+    if balance is None:
+        raise APIError(400, "validation_error",
+                       f"the credit would take the balance past {MAX_BALANCE}",
+                       details=[{"field": "amount", "message": "the balance would exceed "
+                                 f"{MAX_BALANCE}", "type": "less_than_equal"}])
     await conn.execute(INSERT_TRANSACTION, amount, balance, kind, description, reference_type,
                        reference_id, "posted")
     return balance

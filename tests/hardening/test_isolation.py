@@ -448,3 +448,235 @@ async def test_sandbox_sms_signed_for_another_sub_account_is_refused(
         assert not [value for value in _b_values(tenant_second) - {str(tenant_second.id)}
                     if value in text]
     assert await snapshot(pool, tenant_second) == before
+
+
+# --- ids inside request bodies ----------------------------------------------------------------
+#
+# A body that names B's record (the contact of an invoice, the agent of a call, the numbers of a
+# pool...) is answered as if the record did not exist, and neither sub-account changes. Every
+# `*_id` / `*_ids` field of every request model has a case, or says why it needs none.
+
+
+@dataclass
+class BodyCase:
+    method: str
+    rule: str
+    field: str
+    # (A's key, A's tenant, B's tenant) -> the path, the body, and B's values that must not leak
+    make: Callable[[Any, Tenant, Tenant], Awaitable[tuple[str, dict[str, Any], set[str]]]]
+    status: int = 404
+    code: str = "not_found"
+    agency: bool = False
+    worker: bool = False
+
+
+async def _company_of(client: Any, b: Tenant) -> str:
+    body = await _post(client, b, f"{BASE}/companies", {"name": "Beatrix Ltd"})
+    return str(body["company"]["id"])
+
+
+async def _user_of(client: Any, b: Tenant) -> str:
+    pool = client.app.config["DB_POOL"]
+    user_id = await pool.fetchval("INSERT INTO control.users (email) VALUES ($1) RETURNING id",
+                                  f"member-{uuid.uuid4().hex[:8]}@example.org")
+    await pool.execute("INSERT INTO control.memberships (user_id, sub_account_id, role) "
+                       "VALUES ($1, $2, 'sub_account_user')", user_id, b.id)
+    return str(user_id)
+
+
+def _contact_field(method: str, field_name: str, make_b: Callable[[Any, Tenant], Awaitable[str]]
+                   ) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+    async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
+        b_id = await make_b(client, b)
+        if method == "POST":
+            return (f"{BASE}/contacts", {"email": f"a-{uuid.uuid4().hex[:8]}@example.com",
+                                         field_name: b_id}, {b_id})
+        a_contact = (await contact(client, a)).params["contact_id"]
+        return f"{BASE}/contacts/{a_contact}", {field_name: b_id}, {b_id}
+    return make
+
+
+async def _invite_to_b(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
+    return ("/functions/v1/crm-api/add-subaccount-user",
+            {"email": f"x-{uuid.uuid4().hex[:8]}@example.com", "role": "sub_account_user",
+             "sub_account_id": str(b.id)}, _b_values(b) - {str(b.id)})
+
+
+def _agent_for(field_name: str) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+    async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
+        from tests.voice.conftest import agent_body, connect
+
+        await connect(client, a)
+        value = str(b.id) if field_name == "sub_account_id" else str(b.organisation.id)
+        return ("/functions/v1/crm-api/create-agent", agent_body(a, **{field_name: value}),
+                _b_values(b) - {value})
+    return make
+
+
+async def _call_with_b_agent(client: Any, a: Tenant, b: Tenant
+                             ) -> tuple[str, dict[str, Any], set[str]]:
+    b_agent = await agent(client, b)
+    a_contact = (await contact(client, a)).params["contact_id"]
+    return (f"{BASE}/contacts/{a_contact}/call", {"agent_id": b_agent.params["agent_id"]},
+            b_agent.secrets)
+
+
+async def _call_with_b_pool(client: Any, a: Tenant, b: Tenant
+                            ) -> tuple[str, dict[str, Any], set[str]]:
+    b_pool = await number_pool(client, b)
+    a_contact = await contact_with_agent(client, a)
+    return (f"{BASE}/contacts/{a_contact.params['contact_id']}/call",
+            {"agent_id": a_contact.params["agent_id"], "pool_id": b_pool.params["pool_id"]},
+            b_pool.secrets)
+
+
+async def _campaign_with_b_contacts(client: Any, a: Tenant, b: Tenant
+                                    ) -> tuple[str, dict[str, Any], set[str]]:
+    b_contact = await contact(client, b)
+    return (f"{BASE}/campaigns", {"name": "A", "campaign_type": "email", "subject": "S",
+                                  "message_content": "<p>x</p>",
+                                  "contact_ids": [b_contact.params["contact_id"]]},
+            b_contact.secrets)
+
+
+async def _campaign_with_b_list(client: Any, a: Tenant, b: Tenant
+                                ) -> tuple[str, dict[str, Any], set[str]]:
+    b_list = await smart_list(client, b)
+    return (f"{BASE}/campaigns", {"name": "A", "campaign_type": "email", "subject": "S",
+                                  "message_content": "<p>x</p>",
+                                  "smart_list_id": b_list.params["smart_list_id"]},
+            b_list.secrets)
+
+
+async def _invoice_for_b_contact(client: Any, a: Tenant, b: Tenant
+                                 ) -> tuple[str, dict[str, Any], set[str]]:
+    b_contact = await contact(client, b)
+    return (f"{BASE}/invoices", {"contact_id": b_contact.params["contact_id"],
+                                 "due_date": "2026-12-31",
+                                 "items": [{"item": "x", "quantity": 1, "amount": 1}]},
+            b_contact.secrets)
+
+
+async def _invoice_moved_to_b_contact(client: Any, a: Tenant, b: Tenant
+                                      ) -> tuple[str, dict[str, Any], set[str]]:
+    b_contact = await contact(client, b)
+    a_invoice = await invoice(client, a)
+    return (f"{BASE}/invoices/{a_invoice.params['invoice_id']}",
+            {"contact_id": b_contact.params["contact_id"]}, b_contact.secrets)
+
+
+async def _pool_of_b_numbers(client: Any, a: Tenant, b: Tenant
+                             ) -> tuple[str, dict[str, Any], set[str]]:
+    b_number = await phone_number(client, b)
+    return (f"{BASE}/number-pools", {"name": "A pool",
+                                     "phone_number_ids": [b_number.params["number_id"]]},
+            b_number.secrets)
+
+
+async def _assign_b_agent(client: Any, a: Tenant, b: Tenant
+                          ) -> tuple[str, dict[str, Any], set[str]]:
+    from tests.voice.conftest import import_number
+
+    b_agent = await agent(client, b)
+    a_number = await import_number(client, a, "+14155550177")
+    return (f"{BASE}/phone-numbers/{a_number}/agent", {"agent_id": b_agent.params["agent_id"]},
+            b_agent.secrets)
+
+
+BODY_CASES = [
+    BodyCase("POST", "/functions/v1/crm-api/add-subaccount-user", "sub_account_id", _invite_to_b,
+             status=403, code="forbidden", agency=True),
+    BodyCase("POST", "/functions/v1/crm-api/create-agent", "sub_account_id",
+             _agent_for("sub_account_id"), status=403, code="forbidden"),
+    BodyCase("POST", "/functions/v1/crm-api/create-agent", "organization_id",
+             _agent_for("organization_id"), status=403, code="forbidden"),
+    BodyCase("POST", f"{BASE}/contacts/<contact_id>/call", "agent_id", _call_with_b_agent),
+    BodyCase("POST", f"{BASE}/contacts/<contact_id>/call", "pool_id", _call_with_b_pool,
+             worker=True),
+    BodyCase("POST", f"{BASE}/campaigns", "contact_ids", _campaign_with_b_contacts),
+    BodyCase("POST", f"{BASE}/campaigns", "smart_list_id", _campaign_with_b_list),
+    BodyCase("POST", f"{BASE}/contacts", "company_id",
+             _contact_field("POST", "company_id", _company_of), status=400,
+             code="validation_error"),
+    BodyCase("POST", f"{BASE}/contacts", "assigned_user_id",
+             _contact_field("POST", "assigned_user_id", _user_of), status=400,
+             code="validation_error"),
+    BodyCase("PATCH", f"{BASE}/contacts/<contact_id>", "company_id",
+             _contact_field("PATCH", "company_id", _company_of), status=400,
+             code="validation_error"),
+    BodyCase("PATCH", f"{BASE}/contacts/<contact_id>", "assigned_user_id",
+             _contact_field("PATCH", "assigned_user_id", _user_of), status=400,
+             code="validation_error"),
+    BodyCase("POST", f"{BASE}/invoices", "contact_id", _invoice_for_b_contact),
+    BodyCase("PATCH", f"{BASE}/invoices/<invoice_id>", "contact_id", _invoice_moved_to_b_contact),
+    BodyCase("POST", f"{BASE}/number-pools", "phone_number_ids", _pool_of_b_numbers,
+             worker=True),
+    BodyCase("POST", f"{BASE}/phone-numbers/<number_id>/agent", "agent_id", _assign_b_agent,
+             worker=True),
+]
+
+# Fields named like ids that name no record of a sub-account.
+BODY_EXEMPT = {
+    ("POST", "/functions/v1/crm-api/create-agent", "voice_id"): "a voice of the speech vendor",
+    ("POST", f"{BASE}/invoices", "quote_id"): "a reference to a quote kept outside Switchboard "
+                                              "(stored as given; no quotes table to look up)",
+}
+
+
+def _body_id_fields() -> set[tuple[str, str, str]]:
+    from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE
+
+    app = create_app()
+    found = set()
+    for rule in app.url_map.iter_rules():
+        declared = getattr(app.view_functions[rule.endpoint], QUART_SCHEMA_REQUEST_ATTRIBUTE, None)
+        if declared is None:
+            continue
+        for name in declared[0].model_fields:
+            if name.endswith(("_id", "_ids")):
+                found |= {(method, rule.rule, name)
+                          for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
+    return found
+
+
+def test_every_id_in_a_request_body_has_an_isolation_case() -> None:
+    covered = {(case.method, case.rule, case.field) for case in BODY_CASES} | set(BODY_EXEMPT)
+    fields = _body_id_fields()
+    assert not fields - covered, f"body ids without an isolation case: {fields - covered}"
+    assert not covered - fields, f"cases for body ids that no longer exist: {covered - fields}"
+
+
+def _case_id(case: BodyCase) -> str:
+    return f"{case.method} {case.rule} {case.field}"
+
+
+async def _assert_body_id_refused(case: BodyCase, client: Any, pool: Any, a: Tenant,
+                                  b: Tenant) -> None:
+    path, body, b_secrets = await case.make(client, a, b)
+    before = (await snapshot(pool, a), await snapshot(pool, b))
+    headers = a.organisation.headers if case.agency else a.headers
+
+    response = await client.open(path, method=case.method, json=body, headers=headers)
+
+    text = await response.get_data(as_text=True)
+    assert response.status_code == case.status, (path, body, text)
+    assert json.loads(text)["error"]["code"] == case.code, text
+    # An id the caller sent may be named back to it; nothing else of B may show.
+    sent = json.dumps(body)
+    leaked = sorted(value for value in b_secrets if value and value in text and value not in sent)
+    assert not leaked, (path, leaked, text)
+    assert (await snapshot(pool, a), await snapshot(pool, b)) == before
+
+
+@pytest.mark.parametrize("case", [c for c in BODY_CASES if not c.worker], ids=_case_id)
+async def test_other_tenants_id_in_a_body_is_refused(case: BodyCase, client: Any, pool: Any,
+                                                     tenant: Tenant,
+                                                     tenant_second: Tenant) -> None:
+    await _assert_body_id_refused(case, client, pool, tenant, tenant_second)
+
+
+@pytest.mark.parametrize("case", [c for c in BODY_CASES if c.worker], ids=_case_id)
+async def test_other_tenants_voice_id_in_a_body_is_refused(
+        case: BodyCase, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant,
+        worker: Any) -> None:
+    await _assert_body_id_refused(case, client, pool, tenant, tenant_second)

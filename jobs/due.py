@@ -270,6 +270,9 @@ async def finish_failed(ctx: dict[str, Any], work: DueWork, reason: str) -> None
         await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
 
 
+CANCELLED = "CancelledError: the run was cancelled (worker shutdown or job timeout)"
+
+
 def failure_reason(exc: BaseException) -> str:
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
@@ -293,9 +296,13 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
         async with asyncio.timeout(lease) as timer:
             next_at = await registration.handler(ctx, work)
     except asyncio.CancelledError:
-        # A worker shutting down, or arq's job timeout: recorded, then the cancel goes on.
-        await asyncio.shield(finish_failed(
-            ctx, work, "CancelledError: the run was cancelled (worker shutdown or job timeout)"))
+        # A worker shutting down, or arq's job timeout: recorded, then the cancel goes on. If
+        # even that cannot be written, the lease runs out and the next claim counts the run.
+        try:
+            await asyncio.shield(finish_failed(ctx, work, CANCELLED))
+        except Exception:
+            log.warning("could not record the cancelled run of due work %s", work.id,
+                        exc_info=True)
         raise
     except Exception as exc:
         if registration is not None and isinstance(exc, TimeoutError) and timer.expired():

@@ -118,13 +118,13 @@ async def test_failing_receiver_is_retried_until_it_succeeds(client, pool, tenan
     recorded = await attempts(pool, tenant, delivery["id"])
     assert [(a["attempt_number"], a["status_code"], a["error"]) for a in recorded] == [
         (1, None, "timeout"), (2, 500, None), (3, 200, None)]
-    assert 900 <= recorded[0]["duration_ms"] < 2500
+    assert recorded[0]["duration_ms"] >= 900
 
 
 async def test_unresolvable_host_is_a_failed_attempt_retried_on_the_schedule(
-        client, pool, tenant, run_worker, worker_env):
+        client, pool, tenant, run_worker, worker_env, dns):
     worker_env(SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS="false", SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.2")
-    await subscribe(client, tenant, "http://no-such-host.invalid/hook")
+    await subscribe(client, tenant, "http://no-such-host.switchboard.test/hook")
     await emit_event(pool, tenant)
     await run_worker(max_burst_jobs=1)
     [delivery] = await deliveries(pool, tenant)

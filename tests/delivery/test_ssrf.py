@@ -9,15 +9,12 @@ below our own code, so the guard's real lookup path runs.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from .helpers import SUBSCRIPTIONS, attempts, deliveries, emit_event, subscribe
 
-FAKE_ZONE = ".switchboard.test"
 AGENT = "/functions/v1/crm-api/create-agent"
 
 # Every one of these is 127.0.0.1 or ::1 to some resolver or HTTP client.
@@ -39,24 +36,6 @@ def private_off(app: Any, monkeypatch: pytest.MonkeyPatch, worker_env: Any) -> N
     monkeypatch.setitem(app.app.config, "SETTINGS",
                         settings.model_copy(update={"allow_private_webhooks": False}))
     worker_env(SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS="false")
-
-
-@pytest.fixture
-def dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], None]:
-    """`dns(name, address)` makes `name` resolve to `address` from now on."""
-    records: dict[str, str] = {}
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        if name.endswith(FAKE_ZONE):
-            if name not in records:
-                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-            return real(records[name], port, *args, **kwargs)
-        return real(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return records.__setitem__
 
 
 def agent_body(tenant: Any, webhook_url: str) -> dict[str, Any]:

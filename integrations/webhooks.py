@@ -3,11 +3,14 @@
 Signing follows the Standard Webhooks spec: the secret is `whsec_<base64 key>`, and
 `webhook-signature` is `v1,<base64 HMAC-SHA256(key, "{webhook-id}.{webhook-timestamp}.{body}")>`.
 
-The SSRF guard resolves the target host when sending, refuses it if any address it resolves to
-is not a public unicast address, and then connects to the very address it checked (the URL's
+The SSRF guard reads the target host as a resolver would (percent-decoded, without trailing dots
+or whitespace, IPv4 in any of inet_aton's forms: `2130706433`, `0x7f.1`, `017700000001`, `127.1`),
+resolves it when sending, refuses it if any address it is or resolves to is not a public unicast
+address, and then connects to the very address it checked (the URL's
 host is swapped for that address, while the Host header and TLS SNI / certificate check keep the
 original name), so DNS cannot answer differently between the check and the connect.
-Redirects are never followed, proxies from the environment are ignored.
+Redirects are never followed, proxies from the environment are ignored. A name that does not
+resolve is a failed attempt (retried on the schedule), not a refusal: only a non-public address is.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 import socket
 import time
+import unicodedata
+import urllib.parse
 from dataclasses import dataclass
 
 import httpx
@@ -29,13 +35,21 @@ SECRET_PREFIX = "whsec_"
 USER_AGENT = "Switchboard-Webhooks/1.0"
 TIMEOUT_SECONDS = 10.0
 RESOLVE_TIMEOUT_SECONDS = 5.0
-LOCAL_NAMES = ("localhost", "localhost.localdomain")
+LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class TargetNotAllowed(Exception):
     """The URL is not an http(s) URL, or its host is (or resolves to) a non-public address."""
+
+
+class InvalidTarget(TargetNotAllowed):
+    """The URL itself is malformed: not absolute http(s), or it holds a control character."""
+
+
+class ResolutionFailed(Exception):
+    """The target's host name did not resolve (now): a failed attempt, not a refusal."""
 
 
 @dataclass(frozen=True)
@@ -86,15 +100,29 @@ def signed_headers(secret: str, message_id: str, body: str,
 # --- target checks ----------------------------------------------------------------------------
 
 
+def has_control_character(text: str) -> bool:
+    return any(unicodedata.category(char) == "Cc" for char in text)
+
+
 def parse_target(url: str) -> httpx.URL:
-    """An absolute http(s) URL with a host, or TargetNotAllowed."""
+    """An absolute http(s) URL with a host and no control character, or InvalidTarget."""
+    if has_control_character(url):
+        raise InvalidTarget("the URL must not contain control characters")
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
-        raise TargetNotAllowed("not a valid URL") from exc
+        raise InvalidTarget("not a valid URL") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise TargetNotAllowed("the URL must be an absolute http or https URL")
+        raise InvalidTarget("the URL must be an absolute http or https URL")
     return parsed
+
+
+def canonical_host(host: str) -> str:
+    """The host as a lenient resolver reads it: percent-decoded, cut at the first whitespace or
+    control character, without brackets, zone or trailing dots, in lower case."""
+    text = urllib.parse.unquote(host).strip().strip("[]")
+    text = re.split(r"[\s\x00-\x1f\x7f]", text, maxsplit=1)[0]
+    return text.split("%", 1)[0].rstrip(".").lower()
 
 
 def is_public_address(address: IPAddress) -> bool:
@@ -110,10 +138,21 @@ def is_public_address(address: IPAddress) -> bool:
 
 
 def literal_address(host: str) -> IPAddress | None:
+    """The address a host written as an IP literal stands for, in any form resolvers accept."""
+    text = canonical_host(host)
     try:
-        return ipaddress.ip_address(host.strip("[]"))
+        return ipaddress.ip_address(text)
     except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(text))
+    except (OSError, ValueError):
         return None
+
+
+def is_local_name(host: str) -> bool:
+    name = canonical_host(host)
+    return name in LOCAL_NAMES or name.endswith(".localhost")
 
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
@@ -134,13 +173,14 @@ async def checked_addresses(target: httpx.URL) -> list[IPAddress]:
     literal = literal_address(host)
     if literal is not None:
         addresses = [literal]
-    elif host.lower().rstrip(".") in LOCAL_NAMES or host.lower().endswith(".localhost"):
+    elif is_local_name(host):
         raise TargetNotAllowed("the URL points at a local host")
     else:
         try:
             addresses = await resolve(target.raw_host.decode("ascii"), target.port or _port(target))
         except (TimeoutError, OSError, UnicodeError) as exc:
-            raise TargetNotAllowed("the URL's host could not be resolved") from exc
+            reason = str(exc) or type(exc).__name__
+            raise ResolutionFailed(f"the URL's host could not be resolved ({reason})") from exc
     if not addresses or not all(is_public_address(a) for a in addresses):
         raise TargetNotAllowed("the URL points at a private, loopback or reserved address")
     return addresses
@@ -160,10 +200,8 @@ async def check_target(url: str, *, allow_private: bool) -> None:
         return
     try:
         await checked_addresses(target)
-    except TargetNotAllowed as exc:
-        if isinstance(exc.__cause__, OSError):
-            return
-        raise
+    except ResolutionFailed:
+        return
 
 
 # --- sending ----------------------------------------------------------------------------------
@@ -177,6 +215,8 @@ async def post(url: str, secret: str, message_id: str, body: str, *, allow_priva
         request_url, extensions, host_header = await _route(url, allow_private)
     except TargetNotAllowed as exc:
         return AttemptResult(None, f"target_not_allowed: {exc}", _ms(started), refused=True)
+    except ResolutionFailed as exc:
+        return AttemptResult(None, f"dns_error: {exc}"[:500], _ms(started))
     headers = {
         "content-type": "application/json",
         "user-agent": USER_AGENT,
@@ -206,11 +246,12 @@ async def _route(url: str, allow_private: bool) -> tuple[httpx.URL, dict[str, st
     if allow_private:
         return target, {}, None
     address = (await checked_addresses(target))[0]
-    if literal_address(target.host) is not None:
+    if target.host == str(address):
         return target, {}, None
+    # Always connect to the checked address, even for a literal written in another form.
     host_header = target.netloc.decode("ascii")
     extensions = {"sni_hostname": target.raw_host.decode("ascii")} if (
-        target.scheme == "https") else {}
+        target.scheme == "https" and literal_address(target.host) is None) else {}
     return target.copy_with(host=str(address)), extensions, host_header
 
 

@@ -2,7 +2,9 @@
 
 Attempts: at once, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h, each delay times
 `SWITCHBOARD_WEBHOOK_RETRY_SCALE`. A 2xx delivers; 410 Gone disables the subscription; a target
-refused by the SSRF guard fails at once; timeouts, network errors and other statuses retry.
+refused by the SSRF guard (a non-public address) fails at once; timeouts
+(`SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS`), names that do not resolve, network errors and other
+statuses retry.
 Every attempt is recorded in `webhook_attempts`; the delivery row holds the outcome.
 """
 
@@ -76,7 +78,8 @@ async def deliver_webhook(ctx: dict[str, Any], work: DueWork) -> datetime | None
         return delivery["next_attempt_at"]  # type: ignore[no-any-return]
     settings = ctx["settings"]
     result = await webhooks.post(delivery["url"], delivery["secret"], delivery["message_id"],
-                                 delivery["body"], allow_private=settings.allow_private_webhooks)
+                                 delivery["body"], allow_private=settings.allow_private_webhooks,
+                                 timeout_seconds=settings.webhook_timeout_seconds)
     async with tenant_transaction(ctx["db"], work.schema) as conn:
         return await record_attempt(conn, delivery, result, settings.webhook_retry_scale)
 

@@ -10,7 +10,11 @@ Service API (any feature, from a route's or a job's transaction):
   feature's own `jobs/<feature>.py`. The handler returns None when the work is done (the row is
   deleted) or the aware datetime at which it must run again (the row is rescheduled). It must be
   idempotent: it may run again after a crash, so it reloads its state from the database.
-  An exception reschedules the row with a capped backoff.
+  A failed run (an exception, a run longer than the lease, a cancellation, or a claim whose
+  lease ran out without an outcome) reschedules the row with a capped backoff and records
+  why (`last_error`: exception class and message); after `SWITCHBOARD_DUE_WORK_MAX_FAILURES`
+  (10) failed runs in a row the row becomes `failed`: never swept or run again, listed by
+  `switchboard due-work failed`, run again by `switchboard due-work retry`.
 
 How it runs: `schedule_due` sends `pg_notify` in the writing transaction (delivered on commit);
 the worker LISTENs on a dedicated connection and enqueues `run_due` with `_defer_until=due_at` and
@@ -57,6 +61,9 @@ class DueWork:
     due_at: datetime
     attempts: int
     version: int
+    # Failed runs in a row before this one, and why the last one failed.
+    failures: int = 0
+    last_error: str | None = None
 
 
 Handler = Callable[[dict[str, Any], DueWork], Awaitable[datetime | None]]
@@ -87,7 +94,8 @@ UPSERT_DUE = """
 INSERT INTO control.due_work (sub_account_id, kind, ref_id, due_at)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (kind, ref_id) DO UPDATE
-SET due_at = EXCLUDED.due_at, version = control.due_work.version + 1, updated_at = now()
+SET due_at = EXCLUDED.due_at, version = control.due_work.version + 1, status = 'pending',
+    failures = 0, failed_at = NULL, updated_at = now()
 RETURNING id, version, due_at
 """
 
@@ -136,7 +144,8 @@ async def enqueue(redis: Any, due_id: uuid.UUID | str, version: int, due_at: dat
 SELECT_SWEEP = """
 SELECT w.id, w.version, w.due_at FROM control.due_work AS w
 JOIN control.sub_accounts AS s ON s.id = w.sub_account_id AND s.status = 'active'
-WHERE w.due_at <= now() AND (w.claimed_until IS NULL OR w.claimed_until < now())
+WHERE w.status = 'pending' AND w.due_at <= now()
+  AND (w.claimed_until IS NULL OR w.claimed_until < now())
 ORDER BY w.due_at
 LIMIT $1
 """
@@ -155,18 +164,23 @@ async def sweep_due(ctx: dict[str, Any]) -> int:
 SELECT_CLAIMABLE = """
 SELECT w.kind FROM control.due_work AS w
 JOIN control.sub_accounts AS s ON s.id = w.sub_account_id AND s.status = 'active'
-WHERE w.id = $1 AND w.version = $2 AND w.due_at <= now()
+WHERE w.id = $1 AND w.version = $2 AND w.status = 'pending' AND w.due_at <= now()
   AND (w.claimed_until IS NULL OR w.claimed_until < now())
 FOR UPDATE OF w SKIP LOCKED
 """
 
+# A lease still set here ran out without an outcome (the worker died mid-run): a failed run.
 CLAIM = """
 UPDATE control.due_work AS w
 SET version = w.version + 1, attempts = w.attempts + 1, claimed_until = now() + $2::interval,
-    claimed_version = w.version + 1, updated_at = now()
+    claimed_version = w.version + 1, updated_at = now(),
+    failures = w.failures + CASE WHEN w.claimed_until IS NULL THEN 0 ELSE 1 END,
+    last_error = CASE WHEN w.claimed_until IS NULL THEN w.last_error
+                      ELSE 'LeaseExpired: a run ended without an outcome (worker lost)' END
 FROM control.sub_accounts AS s
 WHERE w.id = $1 AND s.id = w.sub_account_id
-RETURNING w.id, w.sub_account_id, s.schema_name, w.kind, w.ref_id, w.due_at, w.attempts, w.version
+RETURNING w.id, w.sub_account_id, s.schema_name, w.kind, w.ref_id, w.due_at, w.attempts,
+          w.version, w.failures, w.last_error
 """
 
 FINISH_DONE = "DELETE FROM control.due_work WHERE id = $1 AND version = $2 RETURNING id"
@@ -174,9 +188,30 @@ FINISH_DONE = "DELETE FROM control.due_work WHERE id = $1 AND version = $2 RETUR
 FINISH_AGAIN = """
 UPDATE control.due_work
 SET due_at = $3, version = version + 1, claimed_until = NULL, claimed_version = NULL,
-    last_error = $4, updated_at = now()
+    failures = 0, last_error = NULL, updated_at = now()
 WHERE id = $1 AND version = $2
 RETURNING id, version, due_at
+"""
+
+# A failed run: retried at $5, or set aside as `failed` once it is the $4th in a row.
+FINISH_FAILED = """
+UPDATE control.due_work
+SET version = version + 1, claimed_until = NULL, claimed_version = NULL, last_error = $3,
+    failures = failures + 1,
+    status = CASE WHEN failures + 1 >= $4 THEN 'failed' ELSE 'pending' END,
+    failed_at = CASE WHEN failures + 1 >= $4 THEN now() END,
+    due_at = CASE WHEN failures + 1 >= $4 THEN due_at ELSE $5 END,
+    updated_at = now()
+WHERE id = $1 AND version = $2
+RETURNING id, version, due_at, status
+"""
+
+# Earlier runs died without an outcome often enough: set aside without running it again.
+SET_ASIDE = """
+UPDATE control.due_work
+SET version = version + 1, claimed_until = NULL, claimed_version = NULL, status = 'failed',
+    failed_at = now(), updated_at = now()
+WHERE id = $1 AND version = $2
 """
 
 # Rescheduled while it ran: release our lease (not a later claim's) so the new version can run.
@@ -198,22 +233,49 @@ async def claim(pool: asyncpg.Pool, due_id: uuid.UUID, version: int) -> DueWork 
     if row is None:
         return None
     return DueWork(row["id"], row["sub_account_id"], row["schema_name"], row["kind"],
-                   row["ref_id"], row["due_at"], row["attempts"], row["version"])
+                   row["ref_id"], row["due_at"], row["attempts"], row["version"],
+                   row["failures"], row["last_error"])
 
 
-async def finish(ctx: dict[str, Any], work: DueWork, next_at: datetime | None,
-                 error: str | None = None) -> None:
+async def finish(ctx: dict[str, Any], work: DueWork, next_at: datetime | None) -> None:
     async with ctx["db"].acquire() as conn, conn.transaction():
         if next_at is None:
             if await conn.fetchval(FINISH_DONE, work.id, work.version) is not None:
                 return
             row = None
         else:
-            row = await conn.fetchrow(FINISH_AGAIN, work.id, work.version, next_at, error)
+            row = await conn.fetchrow(FINISH_AGAIN, work.id, work.version, next_at)
         if row is None:
             row = await conn.fetchrow(RELEASE, work.id, work.version)
     if row is not None:
         await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
+
+
+def max_failures() -> int:
+    return get_settings().due_work_max_failures
+
+
+async def finish_failed(ctx: dict[str, Any], work: DueWork, reason: str) -> None:
+    """Record a failed run: retry after a capped backoff, or set the row aside as `failed`."""
+    backoff = min(5 * 2 ** min(work.failures, 10), MAX_ERROR_BACKOFF_SECONDS)
+    async with ctx["db"].acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(FINISH_FAILED, work.id, work.version, reason[:2000],
+                                  max_failures(), utcnow() + timedelta(seconds=backoff))
+        if row is None:
+            row = await conn.fetchrow(RELEASE, work.id, work.version)
+    if row is not None and row.get("status") == "failed":
+        log.error("due work %s (%s, %s) failed for good after %d failed runs: %s",
+                  work.id, work.kind, work.ref_id, work.failures + 1, reason)
+    elif row is not None:
+        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
+
+
+CANCELLED = "CancelledError: the run was cancelled (worker shutdown or job timeout)"
+
+
+def failure_reason(exc: BaseException) -> str:
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
@@ -221,17 +283,69 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
     work = await claim(ctx["db"], uuid.UUID(due_id), version)
     if work is None:
         return
+    if work.failures >= max_failures():
+        await ctx["db"].execute(SET_ASIDE, work.id, work.version)
+        log.error("due work %s (%s, %s) failed for good: %s", work.id, work.kind, work.ref_id,
+                  work.last_error)
+        return
     registration = HANDLERS.get(work.kind)
+    lease = registration.lease.total_seconds() if registration else 0
     try:
         if registration is None:
             raise LookupError(f"no handler registered for due work kind {work.kind!r}")
-        next_at = await registration.handler(ctx, work)
+        async with asyncio.timeout(lease) as timer:
+            next_at = await registration.handler(ctx, work)
+    except asyncio.CancelledError:
+        # A worker shutting down, or arq's job timeout: recorded, then the cancel goes on. If
+        # even that cannot be written, the lease runs out and the next claim counts the run.
+        try:
+            await asyncio.shield(finish_failed(ctx, work, CANCELLED))
+        except Exception:
+            log.warning("could not record the cancelled run of due work %s", work.id,
+                        exc_info=True)
+        raise
     except Exception as exc:
-        log.exception("due work %s (%s) failed", work.id, work.kind)
-        backoff = min(5 * 2 ** min(work.attempts, 10), MAX_ERROR_BACKOFF_SECONDS)
-        await finish(ctx, work, utcnow() + timedelta(seconds=backoff), type(exc).__name__)
+        if registration is not None and isinstance(exc, TimeoutError) and timer.expired():
+            reason = f"TimeoutError: the run took longer than its {lease:g} s lease"
+        else:
+            reason = failure_reason(exc)
+        log.exception("due work %s (%s) failed: %s", work.id, work.kind, reason)
+        await finish_failed(ctx, work, reason)
         return
     await finish(ctx, work, next_at)
+
+
+# --- operators: failed work ------------------------------------------------------------------
+
+SELECT_FAILED = """
+SELECT id, sub_account_id, kind, ref_id, failures, attempts, last_error, failed_at, due_at
+FROM control.due_work
+WHERE status = 'failed' AND ($1::uuid IS NULL OR sub_account_id = $1)
+ORDER BY failed_at, id
+"""
+
+RETRY_FAILED = """
+UPDATE control.due_work
+SET status = 'pending', failures = 0, failed_at = NULL, due_at = now(), version = version + 1,
+    updated_at = now()
+WHERE id = $1 AND status = 'failed'
+RETURNING id, version, due_at
+"""
+
+
+async def list_failed(pool: asyncpg.Pool,
+                      sub_account_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    """Work set aside as `failed`, oldest failure first (of one sub-account, or all)."""
+    return [dict(row) for row in await pool.fetch(SELECT_FAILED, sub_account_id)]
+
+
+async def retry_failed(pool: asyncpg.Pool, due_id: uuid.UUID) -> bool:
+    """Put one failed row back to run now, with its failure count reset; False if none."""
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(RETRY_FAILED, due_id)
+        if row is not None:
+            await notify(conn, row["id"], row["version"], row["due_at"])
+    return row is not None
 
 
 # --- the worker's LISTEN connection -----------------------------------------------------------

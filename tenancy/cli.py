@@ -391,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     org.set_defaults(func=cmd_create_organisation)
 
     _add_tenant_commands(sub)
+    from jobs.due_admin import add_commands as add_due_work_commands
+
+    add_due_work_commands(sub)
     return parser
 
 

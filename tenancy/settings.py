@@ -26,6 +26,12 @@ class Settings(BaseSettings):
     crm: str = Field(default="sandbox", alias="SWITCHBOARD_CRM")
     allow_private_webhooks: bool = Field(default=False, alias="SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS")
     webhook_retry_scale: float = Field(default=1.0, alias="SWITCHBOARD_WEBHOOK_RETRY_SCALE")
+    # One webhook attempt (connect, send, answer) longer than this is a failed attempt.
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=60,
+                                           alias="SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS")
+    # Consecutive failed runs of one due-work item before it is set aside as `failed`.
+    due_work_max_failures: int = Field(default=10, ge=1, le=100,
+                                       alias="SWITCHBOARD_DUE_WORK_MAX_FAILURES")
 
     rate_limit_requests: int = Field(default=100, alias="SWITCHBOARD_RATE_LIMIT_REQUESTS")
     rate_limit_window_seconds: int = Field(default=10,

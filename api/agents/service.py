@@ -49,12 +49,12 @@ def _problem(field: str, message: str, kind: str) -> dict[str, str]:
     return {"field": field, "message": message, "type": kind}
 
 
-def _valid_url(value: str) -> bool:
+def _url_problem(value: str) -> str | None:
     try:
         parse_target(value)
-    except TargetNotAllowed:
-        return False
-    return True
+    except TargetNotAllowed as exc:
+        return str(exc)
+    return None
 
 
 def field_problems(data: CreateAgentRequest) -> list[dict[str, str]]:
@@ -73,8 +73,8 @@ def field_problems(data: CreateAgentRequest) -> list[dict[str, str]]:
     if data.voicemail_type == "leave_message" and data.voicemail_message is None:
         problems.append(_problem("voicemail_message",
                                  "required when voicemail_type is leave_message", "missing"))
-    if data.webhook_url is not None and not _valid_url(data.webhook_url):
-        problems.append(_problem("webhook_url", "must be an http or https URL", "url"))
+    if data.webhook_url is not None and (problem := _url_problem(data.webhook_url)):
+        problems.append(_problem("webhook_url", problem, "url"))
     elif data.webhook and data.webhook_url is None:
         problems.append(_problem("webhook_url", "required when webhook is true", "missing"))
     return problems

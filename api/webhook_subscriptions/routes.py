@@ -44,11 +44,11 @@ def _events(requested: list[str]) -> list[str]:
 
 
 async def _url(raw: str) -> str:
-    url = raw.strip()
+    url = raw.strip(" ")
     try:
         parse_target(url)
-    except TargetNotAllowed:
-        raise _invalid("url", "url must be an absolute http or https URL") from None
+    except TargetNotAllowed as exc:
+        raise _invalid("url", f"url: {exc}") from None
     try:
         await check_target(url, allow_private=current_app.config["SETTINGS"]
                            .allow_private_webhooks)

@@ -3,6 +3,8 @@
 arq runs the work; this table remembers it. A row is unique per (kind, ref_id): scheduling again
 replaces the time. `version` grows on every (re)schedule and claim, and the arq job id is derived
 from (id, version), so an old queued job finds a newer version and does nothing.
+A row whose runs keep failing (`failures` in a row reaching `SWITCHBOARD_DUE_WORK_MAX_FAILURES`)
+becomes `failed`: kept with its reason for an operator, never run or swept again until retried.
 """
 
 import sqlalchemy as sa
@@ -29,9 +31,19 @@ due_work = sa.Table(
     sa.Column("claimed_until", TIMESTAMP),
     # The version the current lease was taken at: only that claim may release it early.
     sa.Column("claimed_version", sa.BigInteger),
+    # "ExceptionClass: message" of the last failed run (timeouts and cancellations as such).
     sa.Column("last_error", sa.Text),
+    # pending: waiting or running; failed: set aside after too many failed runs in a row.
+    sa.Column("status", sa.Text, nullable=False, server_default="pending"),
+    # Failed runs since the last one that succeeded (a raised error, a timeout, a cancellation,
+    # or a lease that ran out without an outcome).
+    sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("failed_at", TIMESTAMP),
     created_at(),
     updated_at(),
     sa.UniqueConstraint("kind", "ref_id"),
+    sa.CheckConstraint("status IN ('pending', 'failed')", name="status"),
+    sa.CheckConstraint("(status = 'failed') = (failed_at IS NOT NULL)", name="failed_at"),
     sa.Index("ix_due_work_due_at", "due_at"),
+    sa.Index("ix_due_work_failed_at", "failed_at", postgresql_where=sa.text("status = 'failed'")),
 )

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from tenancy.settings import get_settings
 
 from .receiver import Receiver
+
+# Names under this zone are answered by the `dns` fixture (at the socket level, below our code).
+FAKE_ZONE = ".switchboard.test"
 
 
 @pytest.fixture
@@ -37,3 +42,22 @@ def worker_env() -> Iterator[Callable[..., None]]:
         else:
             os.environ[key] = value
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], None]:
+    """`dns(name, address)` makes `name` resolve to `address` from now on; any other name
+    under FAKE_ZONE does not resolve (at once, whatever the machine's DNS)."""
+    records: dict[str, str] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name.endswith(FAKE_ZONE):
+            if name not in records:
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            return real(records[name], port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return records.__setitem__

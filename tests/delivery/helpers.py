@@ -56,3 +56,12 @@ async def due_rows(pool: asyncpg.Pool, ref_ids: list[uuid.UUID]) -> list[dict[st
     rows = await pool.fetch("SELECT id, kind, ref_id, version, due_at, last_error"
                             " FROM control.due_work WHERE ref_id = ANY($1::uuid[])", ref_ids)
     return [dict(row) for row in rows]
+
+
+async def next_attempt_delay(pool: asyncpg.Pool, tenant: Any, delivery_id: uuid.UUID) -> float:
+    """Seconds between the delivery's last recorded attempt and its next one."""
+    async with tenant_transaction(pool, tenant.schema) as conn:
+        return float(await conn.fetchval(
+            "SELECT extract(epoch FROM d.next_attempt_at - max(a.attempted_at))"
+            " FROM webhook_deliveries AS d JOIN webhook_attempts AS a ON a.delivery_id = d.id"
+            " WHERE d.id = $1 GROUP BY d.next_attempt_at", delivery_id))

@@ -14,6 +14,7 @@ from .helpers import (
     due_rows,
     emit_event,
     emit_target,
+    next_attempt_delay,
     subscribe,
 )
 from .receiver import signature_valid
@@ -22,9 +23,11 @@ from .receiver import signature_valid
 async def test_delivered_event_is_signed_with_the_subscription_secret(
         client, pool, tenant, receiver, run_worker):
     subscription = await subscribe(client, tenant, receiver.url())
+    receiver.verify_with("/hook", subscription["secret"])
     await emit_event(pool, tenant)
     await run_worker()
     [request] = receiver.requests
+    assert request.verified is True
     assert request.method == "POST"
     assert request.headers["content-type"] == "application/json"
     assert request.headers["webhook-id"].startswith("msg_")
@@ -94,20 +97,51 @@ async def test_rolled_back_emit_is_never_sent(client, pool, tenant, receiver, ru
 
 
 async def test_failing_receiver_is_retried_until_it_succeeds(client, pool, tenant, receiver,
-                                                            run_worker):
+                                                            run_worker, worker_env):
+    # Delays 20 ms, then 1.2 s; a 1 s timeout: every attempt falls in a later second.
+    worker_env(SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.004", SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS="1")
     subscription = await subscribe(client, tenant, receiver.url())
-    receiver.script("/hook", 500, 500)
+    receiver.verify_with("/hook", subscription["secret"])
+    receiver.script("/hook", ("sleep", 2.5), 500)
     await emit_event(pool, tenant)
     await run_worker()
     assert len(receiver.requests) == 3
+    # Each attempt verifies on arrival (standardwebhooks: signature and timestamp tolerance).
+    assert [r.verified for r in receiver.requests] == [True, True, True]
     assert len({r.headers["webhook-id"] for r in receiver.requests}) == 1
     assert len({r.body for r in receiver.requests}) == 1
-    assert all(signature_valid(subscription["secret"], r) for r in receiver.requests)
+    stamps = [int(r.headers["webhook-timestamp"]) for r in receiver.requests]
+    assert stamps == sorted(set(stamps)), "each attempt is signed with a fresh timestamp"
+    assert len({r.headers["webhook-signature"] for r in receiver.requests}) == 3
     [delivery] = await deliveries(pool, tenant)
     assert (delivery["status"], delivery["attempt_count"]) == ("delivered", 3)
     recorded = await attempts(pool, tenant, delivery["id"])
-    assert [(a["attempt_number"], a["status_code"]) for a in recorded] == [
-        (1, 500), (2, 500), (3, 200)]
+    assert [(a["attempt_number"], a["status_code"], a["error"]) for a in recorded] == [
+        (1, None, "timeout"), (2, 500, None), (3, 200, None)]
+    assert recorded[0]["duration_ms"] >= 900
+
+
+async def test_unresolvable_host_is_a_failed_attempt_retried_on_the_schedule(
+        client, pool, tenant, run_worker, worker_env, dns):
+    worker_env(SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS="false", SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.2")
+    await subscribe(client, tenant, "http://no-such-host.switchboard.test/hook")
+    await emit_event(pool, tenant)
+    await run_worker(max_burst_jobs=1)
+    [delivery] = await deliveries(pool, tenant)
+    assert (delivery["status"], delivery["attempt_count"]) == ("pending", 1)
+    [first] = await attempts(pool, tenant, delivery["id"])
+    assert first["status_code"] is None
+    assert first["error"].startswith("dns_error")
+    wait = await next_attempt_delay(pool, tenant, delivery["id"])
+    assert 0.8 <= wait <= 1.3, "the second attempt comes 5 s x scale after the first"
+    worker_env(SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.00001")
+    await run_worker()
+    [delivery] = await deliveries(pool, tenant)
+    assert (delivery["status"], delivery["attempt_count"]) == ("failed", 8)
+    recorded = await attempts(pool, tenant, delivery["id"])
+    assert [a["attempt_number"] for a in recorded] == list(range(1, 9))
+    assert all(a["error"].startswith("dns_error") for a in recorded)
+    assert await due_rows(pool, [delivery["id"]]) == []
 
 
 async def test_gives_up_after_eight_attempts(client, pool, tenant, receiver, run_worker,

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
 
@@ -28,6 +33,32 @@ async def record(ctx, work):
 @due.register(FAIL_KIND, lease_seconds=30)
 async def fail(ctx, work):
     raise RuntimeError("handler broke")
+
+
+FLAKY_KIND = "test.always_fails"
+SLOW_KIND = "test.slow"
+HELD_KIND = "test.held"
+calls: list[uuid.UUID] = []
+held = asyncio.Event()
+
+
+@due.register(FLAKY_KIND, lease_seconds=30)
+async def always_fails(ctx, work):
+    calls.append(work.ref_id)
+    raise ConnectionError("provider unreachable")
+
+
+@due.register(SLOW_KIND, lease_seconds=0.3)
+async def slow(ctx, work):
+    calls.append(work.ref_id)
+    await asyncio.sleep(5)
+
+
+@due.register(HELD_KIND, lease_seconds=30)
+async def held_until_cancelled(ctx, work):
+    calls.append(work.ref_id)
+    held.set()
+    await asyncio.sleep(60)
 
 
 RESCHEDULE_KIND = "test.rescheduled_while_running"
@@ -169,7 +200,7 @@ async def test_failing_handler_is_rescheduled_with_its_error(pool, tenant, arq, 
     await due.enqueue(arq, row["id"], row["version"], row["due_at"])
     await run_worker(max_burst_jobs=1)
     [after] = await due_rows(pool, [ref_id])
-    assert after["last_error"] == "RuntimeError"
+    assert after["last_error"] == "RuntimeError: handler broke"
     assert after["due_at"] > utcnow()
     assert after["version"] > row["version"]
     await forget_queue(arq, [due.job_id(after["id"], after["version"])])
@@ -198,3 +229,143 @@ async def test_work_of_a_suspended_sub_account_waits_until_it_is_resumed(pool, t
                        tenant.id)
     await run_worker()
     assert handled.count(ref_id) == 1
+
+
+SWITCHBOARD = [sys.executable, "-m", "tenancy.cli"]
+
+
+def switchboard(servers, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
+    return subprocess.run([*SWITCHBOARD, *args], env=env, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+async def status_of(pool, ref_id):
+    return await pool.fetchrow("SELECT id, status, failures, last_error, failed_at, version"
+                               " FROM control.due_work WHERE ref_id = $1", ref_id)
+
+
+async def time_passes(pool, arq, ref_id) -> None:
+    """The row's backoff is over: due now, and its deferred job is what the sweeper queues."""
+    row = await pool.fetchrow("SELECT id, version FROM control.due_work WHERE ref_id = $1",
+                              ref_id)
+    await forget_queue(arq, [due.job_id(row["id"], row["version"])])
+    await pool.execute("UPDATE control.due_work SET due_at = now() WHERE id = $1", row["id"])
+    await due.sweep_due({"db": pool, "redis": arq})
+
+
+async def test_work_that_keeps_failing_ends_failed_with_its_reason(pool, tenant, arq,
+                                                                  run_worker, worker_env):
+    worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="3")
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, FLAKY_KIND, ref_id, utcnow())
+    await run_worker(max_burst_jobs=1)
+    first = await status_of(pool, ref_id)
+    assert (first["status"], first["failures"]) == ("pending", 1)
+    assert first["last_error"] == "ConnectionError: provider unreachable"
+    for _ in range(2):
+        await time_passes(pool, arq, ref_id)
+        await run_worker(max_burst_jobs=1)
+    failed = await status_of(pool, ref_id)
+    assert (failed["status"], failed["failures"]) == ("failed", 3)
+    assert failed["last_error"] == "ConnectionError: provider unreachable"
+    assert failed["failed_at"] is not None
+    assert calls.count(ref_id) == 3
+    # Never retried again: the sweeper passes it by, a stray job for it does nothing.
+    await pool.execute("UPDATE control.due_work SET due_at = now() - interval '1 hour'"
+                       " WHERE ref_id = $1", ref_id)
+    await due.sweep_due({"db": pool, "redis": arq})
+    await arq.enqueue_job("run_due", str(failed["id"]), failed["version"])
+    await run_worker()
+    assert calls.count(ref_id) == 3
+    assert (await status_of(pool, ref_id))["status"] == "failed"
+
+
+async def test_operator_lists_failed_work_and_retries_it(pool, tenant, tenant_second, arq,
+                                                        servers, run_worker, worker_env):
+    worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="1")
+    ref_id, other_ref_id = uuid.uuid4(), uuid.uuid4()
+    await schedule(pool, tenant, FLAKY_KIND, ref_id, utcnow())
+    await schedule(pool, tenant_second, FLAKY_KIND, other_ref_id, utcnow())
+    await run_worker()
+    row = await status_of(pool, ref_id)
+    assert row["status"] == "failed"
+
+    listed = switchboard(servers, "due-work", "failed", "--sub-account", str(tenant.id),
+                         "--json")
+    assert listed.returncode == 0, listed.stderr
+    [item] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (item["id"], item["sub_account_id"], item["kind"], item["ref_id"]) == (
+        str(row["id"]), str(tenant.id), FLAKY_KIND, str(ref_id))
+    assert (item["failures"], item["last_error"]) == (1, "ConnectionError: provider unreachable")
+    assert item["failed_at"].endswith("Z")
+    plain = switchboard(servers, "due-work", "failed")
+    assert plain.returncode == 0, plain.stderr
+    assert {str(ref_id), str(other_ref_id)} <= {
+        line.split()[3].split(":", 1)[1] for line in plain.stdout.splitlines()}
+
+    retried = switchboard(servers, "due-work", "retry", str(row["id"]))
+    assert retried.returncode == 0, retried.stderr
+    after = await status_of(pool, ref_id)
+    assert (after["status"], after["failures"], after["failed_at"]) == ("pending", 0, None)
+    await due.sweep_due({"db": pool, "redis": arq})
+    await run_worker()
+    assert calls.count(ref_id) == 2
+    again = switchboard(servers, "due-work", "retry", str(uuid.uuid4()))
+    assert again.returncode == 1
+    assert "no failed due-work item" in again.stderr
+
+
+async def test_run_past_its_lease_is_a_failed_run_recorded_as_a_timeout(pool, tenant,
+                                                                        run_worker):
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, SLOW_KIND, ref_id, utcnow())
+    await run_worker(max_burst_jobs=1)
+    row = await status_of(pool, ref_id)
+    assert (row["status"], row["failures"]) == ("pending", 1)
+    assert row["last_error"] == "TimeoutError: the run took longer than its 0.3 s lease"
+
+
+async def test_cancelled_run_is_a_failed_run_recorded_as_a_cancellation(pool, tenant, arq):
+    ref_id = uuid.uuid4()
+    held.clear()
+    await schedule(pool, tenant, HELD_KIND, ref_id, utcnow())
+    [row] = await due_rows(pool, [ref_id])
+    running = asyncio.create_task(due.run_due({"db": pool, "redis": arq}, str(row["id"]),
+                                              row["version"]))
+    await asyncio.wait_for(held.wait(), 10)
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    after = await status_of(pool, ref_id)
+    assert (after["status"], after["failures"]) == ("pending", 1)
+    assert after["last_error"].startswith("CancelledError")
+
+
+async def test_work_whose_runs_keep_dying_is_set_aside_without_running(pool, tenant, arq,
+                                                                       run_worker, worker_env):
+    worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="1")
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, RECORD_KIND, ref_id, utcnow())
+    [row] = await due_rows(pool, [ref_id])
+    # A worker claims it and dies mid-run: its lease runs out without an outcome.
+    assert await due.claim(pool, row["id"], row["version"]) is not None
+    await pool.execute("UPDATE control.due_work SET claimed_until = now() - interval '1 second'"
+                       " WHERE id = $1", row["id"])
+    await due.sweep_due({"db": pool, "redis": arq})
+    await run_worker()
+    assert ref_id not in handled
+    after = await status_of(pool, ref_id)
+    assert (after["status"], after["failures"]) == ("failed", 1)
+    assert after["last_error"].startswith("LeaseExpired")
+
+
+async def test_scheduling_failed_work_again_revives_it(pool, tenant, run_worker, worker_env):
+    worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="1")
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, FLAKY_KIND, ref_id, utcnow())
+    await run_worker()
+    assert (await status_of(pool, ref_id))["status"] == "failed"
+    await schedule(pool, tenant, FLAKY_KIND, ref_id, utcnow() + timedelta(hours=1))
+    revived = await status_of(pool, ref_id)
+    assert (revived["status"], revived["failures"], revived["failed_at"]) == ("pending", 0, None)

@@ -109,3 +109,27 @@ async def test_refused_connection_is_an_error_not_an_exception(receiver):
     result = await webhooks.post(f"http://127.0.0.1:{port}/x", webhooks.new_secret(), "msg_4",
                                  "{}", allow_private=True)
     assert result.status_code is None and result.error and not result.refused
+
+
+async def test_name_that_does_not_resolve_is_a_failed_attempt_not_a_refusal(dns):
+    result = await webhooks.post("https://gone.switchboard.test/x", webhooks.new_secret(),
+                                 "msg_5", "{}", allow_private=False)
+    assert (result.status_code, result.refused) == (None, False)
+    assert result.error.startswith("dns_error")
+    # At creation the same name is accepted: the send-time check decides.
+    await webhooks.check_target("https://gone.switchboard.test/x", allow_private=False)
+
+
+@pytest.mark.parametrize(("host", "address"), [
+    ("127.0.0.1.", "127.0.0.1"), ("127.0.0.1%09", "127.0.0.1"), ("127.0.0.1%20x", "127.0.0.1"),
+    ("2130706433", "127.0.0.1"), ("0x7f.1", "127.0.0.1"), ("017700000001", "127.0.0.1"),
+    ("127.1", "127.0.0.1"), ("[::1]", "::1"), ("::ffff:7f00:1", "::ffff:7f00:1"),
+    ("8.8.8.8.", "8.8.8.8"),
+])
+def test_literal_hosts_are_read_as_a_resolver_reads_them(host, address):
+    assert webhooks.literal_address(host) == ipaddress.ip_address(address)
+
+
+@pytest.mark.parametrize("host", ["example.com", "hooks.example.com.", "1.2.3.4.5", "exa%41mple"])
+def test_names_are_not_literals(host):
+    assert webhooks.literal_address(host) is None

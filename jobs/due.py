@@ -41,7 +41,7 @@ from arq import cron
 from arq.worker import func
 
 from tenancy.clock import utcnow
-from tenancy.db import asyncpg_dsn
+from tenancy.db import asyncpg_dsn, retry_stale_statements
 from tenancy.settings import get_settings
 
 log = logging.getLogger("switchboard.due")
@@ -293,8 +293,11 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
     try:
         if registration is None:
             raise LookupError(f"no handler registered for due work kind {work.kind!r}")
+        handler = registration.handler
         async with asyncio.timeout(lease) as timer:
-            next_at = await registration.handler(ctx, work)
+            # A statement cached before a tenant's schema change is not the handler's failure:
+            # the run is repeated while nothing of it has committed (tenancy.db).
+            next_at = await retry_stale_statements(lambda: handler(ctx, work))
     except asyncio.CancelledError:
         # A worker shutting down, or arq's job timeout: recorded, then the cancel goes on. If
         # even that cannot be written, the lease runs out and the next claim counts the run.

@@ -255,22 +255,17 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
 
 
 def cmd_tenants_export(args: argparse.Namespace) -> int:
-    from tenancy.tenant_ops import export_tenant
+    from tenancy.files import FileRefused, new_private_file
 
-    # Key hashes and integration secrets are inside: readable by the owner only.
-    partial = f"{args.out}.partial"
+    # Key hashes and encrypted secrets are inside: a new file, readable by the owner only.
     try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        print(f"error: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
-        return 1
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with new_private_file(args.out) as out:
+            from tenancy.tenant_ops import export_tenant
+
             report = _tenant_op(lambda pool: export_tenant(pool, args.sub_account_id, out))
-        os.replace(partial, args.out)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
+    except FileRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"exported sub-account {report.sub_account_id} at tenant schema "
           f"{report.schema_version}: {report.rows} rows to {args.out}", file=sys.stderr)
     return 0

@@ -98,6 +98,9 @@ async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import production_problem, refuse_unless
+
+    refuse_unless(production_problem(get_settings()))
     _urls()
     if args.workers > 1 and not args.prefork_child:
         from tenancy import prefork
@@ -114,6 +117,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import production_problem, refuse_unless
+
+    refuse_unless(production_problem(get_settings()))
     database_url, redis_url = _urls()
 
     async def main() -> None:
@@ -124,6 +130,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import refuse_unless, secrets_problem
+
+    refuse_unless(secrets_problem(get_settings()))  # the migrations encrypt stored secrets
     from tenancy.db import session_url
     from tenancy.migrate import run_cli
 
@@ -154,7 +163,9 @@ def cmd_create_organisation(args: argparse.Namespace) -> int:
 def cmd_dev(args: argparse.Namespace) -> int:
     from tenancy.db import session_url
     from tenancy.migrate import run_cli
+    from tenancy.secrets_ops import ensure_dev_secrets
 
+    ensure_dev_secrets(get_settings().data_dir)
     database_url, redis_url = _urls()
     if run_cli(session_url(database_url), 2, None) != 0:
         print("some tenant migrations failed; see above", file=sys.stderr)
@@ -386,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     org.set_defaults(func=cmd_create_organisation)
 
     _add_tenant_commands(sub)
+    from tenancy.secrets_ops import add_commands
+
+    add_commands(sub)
     return parser
 
 

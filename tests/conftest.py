@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import tempfile
 import uuid
@@ -27,6 +28,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from cryptography.fernet import Fernet
 
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.settings import get_settings
@@ -157,6 +159,11 @@ def environment(servers: Servers, mailbox: Mailbox) -> Iterator[None]:
         # Tests revoke and suspend keys and expect the next request to see it.
         "SWITCHBOARD_AUTH_CACHE_SECONDS": "0",
         "SWITCHBOARD_VALIDATE_RESPONSES": "true",
+        # Random for the run, as `switchboard dev` makes them (serve and worker need both).
+        "SWITCHBOARD_KEY_PEPPER": os.environ.get("SWITCHBOARD_KEY_PEPPER")
+        or secrets.token_urlsafe(32),
+        "SWITCHBOARD_SECRETS_KEY": os.environ.get("SWITCHBOARD_SECRETS_KEY")
+        or Fernet.generate_key().decode(),
     }
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)

@@ -267,7 +267,9 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
 
 def cmd_tenants_export(args: argparse.Namespace) -> int:
     from tenancy.files import FileRefused, new_private_file
+    from tenancy.secrets_ops import refuse_unless, secrets_problem
 
+    refuse_unless(secrets_problem(get_settings()))
     # Key hashes and encrypted secrets are inside: a new file, readable by the owner only.
     try:
         with new_private_file(args.out) as out:
@@ -283,15 +285,18 @@ def cmd_tenants_export(args: argparse.Namespace) -> int:
 
 
 def cmd_tenants_import(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import reencrypt_keys, refuse_unless, secrets_problem
     from tenancy.tenant_ops import import_tenant
 
+    refuse_unless(secrets_problem(get_settings()))
+    old_keys = reencrypt_keys(args.reencrypt) if args.reencrypt else None
     try:
         source = open(args.file, encoding="utf-8")
     except OSError as exc:
         print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 1
     with source:
-        report = _tenant_op(lambda pool: import_tenant(pool, source))
+        report = _tenant_op(lambda pool: import_tenant(pool, source, old_keys))
     print(f"imported sub-account {report.sub_account_id}: {report.rows} rows", file=sys.stderr)
     if report.users_matched:
         print(f"{report.users_matched} users matched existing users by email", file=sys.stderr)
@@ -346,6 +351,9 @@ def _add_tenant_commands(sub: Any) -> None:
 
     restore = commands.add_parser("import", help="recreate an exported sub-account")
     restore.add_argument("file", metavar="FILE")
+    restore.add_argument("--reencrypt", metavar="KEY_FILE",
+                         help="a file holding the exporting installation's "
+                              "SWITCHBOARD_SECRETS_KEY: its secrets are re-encrypted under ours")
     restore.set_defaults(func=cmd_tenants_import)
 
     for name, text in (("suspend", "its keys get 401 until resumed"),

@@ -74,6 +74,20 @@ def keys() -> MultiFernet:
     return _keys(get_settings().secrets_key)
 
 
+@lru_cache(maxsize=8)
+def _first(value: str | None) -> Fernet:
+    return parse_keys(value)[0]
+
+
+def under_first_key(token: bytes) -> bytes:
+    """`token` itself when the first key reads it, else re-encrypted under the first key."""
+    try:
+        _first(get_settings().secrets_key).decrypt(token)
+        return token
+    except InvalidToken:
+        return rotation()(token)
+
+
 def check_configured() -> None:
     """Raise SecretsKeyError unless SWITCHBOARD_SECRETS_KEY is usable."""
     keys()

@@ -15,6 +15,7 @@ from secrets import token_urlsafe
 from typing import Any
 
 import asyncpg
+from cryptography.fernet import Fernet
 
 from tenancy import secrets
 from tenancy.settings import DEFAULT_KEY_PEPPER, Settings, get_settings
@@ -69,6 +70,23 @@ def ensure_dev_secrets(data_dir: Path) -> None:
         with os.fdopen(descriptor, "w") as out:
             json.dump(kept, out)
     get_settings.cache_clear()
+
+
+def reencrypt_keys(path: str) -> list[Fernet]:
+    """The exporting installation's keys for `tenants import --reencrypt KEY_FILE`: a file (not
+    an argument, which other users could read in the process list) holding its
+    SWITCHBOARD_SECRETS_KEY value."""
+    try:
+        with open(path, encoding="utf-8") as source:
+            value = source.read().strip()
+    except OSError as exc:
+        refuse_unless(f"cannot read {path}: {exc.strerror}")
+        raise
+    try:
+        return secrets.parse_keys(value, setting=f"the key in {path}")
+    except secrets.SecretsKeyError as exc:
+        refuse_unless(str(exc))
+        raise
 
 
 # --- rotation -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ go. Every reader and writer of a column listed in CONTROL_SECRETS or TENANT_SECR
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -142,9 +143,20 @@ async def transform_column(conn: asyncpg.Connection, qualified_table: str, spec:
     return len(rows)
 
 
+def looks_like_token(value: bytes) -> bool:
+    """A Fernet token's shape: URL-safe base64 of version 0x80, timestamp, IV, at least one
+    block and the HMAC. Plain text (a `whsec_` secret, an answer's JSON) never has it."""
+    try:
+        raw = base64.urlsafe_b64decode(value)
+    except (ValueError, TypeError):
+        return False
+    return len(raw) >= 73 and raw[0] == 0x80 and (len(raw) - 57) % 16 == 0
+
+
 def rotation(old: list[Fernet] | None = None) -> Callable[[bytes], bytes]:
     """Re-encrypt a token under the first key of the setting; it may be under any key of the
-    setting, or of `old` (an export's keys)."""
+    setting, or of `old` (an export's keys). A value that is not a token at all is plain text
+    that a release before encryption wrote (during a rolling upgrade): it is encrypted."""
     current = keys()
     reader = current if not old else MultiFernet([*parse_keys(get_settings().secrets_key), *old])
 
@@ -152,6 +164,8 @@ def rotation(old: list[Fernet] | None = None) -> Callable[[bytes], bytes]:
         try:
             return current.encrypt(reader.decrypt(token))
         except InvalidToken:
+            if not looks_like_token(token):
+                return current.encrypt(token)
             raise SecretsKeyError(f"a stored secret cannot be decrypted with {SETTING}"
                                   + (" or the export's key" if old is not None else "")
                                   ) from None

@@ -296,3 +296,19 @@ async def test_migrate_needs_the_key_and_encrypts_existing_secrets(
     assert replay.headers.get("Idempotent-Replayed") == "true"
     assert (await replay.get_json())["api_key"] == api_key
     assert await _readable_under(pool, Fernet(get_settings().secrets_key or "")) > 0
+
+
+async def test_rotate_encrypts_plain_text_an_older_release_wrote_during_the_upgrade(
+        client: Any, pool: Any, servers: Any, tenant: Any) -> None:
+    # Given a subscription secret written in plain text (an old replica, mid-rollout).
+    subscription, _ = await _post(client, f"{BASE}/webhook-subscriptions", tenant.headers, 201,
+                                  url="https://hooks.example.com/old", events=["contact.updated"])
+    plain = "whsec_" + uuid.uuid4().hex
+    await pool.execute(f'UPDATE "{tenant.schema}".webhook_subscriptions SET secret = $1 '
+                       "WHERE id = $2", plain, uuid.UUID(subscription["subscription"]["id"]))
+    # When `switchboard secrets rotate` runs, then it is encrypted like every other.
+    done = _switchboard(servers, "secrets", "rotate")
+    assert done.returncode == 0, done.stderr
+    stored = await pool.fetchval(f'SELECT secret FROM "{tenant.schema}".webhook_subscriptions '
+                                 "WHERE id = $1", uuid.UUID(subscription["subscription"]["id"]))
+    assert stored != plain and secrets.decrypt(stored) == plain

@@ -33,6 +33,11 @@ from cryptography.fernet import Fernet
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.settings import get_settings
 
+# A random pepper and secrets key for the run (unless set), as `switchboard dev` makes them: serve,
+# worker and migrate refuse to start without them, and every process a test starts inherits them.
+os.environ.setdefault("SWITCHBOARD_KEY_PEPPER", secrets.token_urlsafe(32))
+os.environ.setdefault("SWITCHBOARD_SECRETS_KEY", Fernet.generate_key().decode())
+
 # --- servers ----------------------------------------------------------------------------------
 
 
@@ -159,11 +164,6 @@ def environment(servers: Servers, mailbox: Mailbox) -> Iterator[None]:
         # Tests revoke and suspend keys and expect the next request to see it.
         "SWITCHBOARD_AUTH_CACHE_SECONDS": "0",
         "SWITCHBOARD_VALIDATE_RESPONSES": "true",
-        # Random for the run, as `switchboard dev` makes them (serve and worker need both).
-        "SWITCHBOARD_KEY_PEPPER": os.environ.get("SWITCHBOARD_KEY_PEPPER")
-        or secrets.token_urlsafe(32),
-        "SWITCHBOARD_SECRETS_KEY": os.environ.get("SWITCHBOARD_SECRETS_KEY")
-        or Fernet.generate_key().decode(),
     }
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)

@@ -423,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError:
                 print(f"not a sub-account id: {value}", file=sys.stderr)
                 return 2
+    if args.command not in ("serve", "worker"):
+        from tenancy.secrets_ops import use_kept_dev_secrets
+
+        use_kept_dev_secrets(get_settings().data_dir)
     return int(args.func(args))
 
 

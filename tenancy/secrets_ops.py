@@ -89,6 +89,14 @@ def reencrypt_keys(path: str) -> list[Fernet]:
         raise
 
 
+def use_kept_dev_secrets(data_dir: Path) -> None:
+    """Beside `switchboard dev` (create-organisation, migrate, tenants, secrets): the settings
+    it keeps in the data folder, for those the environment leaves unset, so keys it accepts
+    are made here. serve and worker never do this: they refuse instead."""
+    if (data_dir / DEV_SECRETS_FILE).exists():
+        ensure_dev_secrets(data_dir)
+
+
 # --- rotation -----------------------------------------------------------------------------------
 
 SELECT_SCHEMAS = """

@@ -134,6 +134,10 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
         if process.poll() is None:
             process.kill()
     assert (tmp_path / "dev-secrets.json").exists()
+    # An organisation made beside it (same folder, same unset settings) gets a key dev accepts.
+    done = subprocess.run([*SWITCHBOARD, "create-organisation", "--name", "Beside dev"],
+                          env=env, capture_output=True, text=True, timeout=120, check=True)
+    agency_key = json.loads(done.stdout)["agency_api_key"]
     # Start again: the demo data is kept and the printed key still works.
     process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -143,6 +147,9 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
         answer = httpx.get(f"http://127.0.0.1:{port}/webhooks/inbound/team-users",
                            headers={"x-api-key": key.group(1)}, timeout=5)
         assert answer.status_code == 200 and answer.json()["status"] == "success"
+        answer = httpx.get(f"http://127.0.0.1:{port}/functions/v1/agency/sub-accounts",
+                           headers={"x-api-key": agency_key}, timeout=5)
+        assert answer.status_code == 200, answer.text
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
     finally:

@@ -264,7 +264,7 @@ def _downgrade(url: str, schema: str) -> None:
 
 
 async def test_migrate_needs_the_key_and_encrypts_existing_secrets(
-        client: Any, pool: Any, servers: Any, tenant: Any) -> None:
+        client: Any, pool: Any, servers: Any, tenant: Any, tmp_path: Path) -> None:
     # Given secrets stored in plain text by a deployment before the encrypting migrations.
     llm_key = "sk-" + uuid.uuid4().hex
     assert (await client.put(f"{BASE}/integrations/openai", json={"api_key": llm_key},
@@ -283,7 +283,8 @@ async def test_migrate_needs_the_key_and_encrypts_existing_secrets(
     assert _exposed(await _text_columns(servers.direct_url), found) == sorted(found)
 
     # When `switchboard migrate` runs without the key, then it refuses with one line.
-    refused = _switchboard(servers, "migrate", SWITCHBOARD_SECRETS_KEY="")
+    refused = _switchboard(servers, "migrate", SWITCHBOARD_SECRETS_KEY="",
+                           SWITCHBOARD_DATA_DIR=str(tmp_path))  # no kept dev settings there
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]
     assert "SWITCHBOARD_SECRETS_KEY" in refused.stderr and "Traceback" not in refused.stderr

@@ -26,6 +26,7 @@ import asyncpg
 from pydantic_core import to_jsonable_python
 
 from jobs.due import schedule_due
+from tenancy import secrets
 from tenancy.clock import iso, utcnow
 
 EVENT_TYPES = ("contact.updated", "call.completed")
@@ -58,7 +59,8 @@ async def emit_to(conn: asyncpg.Connection, url: str, secret: str, event_type: s
                   data: dict[str, Any]) -> uuid.UUID:
     """Queue one delivery of `event_type` to `url`, signed with `secret` (same transaction)."""
     message_id, body = event_message(event_type, data)
-    row = await conn.fetchrow(INSERT_TARGET_DELIVERY, url, secret, event_type, message_id, body)
+    row = await conn.fetchrow(INSERT_TARGET_DELIVERY, url, secrets.encrypt(secret), event_type,
+                              message_id, body)
     await _schedule(conn, [row])
     return row["id"]  # type: ignore[no-any-return]
 

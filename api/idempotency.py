@@ -2,7 +2,8 @@
 
 The first request with a key claims a row in `control.idempotency_keys` (a unique insert, so
 concurrent repeats cannot both run). Its final response is stored when it answers, and for 24
-hours a repeat with the same body gets that response again (with `Idempotent-Replayed: true`);
+hours a repeat with the same body gets that response again (with `Idempotent-Replayed: true`;
+the stored body is encrypted under SWITCHBOARD_SECRETS_KEY);
 a repeat with another body is 422, a repeat while the first still runs is 409. A 5xx answer is
 not kept, so a failed request can be retried with the same key.
 """
@@ -16,6 +17,7 @@ from datetime import timedelta
 
 from quart import Response, current_app, g, request
 
+from tenancy import secrets
 from tenancy.clock import utcnow
 from tenancy.errors import APIError
 
@@ -91,7 +93,7 @@ async def begin(api_key_id: object) -> Response | None:
     if row["state"] != "done":
         raise APIError(409, "idempotency_key_in_progress",
                        "a request with this Idempotency-Key is in progress")
-    response = Response(row["response_body"], status=row["response_status"],
+    response = Response(secrets.decrypt_bytes(row["response_body"]), status=row["response_status"],
                         content_type=row["response_content_type"])
     response.headers["Idempotent-Replayed"] = "true"
     return response
@@ -106,5 +108,6 @@ async def finish(response: Response) -> None:
     if response.status_code >= 500:
         await pool.execute(RELEASE, *claim)
         return
-    body = await response.get_data()
+    # Encrypted: answers carry API keys, invitation tokens and webhook secrets (CONTRACT 8).
+    body = secrets.encrypt_bytes(await response.get_data(as_text=False))  # type: ignore[arg-type]
     await pool.execute(STORE, *claim, response.status_code, response.content_type, body)

@@ -24,6 +24,7 @@ from tenancy.embedded import free_port, start_postgres, start_redis
 def bench_servers() -> Iterator[tuple[str, str, str]]:
     """(database_url of a fresh database, redis_url, admin_url)."""
     tmp = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
+    bench_settings(tmp)
     pg = cache = None
     admin = os.environ.get("DATABASE_URL")
     if not admin:
@@ -49,6 +50,14 @@ def bench_servers() -> Iterator[tuple[str, str, str]]:
             cache.stop()
         if pg:
             pg.stop()
+
+
+def bench_settings(folder: Path) -> None:
+    """serve, worker and migrate refuse to start without a pepper and a secrets key: random
+    ones, as `switchboard dev` makes them (kept in `folder`), unless the environment sets them."""
+    from tenancy.secrets_ops import ensure_dev_secrets
+
+    ensure_dev_secrets(folder)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -20,6 +20,7 @@ from api.webhook_subscriptions.service import disable_subscription
 from integrations import webhooks
 from integrations.webhooks import AttemptResult
 from jobs.due import DueWork, register
+from tenancy import secrets
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 
@@ -77,7 +78,8 @@ async def deliver_webhook(ctx: dict[str, Any], work: DueWork) -> datetime | None
     if delivery["next_attempt_at"] > utcnow():
         return delivery["next_attempt_at"]  # type: ignore[no-any-return]
     settings = ctx["settings"]
-    result = await webhooks.post(delivery["url"], delivery["secret"], delivery["message_id"],
+    secret = secrets.decrypt(delivery["secret"])
+    result = await webhooks.post(delivery["url"], secret, delivery["message_id"],
                                  delivery["body"], allow_private=settings.allow_private_webhooks,
                                  timeout_seconds=settings.webhook_timeout_seconds)
     async with tenant_transaction(ctx["db"], work.schema) as conn:

@@ -98,6 +98,9 @@ async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import production_problem, refuse_unless
+
+    refuse_unless(production_problem(get_settings()))
     _urls()
     if args.workers > 1 and not args.prefork_child:
         from tenancy import prefork
@@ -114,6 +117,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import production_problem, refuse_unless
+
+    refuse_unless(production_problem(get_settings()))
     database_url, redis_url = _urls()
 
     async def main() -> None:
@@ -124,6 +130,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import refuse_unless, secrets_problem
+
+    refuse_unless(secrets_problem(get_settings()))  # the migrations encrypt stored secrets
     from tenancy.db import session_url
     from tenancy.migrate import run_cli
 
@@ -154,7 +163,9 @@ def cmd_create_organisation(args: argparse.Namespace) -> int:
 def cmd_dev(args: argparse.Namespace) -> int:
     from tenancy.db import session_url
     from tenancy.migrate import run_cli
+    from tenancy.secrets_ops import ensure_dev_secrets
 
+    ensure_dev_secrets(get_settings().data_dir)
     database_url, redis_url = _urls()
     if run_cli(session_url(database_url), 2, None) != 0:
         print("some tenant migrations failed; see above", file=sys.stderr)
@@ -255,37 +266,37 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
 
 
 def cmd_tenants_export(args: argparse.Namespace) -> int:
-    from tenancy.tenant_ops import export_tenant
+    from tenancy.files import FileRefused, new_private_file
+    from tenancy.secrets_ops import refuse_unless, secrets_problem
 
-    # Key hashes and integration secrets are inside: readable by the owner only.
-    partial = f"{args.out}.partial"
+    refuse_unless(secrets_problem(get_settings()))
+    # Key hashes and encrypted secrets are inside: a new file, readable by the owner only.
     try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        print(f"error: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
-        return 1
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with new_private_file(args.out) as out:
+            from tenancy.tenant_ops import export_tenant
+
             report = _tenant_op(lambda pool: export_tenant(pool, args.sub_account_id, out))
-        os.replace(partial, args.out)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
+    except FileRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"exported sub-account {report.sub_account_id} at tenant schema "
           f"{report.schema_version}: {report.rows} rows to {args.out}", file=sys.stderr)
     return 0
 
 
 def cmd_tenants_import(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import reencrypt_keys, refuse_unless, secrets_problem
     from tenancy.tenant_ops import import_tenant
 
+    refuse_unless(secrets_problem(get_settings()))
+    old_keys = reencrypt_keys(args.reencrypt) if args.reencrypt else None
     try:
         source = open(args.file, encoding="utf-8")
     except OSError as exc:
         print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 1
     with source:
-        report = _tenant_op(lambda pool: import_tenant(pool, source))
+        report = _tenant_op(lambda pool: import_tenant(pool, source, old_keys))
     print(f"imported sub-account {report.sub_account_id}: {report.rows} rows", file=sys.stderr)
     if report.users_matched:
         print(f"{report.users_matched} users matched existing users by email", file=sys.stderr)
@@ -340,6 +351,9 @@ def _add_tenant_commands(sub: Any) -> None:
 
     restore = commands.add_parser("import", help="recreate an exported sub-account")
     restore.add_argument("file", metavar="FILE")
+    restore.add_argument("--reencrypt", metavar="KEY_FILE",
+                         help="a file holding the exporting installation's "
+                              "SWITCHBOARD_SECRETS_KEY: its secrets are re-encrypted under ours")
     restore.set_defaults(func=cmd_tenants_import)
 
     for name, text in (("suspend", "its keys get 401 until resumed"),
@@ -392,8 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_tenant_commands(sub)
     from jobs.due_admin import add_commands as add_due_work_commands
+    from tenancy.secrets_ops import add_commands as add_secrets_commands
 
     add_due_work_commands(sub)
+    add_secrets_commands(sub)
     return parser
 
 
@@ -409,6 +425,10 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError:
                 print(f"not a sub-account id: {value}", file=sys.stderr)
                 return 2
+    if args.command not in ("serve", "worker"):
+        from tenancy.secrets_ops import use_kept_dev_secrets
+
+        use_kept_dev_secrets(get_settings().data_dir)
     return int(args.func(args))
 
 

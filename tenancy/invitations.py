@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from integrations.email import SMTPConfig, build_message, one_line, send_email
+from tenancy import secrets
 from tenancy.clock import iso, utcnow
 from tenancy.errors import APIError
 from tenancy.keys import hash_token
@@ -70,7 +71,8 @@ async def email_config_for(conn: asyncpg.Connection | asyncpg.Pool,
     row = await conn.fetchrow(SELECT_EMAIL_CONFIG, organisation_id)
     if row is not None:
         return SMTPConfig(host=row["host"], port=row["port"], from_address=row["from_address"],
-                          username=row["username"], password=row["password"],
+                          username=row["username"],
+                          password=secrets.decrypt_optional(row["password"]),
                           starttls=row["starttls"], timeout=settings.smtp_timeout_seconds)
     return SMTPConfig(host=settings.smtp_host, port=settings.smtp_port,
                       from_address=settings.smtp_from, username=settings.smtp_username,

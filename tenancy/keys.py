@@ -21,8 +21,26 @@ def generate_key() -> str:
 
 
 def hash_key(key: str) -> bytes:
-    pepper = get_settings().key_pepper.encode()
-    return hmac.new(pepper, key.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
+    return _hash(get_settings().key_pepper, key)
+
+
+def key_hashes(key: str) -> list[bytes]:
+    """The key's hash under the pepper, then under SWITCHBOARD_KEY_PEPPER_PREVIOUS when set:
+    keys issued before a change of pepper keep working."""
+    return [_hash(pepper, key) for pepper in peppers()]
+
+
+def peppers() -> list[str]:
+    """The pepper that signs and hashes now, then the previous one (which only verifies)."""
+    settings = get_settings()
+    previous = settings.key_pepper_previous
+    return [settings.key_pepper] + ([previous] if previous and
+                                    previous != settings.key_pepper else [])
+
+
+def _hash(pepper: str, key: str) -> bytes:
+    return hmac.new(pepper.encode(), key.encode("utf-8", "surrogatepass"),
+                    hashlib.sha256).digest()
 
 
 def looks_like_key(key: str) -> bool:

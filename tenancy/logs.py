@@ -132,6 +132,8 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     # httpx logs every request's full URL at INFO; a webhook target's URL may carry credentials
     # (user:password@, ?token=). Deliveries are recorded per attempt in the database instead.
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
+    # alembic announces each plugin it loads at INFO: noise before every CLI command's answer.
+    logging.getLogger("alembic.runtime.plugins").setLevel(max(level, logging.WARNING))
 
 
 def _stop_writer() -> None:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-from tenancy.keys import hash_key, looks_like_key
+from tenancy.keys import hash_key, key_hashes, looks_like_key
 
 
 @dataclass(frozen=True)
@@ -37,14 +37,34 @@ WHERE k.key_hash = $1
 """
 
 
+# With SWITCHBOARD_KEY_PEPPER_PREVIOUS set: the key's hash under either pepper.
+SELECT_KEY_EITHER_PEPPER = """
+SELECT k.id, k.kind, k.key_hash, k.organisation_id, k.sub_account_id, s.schema_name
+FROM control.api_keys AS k
+JOIN control.organisations AS o ON o.id = k.organisation_id
+LEFT JOIN control.sub_accounts AS s ON s.id = k.sub_account_id
+WHERE k.key_hash = ANY($1::bytea[])
+  AND k.revoked_at IS NULL
+  AND (k.sub_account_id IS NULL OR s.status = 'active')
+"""
+
+# A key found under the previous pepper is stored under the current one from then on.
+REHASH_KEY = "UPDATE control.api_keys SET key_hash = $2 WHERE id = $1 AND key_hash = $3"
+
+
 async def principal_for_key(conn: asyncpg.Connection | asyncpg.Pool,
                            key: str) -> Principal | None:
     if not looks_like_key(key):
         return None
-    digest = hash_key(key)
-    row = await conn.fetchrow(SELECT_KEY, digest)
-    if row is None or not hmac.compare_digest(row["key_hash"], digest):
+    digests = key_hashes(key)
+    if len(digests) == 1:
+        row = await conn.fetchrow(SELECT_KEY, digests[0])
+    else:
+        row = await conn.fetchrow(SELECT_KEY_EITHER_PEPPER, digests)
+    if row is None or not any(hmac.compare_digest(row["key_hash"], d) for d in digests):
         return None
+    if row["key_hash"] != digests[0]:
+        await conn.execute(REHASH_KEY, row["id"], digests[0], row["key_hash"])
     return Principal(
         kind=row["kind"],
         key_id=row["id"],

@@ -6,6 +6,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+DEFAULT_KEY_PEPPER = "switchboard-development-pepper"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
@@ -40,9 +42,12 @@ class Settings(BaseSettings):
     # grants this process already took from Redis are spent).
     rate_limit_fail_open: bool = Field(default=True, alias="SWITCHBOARD_RATE_LIMIT_FAIL_OPEN")
 
-    # Keys are stored as HMAC-SHA256(key_pepper, key). Set a long random value in production.
-    key_pepper: str = Field(default="switchboard-development-pepper",
-                            alias="SWITCHBOARD_KEY_PEPPER")
+    # Keys are stored as HMAC-SHA256(key_pepper, key). serve and worker refuse the default.
+    key_pepper: str = Field(default=DEFAULT_KEY_PEPPER, alias="SWITCHBOARD_KEY_PEPPER")
+    # The pepper before a change: keys, links and signatures made under it keep working.
+    key_pepper_previous: str | None = Field(default=None, alias="SWITCHBOARD_KEY_PEPPER_PREVIOUS")
+    # Fernet keys, comma-separated: the first encrypts stored secrets, every one decrypts.
+    secrets_key: str | None = Field(default=None, alias="SWITCHBOARD_SECRETS_KEY")
     public_url: str = Field(default="http://127.0.0.1:8000", alias="SWITCHBOARD_PUBLIC_URL")
 
     # PgBouncer in transaction mode before 1.21 cannot keep named prepared statements: set 0.

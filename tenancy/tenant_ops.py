@@ -7,8 +7,11 @@ message is meant for the operator; nothing has been changed when one is raised.
 Export file: UTF-8 JSON lines, one object per line, in this order:
 
 1. header: ``{"format": "switchboard-tenant-export", "format_version": 1, "sub_account_id",
-   "organisation_id", "schema_name", "schema_version", "exported_at"}``; ``schema_version`` is
-   the tenant schema's alembic revision, read from the schema itself;
+   "organisation_id", "schema_name", "schema_version", "exported_at", "secrets_key_check"}``;
+   ``schema_version`` is the tenant schema's alembic revision, read from the schema itself;
+   ``secrets_key_check`` is a Fernet token under the exporting installation's first
+   SWITCHBOARD_SECRETS_KEY key, under which every stored secret in the file is encrypted (an
+   import needs that key, or ``--reencrypt`` with it);
 2. control rows, ``{"table": "control.<name>", "row": {...}}``: the users the sub-account's
    memberships and invitations refer to, the sub_accounts row, its api_keys (hashes only),
    memberships, invitations and due_work;
@@ -31,7 +34,9 @@ from datetime import datetime
 from typing import Any, TextIO
 
 import asyncpg
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from tenancy import secrets
 from tenancy.clock import iso, utcnow
 from tenancy.db import SCHEMA_NAME, schema_name_for
 from tenancy.schema import create_tenant_schema, tenant_head
@@ -39,6 +44,8 @@ from tenancy.tables import tenant_metadata
 
 FORMAT = "switchboard-tenant-export"
 FORMAT_VERSION = 1
+SECRETS_CHECK = b"switchboard-tenant-export-secrets"
+SECRET_COLUMNS = {spec.table: spec.column for spec in secrets.TENANT_SECRETS}
 BATCH_ROWS = 500
 PURGE_LOCK_TIMEOUT = "10s"
 
@@ -295,31 +302,53 @@ async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
             "sub_account_id": str(sub_account_id),
             "organisation_id": str(sub["organisation_id"]), "schema_name": schema,
             "schema_version": version, "exported_at": iso(utcnow()),
+            "secrets_key_check": secrets.encrypt_bytes(SECRETS_CHECK).decode(),
         }) + "\n")
         counts: dict[str, int] = {}
         for table, query in CONTROL_EXPORTS:
             counts[table] = await _write_rows(conn, out, table, query, sub_account_id)
         for table in _ordered_tables(tables):
-            query = f"SELECT row_to_json(t)::text FROM {_quote(table)} AS t"
-            counts[table] = await _write_rows(conn, out, table, query)
+            secret = SECRET_COLUMNS.get(table)
+            if secret is None:
+                query = f"SELECT row_to_json(t)::text FROM {_quote(table)} AS t"
+                counts[table] = await _write_rows(conn, out, table, query)
+            else:
+                query = f"SELECT row_to_json(t)::text, t.{_quote(secret)} FROM {_quote(table)} AS t"
+                # Its own cursor name: asyncpg keeps the FETCH's row shape per statement text.
+                counts[table] = await _write_rows(conn, out, table, query,
+                                                  cursor="export_secret_rows")
     total = sum(counts.values())
     out.write(json.dumps({"end": True, "rows": total}) + "\n")
     return ExportReport(sub_account_id, version, total, counts)
 
 
 async def _write_rows(conn: asyncpg.Connection, out: TextIO, table: str, query: str,
-                      *args: Any) -> int:
+                      *args: Any, cursor: str = "export_rows") -> int:
     prefix = '{"table": ' + json.dumps(table) + ', "row": '
     count = 0
     # A cursor declared in SQL rather than asyncpg's `conn.cursor()`, which always uses a named
     # prepared statement: PgBouncer before 1.21 cannot follow those in transaction mode.
-    await conn.execute(f"DECLARE export_rows NO SCROLL CURSOR FOR {query}", *args)
-    while rows := await conn.fetch(f"FETCH FORWARD {BATCH_ROWS} FROM export_rows"):
+    await conn.execute(f"DECLARE {cursor} NO SCROLL CURSOR FOR {query}", *args)
+    while rows := await conn.fetch(f"FETCH FORWARD {BATCH_ROWS} FROM {cursor}"):
         for record in rows:
-            out.write(prefix + record[0] + "}\n")
+            out.write(prefix + _under_first_key(record) + "}\n")
         count += len(rows)
-    await conn.execute("CLOSE export_rows")
+    await conn.execute(f"CLOSE {cursor}")
     return count
+
+
+def _under_first_key(record: asyncpg.Record) -> str:
+    """The row's JSON with its secret (a second column, if any) under the first key: the file
+    is readable with the key its header names, whichever key each value was stored under."""
+    line: str = record[0]
+    if len(record) < 2 or record[1] is None:
+        return line
+    token: str = record[1]
+    fresh = secrets.under_first_key(token.encode()).decode()
+    if fresh == token:
+        return line
+    # Fernet tokens are URL-safe base64: JSON writes them verbatim, once in the row.
+    return line.replace(json.dumps(token), json.dumps(fresh), 1)
 
 
 # --- import -----------------------------------------------------------------------------------
@@ -410,6 +439,7 @@ class ExportHeader:
     organisation_id: uuid.UUID
     schema_name: str
     schema_version: str
+    secrets_key_check: str | None = None
 
 
 @dataclass
@@ -437,22 +467,48 @@ def read_header(line: str) -> ExportHeader:
         version = str(header["schema_version"])
     except (KeyError, ValueError):
         raise TenantOpError("the export header is incomplete") from None
-    return ExportHeader(sub_account_id, organisation_id, schema_name_for(sub_account_id), version)
+    check = header.get("secrets_key_check")
+    return ExportHeader(sub_account_id, organisation_id, schema_name_for(sub_account_id), version,
+                        check if isinstance(check, str) else None)
 
 
-async def import_tenant(pool: asyncpg.Pool, lines: Iterable[str]) -> ImportReport:
+def check_secrets_key(header: ExportHeader, reencrypt_from: list[Fernet] | None) -> None:
+    """The export's secrets must be readable: under this installation's key, or (to be
+    re-encrypted under it) under the key given with --reencrypt."""
+    if header.secrets_key_check is None:
+        raise TenantOpError("the export header names no secrets key (secrets_key_check)")
+    reader = secrets.keys() if reencrypt_from is None else MultiFernet(reencrypt_from)
+    try:
+        reader.decrypt(header.secrets_key_check.encode())
+    except InvalidToken:
+        if reencrypt_from is None:
+            raise TenantOpError(
+                "the export's secrets are encrypted under another SWITCHBOARD_SECRETS_KEY: "
+                "import it with that key, or with --reencrypt KEY_FILE (a file holding the "
+                "exporting installation's key) to encrypt them under this one") from None
+        raise TenantOpError("the key given to --reencrypt is not the key this export's secrets "
+                            "are encrypted under") from None
+
+
+async def import_tenant(pool: asyncpg.Pool, lines: Iterable[str],
+                        reencrypt_from: list[Fernet] | None = None) -> ImportReport:
     """Recreate an exported sub-account under its own id, in one transaction.
 
     Refused unless the export's tenant schema version is this installation's head, the
-    organisation exists here, and neither the sub-account nor its schema does.
+    organisation exists here, neither the sub-account nor its schema does, and its secrets are
+    under this installation's SWITCHBOARD_SECRETS_KEY, or under `reencrypt_from` (the exporting
+    installation's keys), in which case they are re-encrypted under this one's first key.
     """
     try:
-        return await _import(pool, iter(lines))
+        return await _import(pool, iter(lines), reencrypt_from)
     except UnicodeDecodeError:
         raise TenantOpError("the file is not UTF-8 text: not a Switchboard tenant export") from None
+    except secrets.SecretsKeyError as exc:
+        raise TenantOpError(f"import failed and nothing was written: {exc}") from None
 
 
-async def _import(pool: asyncpg.Pool, stream: Iterator[str]) -> ImportReport:
+async def _import(pool: asyncpg.Pool, stream: Iterator[str],
+                  reencrypt_from: list[Fernet] | None) -> ImportReport:
     header = read_header(next(stream, ""))
     head = tenant_head()
     if header.schema_version != head:
@@ -460,10 +516,11 @@ async def _import(pool: asyncpg.Pool, stream: Iterator[str]) -> ImportReport:
             f"the export's tenant schema is at revision {header.schema_version} but this "
             f"installation's tenant head is {head}; import it into an installation at "
             f"{header.schema_version}, run `switchboard migrate` there and export again")
+    check_secrets_key(header, reencrypt_from)
     try:
         async with pool.acquire() as conn, conn.transaction():
             await _check_target(conn, header)
-            importer = _Importer(conn, header, head)
+            importer = _Importer(conn, header, head, reencrypt_from)
             await importer.run(stream)
             return importer.report
     except asyncpg.PostgresError as exc:
@@ -483,8 +540,10 @@ async def _check_target(conn: asyncpg.Connection, header: ExportHeader) -> None:
 class _Importer:
     """Inserts the file's rows in file order, in batches of consecutive rows of one table."""
 
-    def __init__(self, conn: asyncpg.Connection, header: ExportHeader, head: str) -> None:
+    def __init__(self, conn: asyncpg.Connection, header: ExportHeader, head: str,
+                 reencrypt_from: list[Fernet] | None = None) -> None:
         self.conn = conn
+        self.reencrypt_from = reencrypt_from
         self.header = header
         self.head = head
         self.report = ImportReport(header.sub_account_id)
@@ -578,6 +637,8 @@ class _Importer:
         if rows != self.report.rows:
             raise TenantOpError(f"the trailer counts {rows} rows but the file has "
                                 f"{self.report.rows}: the export is damaged")
+        if self.reencrypt_from:
+            await secrets.rotate_tenant(self.conn, self.header.schema_name, self.reencrypt_from)
         for record in await self.conn.fetch(OWNED_SEQUENCES, self.header.schema_name):
             await self.conn.execute(
                 f"SELECT setval($1::regclass, max({_quote(record['column'])})) "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import tempfile
 import uuid
@@ -27,9 +28,15 @@ from typing import Any
 
 import asyncpg
 import pytest
+from cryptography.fernet import Fernet
 
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.settings import get_settings
+
+# A random pepper and secrets key for the run (unless set), as `switchboard dev` makes them: serve,
+# worker and migrate refuse to start without them, and every process a test starts inherits them.
+os.environ.setdefault("SWITCHBOARD_KEY_PEPPER", secrets.token_urlsafe(32))
+os.environ.setdefault("SWITCHBOARD_SECRETS_KEY", Fernet.generate_key().decode())
 
 # --- servers ----------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import asyncpg
 
 from api.agents.schemas import PROVIDER_OF_MODEL, CreateAgentRequest
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
+from tenancy import secrets
 from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import APIError, not_found
 
@@ -94,6 +95,7 @@ async def check_fields(data: CreateAgentRequest, *, allow_private_webhooks: bool
 async def create_agent(pool: asyncpg.Pool, schema: str,
                        data: CreateAgentRequest) -> dict[str, Any]:
     provider = PROVIDER_OF_MODEL[data.llm_model]
+    webhook_secret = new_secret()
     async with tenant_transaction(pool, schema) as conn:
         if not await conn.fetchval(PROVIDER_CONNECTED, provider):
             raise APIError(400, "llm_provider_not_connected",
@@ -103,8 +105,8 @@ async def create_agent(pool: asyncpg.Pool, schema: str,
             data.silence_timeout, data.voice_activity_timeout, data.llm_model, data.language,
             data.background_noise, data.background_type, data.voicemail_detection,
             data.voicemail_type, data.voicemail_message, data.backcchanneling, data.is_active,
-            data.webhook, data.webhook_url, new_secret(), data.recording)
-    return dict(row)
+            data.webhook, data.webhook_url, secrets.encrypt(webhook_secret), data.recording)
+    return {**row, "webhook_secret": webhook_secret}
 
 
 async def get_agent(pool: asyncpg.Pool, schema: str, agent_id: uuid.UUID) -> dict[str, Any]:
@@ -112,10 +114,16 @@ async def get_agent(pool: asyncpg.Pool, schema: str, agent_id: uuid.UUID) -> dic
         row = await conn.fetchrow(SELECT_AGENT, agent_id)
     if row is None:
         raise not_found("agent")
-    return dict(row)
+    return _shown(row)
 
 
 async def list_agents(pool: asyncpg.Pool, schema: str, limit: int,
                       offset: int) -> tuple[list[dict[str, Any]], int]:
     async with tenant_transaction(pool, schema) as conn:
-        return await fetch_page(conn, SELECT_AGENTS, COUNT_AGENTS, limit, offset)
+        items, total = await fetch_page(conn, SELECT_AGENTS, COUNT_AGENTS, limit, offset)
+    return [_shown(item) for item in items], total
+
+
+def _shown(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
+    """The agent as the API shows it: with its webhook secret readable."""
+    return {**row, "webhook_secret": secrets.decrypt(row["webhook_secret"])}

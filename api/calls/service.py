@@ -25,6 +25,7 @@ from api.phone_numbers.service import price
 from api.wallet import service as wallet
 from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
 from jobs.due import schedule_due
+from tenancy import secrets
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 from tenancy.errors import APIError, not_found
@@ -230,7 +231,8 @@ async def finish_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID
         await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
         agent = await conn.fetchrow(SELECT_AGENT_WEBHOOK, row["agent_id"])
         if agent["webhook"] and agent["webhook_url"]:
-            await events.emit_to(conn, agent["webhook_url"], agent["webhook_secret"],
+            await events.emit_to(conn, agent["webhook_url"],
+                                 secrets.decrypt(agent["webhook_secret"]),
                                  "call.completed",
                                  {"sub_account_id": sub_account_id, "call": call_out(row)})
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import asyncpg
 
+from tenancy import secrets
 from tenancy.db import tenant_transaction
 from tenancy.errors import APIError
 from tenancy.tables.voice import LLM_PROVIDERS
@@ -26,7 +27,8 @@ def check_provider(provider: str) -> str:
 
 async def connect(pool: asyncpg.Pool, schema: str, provider: str, api_key: str) -> None:
     async with tenant_transaction(pool, schema) as conn:
-        await conn.execute(UPSERT_INTEGRATION, check_provider(provider), api_key.strip())
+        await conn.execute(UPSERT_INTEGRATION, check_provider(provider),
+                           secrets.encrypt(api_key.strip()))
 
 
 async def list_integrations(pool: asyncpg.Pool, schema: str) -> list[dict[str, Any]]:

@@ -2,8 +2,8 @@
 
 A token is `base64url(payload) "." base64url(HMAC-SHA256(secret, payload)[:16])`, where the
 payload is a kind byte, the sub-account id and the campaign recipient id (and, for a click, the
-target URL). The secret is derived from SWITCHBOARD_KEY_PEPPER, so no new setting is needed and
-rotating the pepper invalidates old links.
+target URL). The secret is derived from SWITCHBOARD_KEY_PEPPER, so no new setting is needed;
+links signed under SWITCHBOARD_KEY_PEPPER_PREVIOUS keep working after a change of pepper.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tenancy.keys import peppers
 from tenancy.settings import get_settings
 
 KINDS = {"open": b"o", "click": b"c", "unsubscribe": b"u"}
@@ -43,8 +44,8 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _mac(payload: bytes) -> bytes:
-    secret = _secret(get_settings().key_pepper)
+def _mac(payload: bytes, pepper: str | None = None) -> bytes:
+    secret = _secret(pepper or get_settings().key_pepper)
     return hmac.new(secret, payload, hashlib.sha256).digest()[:MAC_BYTES]
 
 
@@ -63,7 +64,8 @@ def verify(kind: str, token: str) -> Tracked | None:
         payload, given = _unb64(body), _unb64(mac)
     except (ValueError, TypeError):
         return None
-    if len(payload) < 33 or not hmac.compare_digest(given, _mac(payload)):
+    if len(payload) < 33 or not any(hmac.compare_digest(given, _mac(payload, pepper))
+                                    for pepper in peppers()):
         return None
     if payload[:1] != KINDS[kind]:
         return None

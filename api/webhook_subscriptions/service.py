@@ -10,6 +10,7 @@ import asyncpg
 from api.events import DELIVERY_KIND
 from integrations.webhooks import new_secret
 from jobs.due import cancel_due_many
+from tenancy import secrets
 from tenancy.db import fetch_page, tenant_transaction
 from tenancy.errors import not_found
 
@@ -55,9 +56,10 @@ RETURNING id
 
 async def create_subscription(pool: asyncpg.Pool, schema: str, url: str,
                               events: list[str]) -> dict[str, Any]:
+    secret = new_secret()
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(INSERT_SUBSCRIPTION, url, events, new_secret())
-    return dict(row)
+        row = await conn.fetchrow(INSERT_SUBSCRIPTION, url, events, secrets.encrypt(secret))
+    return {**row, "secret": secret}
 
 
 async def list_subscriptions(pool: asyncpg.Pool, schema: str, limit: int,

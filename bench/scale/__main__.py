@@ -63,7 +63,14 @@ import httpx
 import psutil
 from aiosmtpd.controller import Controller
 
-from bench.common import bench_servers, percentile, serve, summary, write_section
+from bench.common import (
+    bench_servers,
+    bench_settings,
+    percentile,
+    serve,
+    summary,
+    write_section,
+)
 from tenancy.db import create_pool, schema_name_for, tenant_transaction
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.migrate import upgrade_control
@@ -159,10 +166,12 @@ def place(data_dir: str | None) -> Iterator[Place]:
             redis_url = cache.url
         kept_url = os.environ.get("BENCH_SCALE_DATABASE_URL")
         if kept_url:
+            bench_settings(Path(os.environ.get("SWITCHBOARD_DATA_DIR", ".data")))
             asyncio.run(_ensure_database(kept_url))
             yield Place(kept_url, redis_url, True,
                         f"BENCH_SCALE_DATABASE_URL={kept_url} python -m bench.scale")
         elif data_dir:
+            bench_settings(Path(data_dir))  # kept with the database: its keys keep working
             pg = start_postgres(Path(data_dir), shared_buffers=SHARED_BUFFERS)
             if pg.started_here:
                 stack.callback(pg.stop)

@@ -117,6 +117,9 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
     direct = servers.direct_url.rsplit("/", 1)[0] + "/" + empty_database.rsplit("/", 1)[1]
     env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DIRECT_DATABASE_URL=direct,
                SWITCHBOARD_DATA_DIR=str(tmp_path))
+    # No pepper or secrets key: dev makes random ones, kept in the data dir for the restart.
+    env.pop("SWITCHBOARD_KEY_PEPPER", None)
+    env.pop("SWITCHBOARD_SECRETS_KEY", None)
     process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
@@ -130,6 +133,11 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
     finally:
         if process.poll() is None:
             process.kill()
+    assert (tmp_path / "dev-secrets.json").exists()
+    # An organisation made beside it (same folder, same unset settings) gets a key dev accepts.
+    done = subprocess.run([*SWITCHBOARD, "create-organisation", "--name", "Beside dev"],
+                          env=env, capture_output=True, text=True, timeout=120, check=True)
+    agency_key = json.loads(done.stdout)["agency_api_key"]
     # Start again: the demo data is kept and the printed key still works.
     process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -139,6 +147,9 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
         answer = httpx.get(f"http://127.0.0.1:{port}/webhooks/inbound/team-users",
                            headers={"x-api-key": key.group(1)}, timeout=5)
         assert answer.status_code == 200 and answer.json()["status"] == "success"
+        answer = httpx.get(f"http://127.0.0.1:{port}/functions/v1/agency/sub-accounts",
+                           headers={"x-api-key": agency_key}, timeout=5)
+        assert answer.status_code == 200, answer.text
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
     finally:

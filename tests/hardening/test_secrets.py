@@ -19,6 +19,7 @@ import asyncpg
 import httpx
 
 from tenancy.keys import hash_key
+from tenancy.secrets import encrypt
 from tests.conftest import Tenant
 from tests.contacts.conftest import Receiver
 from tests.hardening.conftest import live_system
@@ -107,7 +108,7 @@ async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
             "INSERT INTO control.email_configs (organisation_id, host, port, username, password,"
             " from_address) VALUES ($1, $2, $3, $4, $5, $6)",
             uuid.UUID(failing["organisation_id"]), mailbox.host, mailbox.port,
-            "smtp-user@example.com", smtp_password, "noreply@example.com")
+            "smtp-user@example.com", encrypt(smtp_password), "noreply@example.com")
     finally:
         await conn.close()
 

@@ -18,9 +18,11 @@ SWITCHBOARD = [sys.executable, "-m", "tenancy.cli"]
 WALLET = "/webhooks/inbound/wallet"
 
 
-def switchboard(servers: Any, *args: str) -> subprocess.CompletedProcess[str]:
+def switchboard(servers: Any, *args: str,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `switchboard ARGS...` as an operator would, against the test servers."""
-    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
+    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
+           **(env or {})}
     return subprocess.run([*SWITCHBOARD, *args], env=env, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
 

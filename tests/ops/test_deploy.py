@@ -204,7 +204,7 @@ def test_compose_hard_codes_no_secret() -> None:
 def test_compose_env_example_has_placeholders_only() -> None:
     lines = (DEPLOY / ".env.example").read_text().splitlines()
     values = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
-    for key in ("POSTGRES_PASSWORD", "SWITCHBOARD_KEY_PEPPER"):
+    for key in ("POSTGRES_PASSWORD", "SWITCHBOARD_KEY_PEPPER", "SWITCHBOARD_SECRETS_KEY"):
         assert PLACEHOLDER.search(values[key]), key
 
 

@@ -7,6 +7,8 @@ import uuid
 
 import pytest
 
+from tenancy.secrets import decrypt
+
 from .conftest import agent_body, connect, make_agent, table_rows
 
 CREATE = "/functions/v1/crm-api/create-agent"
@@ -295,7 +297,10 @@ async def test_connect_provider_stores_key_and_never_echoes_it(client, pool, ten
     assert await response.get_json() == {"status": "success", "provider": "anthropic",
                                          "connected": True}
     rows = await table_rows(pool, tenant, "SELECT provider, api_key FROM integrations")
-    assert [(r["provider"], r["api_key"]) for r in rows] == [("anthropic", "sk-ant-secret-123")]
+    # Stored encrypted (CONTRACT 8).
+    assert [(r["provider"], decrypt(r["api_key"])) for r in rows] == \
+        [("anthropic", "sk-ant-secret-123")]
+    assert "sk-ant-secret-123" not in rows[0]["api_key"]
     listed = await client.get("/webhooks/inbound/integrations", headers=tenant.headers)
     assert "sk-ant-secret-123" not in await listed.get_data(as_text=True)
     states = {i["provider"]: i["connected"] for i in (await listed.get_json())["integrations"]}
@@ -309,7 +314,7 @@ async def test_connect_provider_again_replaces_the_key(client, pool, tenant):
                                     json={"api_key": key}, headers=tenant.headers)
         assert response.status_code == 200
     rows = await table_rows(pool, tenant, "SELECT api_key FROM integrations")
-    assert [r["api_key"] for r in rows] == ["sk-second"]
+    assert [decrypt(r["api_key"]) for r in rows] == ["sk-second"]
 
 
 async def test_connect_unknown_provider_is_404(client, tenant):

@@ -1,7 +1,7 @@
 """control.due_work: a terminal `failed` state (status, failures, failed_at)
 
 Revision ID: c0006
-Revises: c0004
+Revises: c0005
 Create Date: 2026-11-24 05:40:00.000000
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = 'c0006'
-down_revision: str | None = 'c0004'
+down_revision: str | None = 'c0005'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -19,12 +19,14 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy tenancy api jobs integrations
+	$(BIN)/mypy tenancy api jobs integrations cli
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy tenancy api jobs integrations
+	$(BIN)/mypy tenancy api jobs integrations cli
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.provisioning

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import decimal
-import importlib
 import inspect
 import json
 import logging
@@ -15,9 +14,8 @@ import re
 import time
 import types
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -27,7 +25,7 @@ from arq import create_pool as create_arq_pool
 from arq.connections import RedisSettings
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
-from quart import Quart, Response, g, request, send_from_directory
+from quart import Blueprint, Quart, Response, g, request, send_from_directory
 from quart.helpers import _split_blueprint_path
 from quart.json.provider import DefaultJSONProvider
 from quart.sessions import NullSession, SessionInterface
@@ -203,7 +201,10 @@ class APIRequest(Request):
         raise APIError(400, "invalid_json", "the body is not valid JSON")
 
 
-def create_app(settings: Settings | None = None) -> Quart:
+def create_app(settings: Settings | None = None,
+               blueprints: Iterable[Blueprint] = ()) -> Quart:
+    """The app with the HTTP shell and `blueprints` (the composition root's list,
+    cli/wiring.py, registered in that order)."""
     settings = settings or get_settings()
     app = SwitchboardApp("switchboard")
     app.request_class = APIRequest
@@ -239,25 +240,14 @@ def create_app(settings: Settings | None = None) -> Quart:
     install_request_model_loading()
     register_error_handlers(app)
     _register_lifecycle(app, settings)
-    app.register_blueprint(metrics.blueprint)
-    _register_blueprints(app)
+    for blueprint in blueprints:
+        app.register_blueprint(blueprint)
 
     @app.get("/docs/assets/<path:name>")
     async def docs_asset(name: str) -> Response:
         return await send_from_directory(str(swagger_ui_bundle.swagger_ui_path), name)
 
     return app
-
-
-def _register_blueprints(app: Quart) -> None:
-    """Every `blueprint` in api/*/routes.py (and api/health.py), in name order."""
-    from api import health
-
-    app.register_blueprint(health.blueprint)
-    package = Path(__file__).resolve().parent
-    for folder in sorted(p for p in package.iterdir() if (p / "routes.py").exists()):
-        module = importlib.import_module(f"api.{folder.name}.routes")
-        app.register_blueprint(module.blueprint)
 
 
 def _register_lifecycle(app: Quart, settings: Settings) -> None:

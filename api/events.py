@@ -25,9 +25,9 @@ from typing import Any
 import asyncpg
 from pydantic_core import to_jsonable_python
 
-from jobs.due import schedule_due
 from tenancy import secrets
 from tenancy.clock import iso, utcnow
+from tenancy.due import schedule_due
 
 EVENT_TYPES = ("contact.updated", "call.completed")
 DELIVERY_KIND = "webhook_delivery"

@@ -22,7 +22,7 @@ from prometheus_client import (
 from quart import Blueprint, Response, current_app, request
 from quart_schema import hide
 
-from jobs.metrics import JOB_COUNTS_KEY
+from tenancy.jobcounts import JOB_COUNTS_KEY
 
 blueprint = Blueprint("metrics", __name__)
 access_log = logging.getLogger("switchboard.access")

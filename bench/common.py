@@ -75,7 +75,7 @@ def summary(values: list[float]) -> dict[str, float]:
 def serve(env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
     # The server's log goes to a file: a pipe nobody reads would fill and stall the server.
     log = tempfile.NamedTemporaryFile(prefix="switchboard-bench-", suffix=".log", delete=False)
-    process = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "serve", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=log)
     try:

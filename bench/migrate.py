@@ -99,7 +99,7 @@ def main() -> None:
         check_seconds = time.perf_counter() - started
         assert check == []
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "tenancy.cli", "migrate"], env=env,
+        done = subprocess.run([sys.executable, "-m", "cli", "migrate"], env=env,
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         noop_cli = time.perf_counter() - started
         assert done.returncode == 0 and "all tenant schemas at head" in done.stderr, done.stderr

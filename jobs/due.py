@@ -1,27 +1,20 @@
-"""The durable scheduler: work that must happen is a row in `control.due_work`; arq only runs it.
+"""The due-work engine: runs the rows of `control.due_work` (tenancy/due.py) with arq.
 
-Service API (any feature, from a route's or a job's transaction):
+Each kind of work has a `DueHandler`, listed in the composition root (cli/wiring.py) and handed to
+the worker: `async def handler(ctx, work: DueWork)` returns None when the work is done (the row
+is deleted) or the aware datetime at which it must run again (the row is rescheduled). It must be
+idempotent: it may run again after a crash, so it reloads its state from the database.
+A failed run (an exception, a run longer than the lease, a cancellation, or a claim whose lease
+ran out without an outcome) reschedules the row with a capped backoff and records why
+(`last_error`: exception class and message); after `SWITCHBOARD_DUE_WORK_MAX_FAILURES` (10)
+failed runs in a row the row becomes `failed`: never swept or run again, listed by
+`switchboard due-work failed`, run again by `switchboard due-work retry`.
 
-- `schedule_due(conn, sub_account_id, kind, ref_id, due_at)`: insert, or replace the time of,
-  the one row per (kind, ref_id). Written in the caller's transaction; rescheduling supersedes
-  the earlier time (a job queued for it finds a newer version and does nothing).
-- `cancel_due(conn, kind, ref_id)` / `cancel_due_many(conn, kind, ref_ids)`: forget it.
-- `@register(kind, lease_seconds=...)` on `async def handler(ctx, work: DueWork)`, in the
-  feature's own `jobs/<feature>.py`. The handler returns None when the work is done (the row is
-  deleted) or the aware datetime at which it must run again (the row is rescheduled). It must be
-  idempotent: it may run again after a crash, so it reloads its state from the database.
-  A failed run (an exception, a run longer than the lease, a cancellation, or a claim whose
-  lease ran out without an outcome) reschedules the row with a capped backoff and records
-  why (`last_error`: exception class and message); after `SWITCHBOARD_DUE_WORK_MAX_FAILURES`
-  (10) failed runs in a row the row becomes `failed`: never swept or run again, listed by
-  `switchboard due-work failed`, run again by `switchboard due-work retry`.
-
-How it runs: `schedule_due` sends `pg_notify` in the writing transaction (delivered on commit);
-the worker LISTENs on a dedicated connection and enqueues `run_due` with `_defer_until=due_at` and
-a job id derived from (row id, version), so enqueuing twice runs once. `run_due` claims the row
-with `FOR UPDATE SKIP LOCKED` and a lease (the claim also bumps the version), calls the handler,
-then deletes or reschedules the row. A cron sweeper (every 5 s, and once at worker start)
-re-enqueues due, unleased rows that Redis lost or never got.
+How it runs: the worker LISTENs on a dedicated connection and enqueues `run_due` with
+`_defer_until=due_at` and a job id derived from (row id, version), so enqueuing twice runs once.
+`run_due` claims the row with `FOR UPDATE SKIP LOCKED` and a lease (the claim also bumps the
+version), calls the handler, then deletes or reschedules the row. A cron sweeper (every 5 s, and
+once at worker start) re-enqueues due, unleased rows that Redis lost or never got.
 """
 
 from __future__ import annotations
@@ -31,7 +24,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,88 +35,38 @@ from arq.worker import func
 
 from tenancy.clock import utcnow
 from tenancy.db import asyncpg_dsn, retry_stale_statements
+from tenancy.due import CHANNEL, DueWork
 from tenancy.settings import get_settings
 
 log = logging.getLogger("switchboard.due")
 
-CHANNEL = "switchboard_due"
 SWEEP_LIMIT = 1000
 MAX_ERROR_BACKOFF_SECONDS = 600
-
-
-@dataclass(frozen=True)
-class DueWork:
-    id: uuid.UUID
-    sub_account_id: uuid.UUID
-    schema: str
-    kind: str
-    ref_id: uuid.UUID
-    due_at: datetime
-    attempts: int
-    version: int
-    # Failed runs in a row before this one, and why the last one failed.
-    failures: int = 0
-    last_error: str | None = None
-
+DEFAULT_LEASE = timedelta(minutes=5)
 
 Handler = Callable[[dict[str, Any], DueWork], Awaitable[datetime | None]]
 
 
 @dataclass(frozen=True)
-class Registration:
+class DueHandler:
+    """What runs the due work of one kind; one run may hold the row for `lease_seconds`."""
+
+    kind: str
     handler: Handler
-    lease: timedelta
+    lease_seconds: float = 300
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.lease_seconds)
 
 
-HANDLERS: dict[str, Registration] = {}
-
-
-def register(kind: str, *, lease_seconds: float = 300) -> Callable[[Handler], Handler]:
-    """Make `handler` run the due work of `kind`; the lease must outlast one run."""
-
-    def decorator(handler: Handler) -> Handler:
-        HANDLERS[kind] = Registration(handler, timedelta(seconds=lease_seconds))
-        return handler
-
-    return decorator
-
-
-# --- service API ------------------------------------------------------------------------------
-
-UPSERT_DUE = """
-INSERT INTO control.due_work (sub_account_id, kind, ref_id, due_at)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (kind, ref_id) DO UPDATE
-SET due_at = EXCLUDED.due_at, version = control.due_work.version + 1, status = 'pending',
-    failures = 0, failed_at = NULL, updated_at = now()
-RETURNING id, version, due_at
-"""
-
-DELETE_DUE = "DELETE FROM control.due_work WHERE kind = $1 AND ref_id = ANY($2::uuid[])"
-
-
-async def schedule_due(conn: asyncpg.Connection, sub_account_id: uuid.UUID, kind: str,
-                       ref_id: uuid.UUID, due_at: datetime) -> None:
-    """Run `kind` for `ref_id` at `due_at` (replacing any earlier time), once this commits."""
-    row = await conn.fetchrow(UPSERT_DUE, sub_account_id, kind, ref_id, due_at)
-    await notify(conn, row["id"], row["version"], row["due_at"])
-
-
-async def cancel_due(conn: asyncpg.Connection, kind: str, ref_id: uuid.UUID) -> None:
-    await conn.execute(DELETE_DUE, kind, [ref_id])
-
-
-async def cancel_due_many(conn: asyncpg.Connection, kind: str,
-                          ref_ids: Iterable[uuid.UUID]) -> None:
-    ids = list(ref_ids)
-    if ids:
-        await conn.execute(DELETE_DUE, kind, ids)
-
-
-async def notify(conn: asyncpg.Connection, due_id: uuid.UUID, version: int,
-                 due_at: datetime) -> None:
-    payload = json.dumps({"id": str(due_id), "version": version, "due_at": due_at.timestamp()})
-    await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+def handlers_by_kind(handlers: list[DueHandler]) -> dict[str, DueHandler]:
+    by_kind: dict[str, DueHandler] = {}
+    for entry in handlers:
+        if entry.kind in by_kind:
+            raise ValueError(f"two due-work handlers for kind {entry.kind!r}")
+        by_kind[entry.kind] = entry
+    return by_kind
 
 
 # --- enqueueing -------------------------------------------------------------------------------
@@ -222,13 +165,14 @@ RETURNING id, version, due_at
 """
 
 
-async def claim(pool: asyncpg.Pool, due_id: uuid.UUID, version: int) -> DueWork | None:
+async def claim(pool: asyncpg.Pool, handlers: dict[str, DueHandler], due_id: uuid.UUID,
+                version: int) -> DueWork | None:
     async with pool.acquire() as conn, conn.transaction():
         kind = await conn.fetchval(SELECT_CLAIMABLE, due_id, version)
         if kind is None:
             return None
-        registration = HANDLERS.get(kind)
-        lease = registration.lease if registration else timedelta(minutes=5)
+        registration = handlers.get(kind)
+        lease = registration.lease if registration else DEFAULT_LEASE
         row = await conn.fetchrow(CLAIM, due_id, lease)
     if row is None:
         return None
@@ -280,7 +224,8 @@ def failure_reason(exc: BaseException) -> str:
 
 async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
     """arq task: claim one due row, run its kind's handler, record the outcome."""
-    work = await claim(ctx["db"], uuid.UUID(due_id), version)
+    handlers: dict[str, DueHandler] = ctx["due_handlers"]
+    work = await claim(ctx["db"], handlers, uuid.UUID(due_id), version)
     if work is None:
         return
     if work.failures >= max_failures():
@@ -288,7 +233,7 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
         log.error("due work %s (%s, %s) failed for good: %s", work.id, work.kind, work.ref_id,
                   work.last_error)
         return
-    registration = HANDLERS.get(work.kind)
+    registration = handlers.get(work.kind)
     lease = registration.lease.total_seconds() if registration else 0
     try:
         if registration is None:
@@ -316,39 +261,6 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
         await finish_failed(ctx, work, reason)
         return
     await finish(ctx, work, next_at)
-
-
-# --- operators: failed work ------------------------------------------------------------------
-
-SELECT_FAILED = """
-SELECT id, sub_account_id, kind, ref_id, failures, attempts, last_error, failed_at, due_at
-FROM control.due_work
-WHERE status = 'failed' AND ($1::uuid IS NULL OR sub_account_id = $1)
-ORDER BY failed_at, id
-"""
-
-RETRY_FAILED = """
-UPDATE control.due_work
-SET status = 'pending', failures = 0, failed_at = NULL, due_at = now(), version = version + 1,
-    updated_at = now()
-WHERE id = $1 AND status = 'failed'
-RETURNING id, version, due_at
-"""
-
-
-async def list_failed(pool: asyncpg.Pool,
-                      sub_account_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
-    """Work set aside as `failed`, oldest failure first (of one sub-account, or all)."""
-    return [dict(row) for row in await pool.fetch(SELECT_FAILED, sub_account_id)]
-
-
-async def retry_failed(pool: asyncpg.Pool, due_id: uuid.UUID) -> bool:
-    """Put one failed row back to run now, with its failure count reset; False if none."""
-    async with pool.acquire() as conn, conn.transaction():
-        row = await conn.fetchrow(RETRY_FAILED, due_id)
-        if row is not None:
-            await notify(conn, row["id"], row["version"], row["due_at"])
-    return row is not None
 
 
 # --- the worker's LISTEN connection -----------------------------------------------------------
@@ -429,7 +341,6 @@ async def stop_listener(ctx: dict[str, Any]) -> None:
         await listener.stop()
 
 
-TASKS = [func(run_due, name="run_due", keep_result=0, max_tries=3)]
-CRON_JOBS = [cron(sweep_due, name="sweep_due", second=set(range(0, 60, 5)), keep_result=0)]
-ON_STARTUP = [start_listener]
-ON_SHUTDOWN = [stop_listener]
+# The engine's own arq task and cron job, which jobs/worker.py adds to every worker.
+RUN_DUE = func(run_due, name="run_due", keep_result=0, max_tries=3)
+SWEEP_DUE = cron(sweep_due, name="sweep_due", second=set(range(0, 60, 5)), keep_result=0)

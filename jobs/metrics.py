@@ -7,9 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-log = logging.getLogger("switchboard.jobs")
+from tenancy.jobcounts import JOB_COUNTS_KEY
 
-JOB_COUNTS_KEY = "switchboard:metrics:jobs"
+log = logging.getLogger("switchboard.jobs")
 
 
 def counted(func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -1,20 +1,36 @@
-"""arq worker settings: shared clients made on start-up, tasks take ids and are idempotent."""
+"""arq worker settings: shared clients made on start-up, tasks take ids and are idempotent.
+
+The worker runs what it is given: the feature tasks, cron jobs and due-work handlers listed in the
+composition root (cli/wiring.py), plus the engine's own `run_due` and `sweep_due`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from arq.connections import RedisSettings
 from arq.cron import CronJob
 from arq.worker import Function
 
+from jobs.due import RUN_DUE, SWEEP_DUE, DueHandler, handlers_by_kind, start_listener, stop_listener
 from jobs.metrics import counted
 from tenancy.db import create_pool
 from tenancy.settings import get_settings
 
 log = logging.getLogger("switchboard.worker")
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """Everything a worker runs besides the engine: arq tasks (coroutine functions or arq
+    `func(...)`), cron jobs, and one handler per kind of due work."""
+
+    tasks: list[Any] = field(default_factory=list)
+    cron_jobs: list[CronJob] = field(default_factory=list)
+    due_handlers: list[DueHandler] = field(default_factory=list)
 
 
 async def ping(ctx: dict[str, Any], value: str) -> str:
@@ -25,30 +41,14 @@ async def ping(ctx: dict[str, Any], value: str) -> str:
 
 async def startup(ctx: dict[str, Any]) -> None:
     ctx["db"] = await create_pool(ctx["database_url"], min_size=1, max_size=10)
-    for hook in _collect("ON_STARTUP"):
-        await hook(ctx)
+    await start_listener(ctx)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
-    for hook in _collect("ON_SHUTDOWN"):
-        await hook(ctx)
+    await stop_listener(ctx)
     pool = ctx.get("db")
     if pool is not None:
         await pool.close()
-
-
-def _collect(attribute: str) -> list[Any]:
-    """`TASKS` / `CRON_JOBS` / `ON_STARTUP` / `ON_SHUTDOWN` of every module in the jobs package."""
-    import importlib
-    import pkgutil
-
-    import jobs
-
-    found: list[Any] = []
-    for info in sorted(pkgutil.iter_modules(jobs.__path__), key=lambda m: m.name):
-        if info.name not in ("worker", "metrics"):
-            found.extend(getattr(importlib.import_module(f"jobs.{info.name}"), attribute, []))
-    return found
 
 
 def _counted(task: Any) -> Any:
@@ -58,25 +58,20 @@ def _counted(task: Any) -> Any:
     return counted(task)
 
 
-def functions() -> list[Any]:
-    return [_counted(task) for task in (ping, *_collect("TASKS"))]
-
-
-def cron_jobs() -> list[Any]:
-    return [_counted(job) for job in _collect("CRON_JOBS")]
-
-
-def worker_settings(database_url: str, redis_url: str, **overrides: Any) -> dict[str, Any]:
-    """Keyword arguments for arq's Worker, bound to these servers."""
+def worker_settings(database_url: str, redis_url: str, jobs: Jobs,
+                    **overrides: Any) -> dict[str, Any]:
+    """Keyword arguments for arq's Worker, bound to these servers, running `jobs`."""
+    due_handlers = handlers_by_kind(jobs.due_handlers)
 
     async def on_startup(ctx: dict[str, Any]) -> None:
         ctx["database_url"] = database_url
         ctx["settings"] = get_settings()
+        ctx["due_handlers"] = due_handlers
         await startup(ctx)
 
     settings: dict[str, Any] = {
-        "functions": functions(),
-        "cron_jobs": cron_jobs(),
+        "functions": [_counted(task) for task in (ping, RUN_DUE, *jobs.tasks)],
+        "cron_jobs": [_counted(job) for job in (SWEEP_DUE, *jobs.cron_jobs)],
         "redis_settings": RedisSettings.from_dsn(redis_url),
         "on_startup": on_startup,
         "on_shutdown": shutdown,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tenancy.settings import Settings
+import os
+
+from tenancy.settings import Settings, get_settings
 
 
 def resolve_urls(settings: Settings) -> tuple[str, str]:
@@ -16,4 +18,13 @@ def resolve_urls(settings: Settings) -> tuple[str, str]:
         from tenancy.embedded import start_redis
 
         redis_url = start_redis(settings.data_dir).url
+    return database_url, redis_url
+
+
+def pin_urls() -> tuple[str, str]:
+    """Resolve the servers (embedded ones when the URLs are unset) and pin them in the
+    environment, so processes started from here use the same ones."""
+    database_url, redis_url = resolve_urls(get_settings())
+    os.environ["DATABASE_URL"], os.environ["REDIS_URL"] = database_url, redis_url
+    get_settings.cache_clear()
     return database_url, redis_url

@@ -152,11 +152,11 @@ def cmd_encrypt(args: argparse.Namespace) -> int:
 
 
 def cmd_rotate(args: argparse.Namespace) -> int:
-    from tenancy.cli import _urls
     from tenancy.db import create_pool, session_url
+    from tenancy.runtime import pin_urls
 
     refuse_unless(secrets_problem(get_settings()))
-    database_url, _ = _urls()
+    database_url, _ = pin_urls()
 
     async def main() -> RotationReport:
         pool = await create_pool(session_url(database_url), min_size=1, max_size=2)

@@ -1,6 +1,6 @@
 """Operator work on whole tenants: list, suspend and resume, delete and purge, export and import.
 
-Everything here takes an asyncpg pool and plain values; `switchboard tenants ...` (tenancy/cli.py)
+Everything here takes an asyncpg pool and plain values; `switchboard tenants ...` (cli/main.py)
 and the purge cron job (jobs/tenant_purge.py) call it. A refusal is a `TenantOpError` whose
 message is meant for the operator; nothing has been changed when one is raised.
 

@@ -199,7 +199,7 @@ async def pool(migrated: str) -> AsyncIterator[asyncpg.Pool]:
 
 @pytest.fixture(scope="session")
 async def app(migrated: str) -> AsyncIterator[Any]:
-    from api.app import create_app
+    from cli.wiring import build_app as create_app
 
     application = create_app()
     async with application.test_app() as test_app:
@@ -216,12 +216,13 @@ def run_worker(migrated: str, servers: Servers) -> Any:
     """Run the real arq worker in burst mode (until the queue is empty) against the test Redis."""
     from arq.worker import Worker
 
+    from cli.wiring import JOBS
     from jobs.worker import worker_settings
 
-    async def run(**overrides: Any) -> Any:
+    async def run(jobs: Any = JOBS, **overrides: Any) -> Any:
         options: dict[str, Any] = {"burst": True, "poll_delay": 0.05, "handle_signals": False}
         options.update(overrides)
-        worker = Worker(**worker_settings(migrated, servers.redis_url, **options))
+        worker = Worker(**worker_settings(migrated, servers.redis_url, jobs, **options))
         try:
             await worker.async_run()
         finally:
@@ -237,7 +238,7 @@ async def running_worker(database_url: str, redis_url: str) -> AsyncIterator[Any
     no new jobs, running ones given a few seconds, then closed."""
     from arq.worker import Worker
 
-    from jobs.worker import worker_settings
+    from cli.wiring import worker_settings
 
     running = Worker(**worker_settings(database_url, redis_url, burst=False,
                                        poll_delay=0.05, handle_signals=False))

@@ -24,10 +24,10 @@ from api.number_pools.service import next_caller_id
 from api.phone_numbers.service import price
 from api.wallet import service as wallet
 from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
-from jobs.due import schedule_due
 from tenancy import secrets
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
+from tenancy.due import schedule_due
 from tenancy.errors import APIError, not_found
 
 log = logging.getLogger("switchboard.calls")

@@ -16,9 +16,9 @@ from typing import Any
 import asyncpg
 
 from api.campaigns import business_hours
-from jobs.due import cancel_due, schedule_due
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
+from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 
 SEND_KIND = "campaign_send"

@@ -31,9 +31,9 @@ from integrations.telephony import (
     TelephonyError,
     TelephonyProvider,
 )
-from jobs.due import cancel_due, schedule_due
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
+from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 
 log = logging.getLogger("switchboard.telephony")

@@ -9,9 +9,9 @@ import asyncpg
 
 from api.events import DELIVERY_KIND
 from integrations.webhooks import new_secret
-from jobs.due import cancel_due_many
 from tenancy import secrets
 from tenancy.db import fetch_page, tenant_transaction
+from tenancy.due import cancel_due_many
 from tenancy.errors import not_found
 
 COLUMNS = "id, url, events, secret, is_active, disabled_reason, created_at"

@@ -73,7 +73,7 @@ class Sink:
 
 @contextmanager
 def worker(env: dict[str, str]) -> Any:
-    process = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "worker"], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     try:

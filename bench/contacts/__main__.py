@@ -369,7 +369,7 @@ def main() -> None:
             with ExitStack() as stack:
                 targets = {
                     "service": start(stack, env, logs, "service", lambda port: [
-                        "tenancy.cli", "serve", "--port", str(port)]),
+                        "cli", "serve", "--port", str(port)]),
                     "baseline": start(stack, env, logs, "baseline", lambda port: [
                         "bench.contacts.baseline", str(port)]),
                 }

@@ -320,7 +320,7 @@ def main() -> int:
             port = free_port()
             log = tempfile.NamedTemporaryFile(prefix="switchboard-soak-worker-", suffix=".log",
                                               delete=False)
-            worker = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "worker"], env=env,
+            worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=log)
             try:

@@ -2,16 +2,20 @@
 
 `control_metadata` holds the tables of the `control` schema; `tenant_metadata` the tables every
 tenant schema has. Tenant tables name no schema: they live wherever `search_path` points.
-Each feature's tables sit in a module of their own in this package; all are imported here.
+Each feature's tables sit in a module of their own in this package; every one is listed here.
 """
 
-import importlib
-import pkgutil
-
+from tenancy.tables import (  # noqa: F401  (each module adds its tables to the metadata)
+    campaigns,
+    contacts,
+    control,
+    due_work,
+    idempotency,
+    invoices,
+    tenant,
+    voice,
+    webhooks,
+)
 from tenancy.tables.base import control_metadata, tenant_metadata
-
-for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-    if _module != "base":
-        importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = ["control_metadata", "tenant_metadata"]

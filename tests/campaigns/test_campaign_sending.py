@@ -9,10 +9,10 @@ from decimal import Decimal
 
 from api.campaigns.delivery import run_campaign
 from api.campaigns.settings import CampaignSettings
-from jobs.campaigns import send_campaign
-from jobs.due import DueWork
+from api.campaigns.tasks import send_campaign
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
+from tenancy.due import DueWork
 from tests.campaigns.conftest import (
     CAMPAIGNS,
     EMAIL_PRICE,

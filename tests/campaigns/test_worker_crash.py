@@ -86,7 +86,7 @@ def start_worker(sink: GatedSink) -> subprocess.Popen[bytes]:
     env = {**os.environ, "SMTP_HOST": sink.host, "SMTP_PORT": str(sink.port),
            "SWITCHBOARD_CAMPAIGN_CONCURRENCY": "3", "SWITCHBOARD_CAMPAIGN_BATCH_SIZE": "2",
            "SWITCHBOARD_CAMPAIGN_SLICE_SECONDS": "2", "SWITCHBOARD_CAMPAIGN_LEASE_SECONDS": "3"}
-    return subprocess.Popen([sys.executable, "-m", "tenancy.cli", "worker"], env=env,
+    return subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 

@@ -70,7 +70,7 @@ async def test_create_does_not_match_other_sub_accounts_contact(client, tenant, 
 
 
 async def test_over_the_rate_limit_every_operation_is_429(client, tenant):
-    from api.app import create_app
+    from cli.wiring import build_app as create_app
     from tenancy.settings import Settings
 
     contact_id = await create_contact(client, tenant)

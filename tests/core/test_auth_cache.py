@@ -190,7 +190,7 @@ async def test_the_api_answers_401_right_after_a_suspend_with_its_cache_on(
         migrated, tenant) -> None:
     """The app as deployed (key cache on, listener started with it): a suspended sub-account's
     key is refused on the very next request, not when a cache entry expires."""
-    from api.app import create_app
+    from cli.wiring import build_app as create_app
     from tenancy import tenant_ops
     from tenancy.settings import get_settings
 

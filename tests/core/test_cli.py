@@ -20,7 +20,7 @@ from arq.connections import RedisSettings
 
 from tenancy.embedded import free_port
 
-SWITCHBOARD = [sys.executable, "-m", "tenancy.cli"]
+SWITCHBOARD = [sys.executable, "-m", "cli"]
 
 
 def _env(servers, **extra: str) -> dict[str, str]:

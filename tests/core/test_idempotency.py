@@ -112,7 +112,7 @@ async def test_a_malformed_key_is_400(client, agency) -> None:
 
 
 async def test_the_housekeeping_job_forgets_keys_past_24_hours(client, agency, pool) -> None:
-    from jobs.maintenance import purge_idempotency_keys
+    from tenancy.maintenance import purge_idempotency_keys
 
     headers = {**agency.headers, "Idempotency-Key": "to-purge"}
     await client.post("/functions/v1/agency/plans", json=_plan(f"p{uuid.uuid4().hex[:8]}"),

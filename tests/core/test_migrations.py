@@ -202,7 +202,7 @@ def test_migrate_cli_reports_each_failure_and_exits_1_then_resumes(three_tenants
     _sql(migrated, f'DELETE FROM "{broken.schema}".alembic_version')
     _sql(migrated, "UPDATE control.sub_accounts SET schema_version = NULL WHERE id = ANY(:ids)",
          ids=[t.id for t in three_tenants])
-    command = [sys.executable, "-m", "tenancy.cli", "migrate", "--concurrency", "2"]
+    command = [sys.executable, "-m", "cli", "migrate", "--concurrency", "2"]
 
     first = subprocess.run(command, env=_cli_env(servers), capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL)

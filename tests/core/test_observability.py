@@ -46,7 +46,7 @@ def test_serve_writes_json_logs_with_ids_and_no_keys(servers, pool, migrated) ->
     port = free_port()
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
            "SWITCHBOARD_LOG_FORMAT": "json", "SMTP_PORT": str(free_port())}
-    process = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "serve", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     try:
@@ -99,7 +99,7 @@ async def _agency(url: str):
 
 def test_worker_stops_cleanly_on_sigterm(servers, migrated) -> None:
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
-    process = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "worker"], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     try:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from api.app import create_app
 from api.validation import validate_response
+from cli.wiring import build_app as create_app
 from tenancy.settings import get_settings
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,9 +14,12 @@ from datetime import timedelta
 
 import pytest
 
+from cli.wiring import JOBS
 from jobs import due
+from jobs.due import DueHandler
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
+from tenancy.due import cancel_due, schedule_due
 
 from .helpers import deliveries, due_rows, emit_event, subscribe
 
@@ -24,13 +28,11 @@ FAIL_KIND = "test.fail"
 handled: list[uuid.UUID] = []
 
 
-@due.register(RECORD_KIND, lease_seconds=30)
 async def record(ctx, work):
     handled.append(work.ref_id)
     return None
 
 
-@due.register(FAIL_KIND, lease_seconds=30)
 async def fail(ctx, work):
     raise RuntimeError("handler broke")
 
@@ -42,19 +44,16 @@ calls: list[uuid.UUID] = []
 held = asyncio.Event()
 
 
-@due.register(FLAKY_KIND, lease_seconds=30)
 async def always_fails(ctx, work):
     calls.append(work.ref_id)
     raise ConnectionError("provider unreachable")
 
 
-@due.register(SLOW_KIND, lease_seconds=0.3)
 async def slow(ctx, work):
     calls.append(work.ref_id)
     await asyncio.sleep(5)
 
 
-@due.register(HELD_KIND, lease_seconds=30)
 async def held_until_cancelled(ctx, work):
     calls.append(work.ref_id)
     held.set()
@@ -64,13 +63,12 @@ async def held_until_cancelled(ctx, work):
 RESCHEDULE_KIND = "test.rescheduled_while_running"
 
 
-@due.register(RESCHEDULE_KIND, lease_seconds=30)
 async def rescheduled_while_running(ctx, work):
     handled.append(work.ref_id)
     if handled.count(work.ref_id) == 1:
         # What a route rescheduling the same work meanwhile looks like.
         async with tenant_transaction(ctx["db"], work.schema) as conn:
-            await due.schedule_due(conn, work.sub_account_id, work.kind, work.ref_id, utcnow())
+            await schedule_due(conn, work.sub_account_id, work.kind, work.ref_id, utcnow())
     return None
 
 
@@ -92,7 +90,27 @@ async def forget_queue(arq, job_ids) -> None:
 
 async def schedule(pool, tenant, kind, ref_id, due_at):
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await due.schedule_due(conn, tenant.id, kind, ref_id, due_at)
+        await schedule_due(conn, tenant.id, kind, ref_id, due_at)
+
+
+
+# The worker of these tests runs every job of the product and these handlers besides.
+TEST_JOBS = dataclasses.replace(JOBS, due_handlers=[
+    *JOBS.due_handlers,
+    DueHandler(RECORD_KIND, record, lease_seconds=30),
+    DueHandler(FAIL_KIND, fail, lease_seconds=30),
+    DueHandler(FLAKY_KIND, always_fails, lease_seconds=30),
+    DueHandler(SLOW_KIND, slow, lease_seconds=0.3),
+    DueHandler(HELD_KIND, held_until_cancelled, lease_seconds=30),
+    DueHandler(RESCHEDULE_KIND, rescheduled_while_running, lease_seconds=30),
+])
+
+
+@pytest.fixture
+def run_worker(run_worker):
+    async def run(**overrides):
+        return await run_worker(jobs=TEST_JOBS, **overrides)
+    return run
 
 
 async def test_sweeper_reenqueues_due_work_lost_by_redis(client, pool, tenant, receiver, arq,
@@ -170,7 +188,7 @@ async def test_rescheduling_supersedes_the_earlier_time(pool, tenant, arq, run_w
     assert ref_id not in handled
     assert len(await due_rows(pool, [ref_id])) == 1
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await due.cancel_due(conn, RECORD_KIND, ref_id)
+        await cancel_due(conn, RECORD_KIND, ref_id)
     assert await due_rows(pool, [ref_id]) == []
 
 
@@ -188,7 +206,7 @@ async def test_cancelled_work_never_runs(pool, tenant, arq, run_worker):
     [row] = await due_rows(pool, [ref_id])
     await due.enqueue(arq, row["id"], row["version"], row["due_at"])
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await due.cancel_due(conn, RECORD_KIND, ref_id)
+        await cancel_due(conn, RECORD_KIND, ref_id)
     await run_worker()
     assert ref_id not in handled
 
@@ -205,15 +223,16 @@ async def test_failing_handler_is_rescheduled_with_its_error(pool, tenant, arq, 
     assert after["version"] > row["version"]
     await forget_queue(arq, [due.job_id(after["id"], after["version"])])
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await due.cancel_due(conn, FAIL_KIND, ref_id)
+        await cancel_due(conn, FAIL_KIND, ref_id)
 
 
 def test_worker_runs_the_sweeper_every_few_seconds():
-    from jobs.worker import cron_jobs, functions
+    from cli.wiring import worker_settings
 
-    [sweeper] = [job for job in cron_jobs() if job.name == "sweep_due"]
+    settings = worker_settings("postgresql://unused", "redis://unused")
+    [sweeper] = [job for job in settings["cron_jobs"] if job.name == "sweep_due"]
     assert len(sweeper.second) >= 6
-    assert "run_due" in [getattr(f, "name", None) for f in functions()]
+    assert "run_due" in [getattr(f, "name", None) for f in settings["functions"]]
 
 
 async def test_work_of_a_suspended_sub_account_waits_until_it_is_resumed(pool, tenant,
@@ -231,7 +250,7 @@ async def test_work_of_a_suspended_sub_account_waits_until_it_is_resumed(pool, t
     assert handled.count(ref_id) == 1
 
 
-SWITCHBOARD = [sys.executable, "-m", "tenancy.cli"]
+SWITCHBOARD = [sys.executable, "-m", "cli"]
 
 
 def switchboard(servers, *args: str) -> subprocess.CompletedProcess[str]:
@@ -331,8 +350,8 @@ async def test_cancelled_run_is_a_failed_run_recorded_as_a_cancellation(pool, te
     held.clear()
     await schedule(pool, tenant, HELD_KIND, ref_id, utcnow())
     [row] = await due_rows(pool, [ref_id])
-    running = asyncio.create_task(due.run_due({"db": pool, "redis": arq}, str(row["id"]),
-                                              row["version"]))
+    ctx = {"db": pool, "redis": arq, "due_handlers": due.handlers_by_kind(TEST_JOBS.due_handlers)}
+    running = asyncio.create_task(due.run_due(ctx, str(row["id"]), row["version"]))
     await asyncio.wait_for(held.wait(), 10)
     running.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -349,7 +368,8 @@ async def test_work_whose_runs_keep_dying_is_set_aside_without_running(pool, ten
     await schedule(pool, tenant, RECORD_KIND, ref_id, utcnow())
     [row] = await due_rows(pool, [ref_id])
     # A worker claims it and dies mid-run: its lease runs out without an outcome.
-    assert await due.claim(pool, row["id"], row["version"]) is not None
+    handlers = due.handlers_by_kind(TEST_JOBS.due_handlers)
+    assert await due.claim(pool, handlers, row["id"], row["version"]) is not None
     await pool.execute("UPDATE control.due_work SET claimed_until = now() - interval '1 second'"
                        " WHERE id = $1", row["id"])
     await due.sweep_due({"db": pool, "redis": arq})

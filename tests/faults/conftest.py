@@ -32,7 +32,7 @@ from tenancy.embedded import (
 )
 from tests.conftest import Mailbox, _Handler
 
-SWITCHBOARD = [sys.executable, "-m", "tenancy.cli"]
+SWITCHBOARD = [sys.executable, "-m", "cli"]
 BASE = "/webhooks/inbound"
 
 

@@ -18,7 +18,7 @@ API_VERSION = "2026.10.07"
 @asynccontextmanager
 async def separate_app(setup: Any = None, **settings: Any) -> AsyncIterator[Any]:
     """A fresh app (not the shared one), optionally changed by `setup(app)` before serving."""
-    from api.app import create_app
+    from cli.wiring import build_app as create_app
     from tenancy.settings import Settings
 
     application = create_app(Settings(**settings))

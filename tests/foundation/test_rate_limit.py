@@ -16,7 +16,7 @@ LONG_WINDOW = 1_000_000
 
 @asynccontextmanager
 async def limited_app(requests: int, window: int = LONG_WINDOW) -> AsyncIterator[Any]:
-    from api.app import create_app
+    from cli.wiring import build_app as create_app
     from tenancy.settings import Settings
 
     application = create_app(Settings(rate_limit_requests=requests,

@@ -57,11 +57,11 @@ def live(servers, mailbox, migrated) -> Iterator[Live]:
            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000", "SWITCHBOARD_LOG_FORMAT": "text",
            # Every answer is also checked against its declared model by the server itself.
            "SWITCHBOARD_VALIDATE_RESPONSES": "true"}
-    process = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "serve", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     # Operations that wait for provider jobs need a worker, as in production.
-    worker = subprocess.Popen([sys.executable, "-m", "tenancy.cli", "worker"], env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -114,7 +114,7 @@ async def _agency(url: str) -> Any:
 
 def _openapi_document() -> dict[str, Any]:
     """The document the app serves, built in-process so the operations can parametrize tests."""
-    from api.app import create_app
+    from cli.wiring import build_app as create_app
 
     app = create_app()
     return app.extensions["QUART_SCHEMA"].openapi_provider.schema()  # type: ignore[no-any-return]

@@ -69,7 +69,7 @@ def live_system(servers: Any, mailbox: Any, folder: Path, *, with_worker: bool =
         out, err = folder / f"{name}.stdout", folder / f"{name}.stderr"
         logs += [out, err]
         processes.append(subprocess.Popen(
-            [sys.executable, "-m", "tenancy.cli", *arguments], env=env, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "cli", *arguments], env=env, stdin=subprocess.DEVNULL,
             stdout=out.open("wb"), stderr=err.open("wb")))
     base = f"http://127.0.0.1:{port}"
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from api.app import create_app
+from cli.wiring import build_app as create_app
 from tenancy.clock import utcnow
 from tests.conftest import Tenant
 from tests.hardening.conftest import snapshot

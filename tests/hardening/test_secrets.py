@@ -37,7 +37,7 @@ def _agent_body(organisation_id: str, sub_account_id: str) -> dict[str, Any]:
 
 
 def _create_organisation(env: dict[str, str]) -> dict[str, str]:
-    done = subprocess.run([sys.executable, "-m", "tenancy.cli", "create-organisation",
+    done = subprocess.run([sys.executable, "-m", "cli", "create-organisation",
                            "--name", f"Secrets {uuid.uuid4().hex[:6]}"],
                           env=env, capture_output=True, text=True, timeout=120, check=True)
     created: dict[str, str] = json.loads(done.stdout)

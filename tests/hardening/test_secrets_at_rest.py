@@ -174,7 +174,7 @@ async def test_secrets_are_stored_as_fernet_tokens_under_the_first_key(
 
 def _switchboard(servers: Any, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tenancy.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         env={**os.environ, "DATABASE_URL": servers.database_url,
              "REDIS_URL": servers.redis_url, **env},
         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)

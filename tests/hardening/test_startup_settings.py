@@ -29,7 +29,7 @@ def _run(servers: Any, *args: str, **env: str | None) -> subprocess.CompletedPro
         else:
             environment[name] = value
     try:
-        return subprocess.run([sys.executable, "-m", "tenancy.cli", *args], env=environment,
+        return subprocess.run([sys.executable, "-m", "cli", *args], env=environment,
                               capture_output=True, text=True, timeout=20,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:

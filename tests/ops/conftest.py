@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Tenant, make_agency
 
-SWITCHBOARD = [sys.executable, "-m", "tenancy.cli"]
+SWITCHBOARD = [sys.executable, "-m", "cli"]
 WALLET = "/webhooks/inbound/wallet"
 
 

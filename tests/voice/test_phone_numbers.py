@@ -365,9 +365,9 @@ async def test_phone_number_routes_need_a_sub_account_key(client, tenant):
 
 async def bill_now(pool, tenant, number_id):
     """Make the number's next month due now (as if a month had passed)."""
-    from jobs.due import schedule_due
     from tenancy.clock import utcnow
     from tenancy.db import tenant_transaction
+    from tenancy.due import schedule_due
 
     async with tenant_transaction(pool, tenant.schema) as conn:
         await conn.execute("UPDATE phone_numbers SET next_billing_date = now() - interval "

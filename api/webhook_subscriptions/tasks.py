@@ -15,14 +15,13 @@ from typing import Any
 
 import asyncpg
 
-from api.events import DELIVERY_KIND
 from api.webhook_subscriptions.service import disable_subscription
 from integrations import webhooks
 from integrations.webhooks import AttemptResult
-from jobs.due import DueWork, register
 from tenancy import secrets
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
+from tenancy.due import DueWork
 
 RETRY_DELAYS_SECONDS = (5, 300, 1800, 7200, 18000, 36000, 36000)
 MAX_ATTEMPTS = len(RETRY_DELAYS_SECONDS) + 1
@@ -65,7 +64,6 @@ def retry_delay(attempt_number: int, scale: float) -> timedelta:
     return timedelta(seconds=RETRY_DELAYS_SECONDS[attempt_number - 1] * scale)
 
 
-@register(DELIVERY_KIND, lease_seconds=120)
 async def deliver_webhook(ctx: dict[str, Any], work: DueWork) -> datetime | None:
     """Make the delivery's next attempt if it is due; return when to try again, if ever."""
     async with tenant_transaction(ctx["db"], work.schema) as conn:

@@ -7,7 +7,6 @@ import asyncio
 import datetime
 import gc
 import json
-import os
 import signal
 import sys
 import uuid
@@ -17,13 +16,9 @@ from tenancy.settings import get_settings
 
 
 def _urls() -> tuple[str, str]:
-    """Resolve the servers (embedded ones when the URLs are unset) and pin them in the env."""
-    from tenancy.runtime import resolve_urls
+    from tenancy.runtime import pin_urls
 
-    database_url, redis_url = resolve_urls(get_settings())
-    os.environ["DATABASE_URL"], os.environ["REDIS_URL"] = database_url, redis_url
-    get_settings.cache_clear()
-    return database_url, redis_url
+    return pin_urls()
 
 
 def _positive(text: str) -> int:
@@ -46,7 +41,7 @@ async def _serve_api(host: str, port: int, stop: asyncio.Event,
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
-    from api.app import create_app
+    from cli.wiring import build_app
     from tenancy import prefork
 
     config = Config()
@@ -55,7 +50,7 @@ async def _serve_api(host: str, port: int, stop: asyncio.Event,
                    else [f"{host}:{port}"])
     config.accesslog = None
     config.graceful_timeout = 10
-    app = create_app()
+    app = build_app()
     _settle_garbage_collector()
     await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
 
@@ -75,7 +70,7 @@ async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
                       burst: bool = False) -> None:
     from arq.worker import Worker
 
-    from jobs.worker import worker_settings
+    from cli.wiring import worker_settings
 
     worker = Worker(**worker_settings(database_url, redis_url, handle_signals=False, burst=burst))
     task = asyncio.create_task(worker.async_run())
@@ -105,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and not args.prefork_child:
         from tenancy import prefork
 
-        child = ["-m", "tenancy.cli", "serve", "--host", args.host, "--port", str(args.port),
+        child = ["-m", "cli", "serve", "--host", args.host, "--port", str(args.port),
                  "--prefork-child"]
         return prefork.run(child, args.host, args.port, args.workers, grace_seconds=10)
 
@@ -405,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     org.set_defaults(func=cmd_create_organisation)
 
     _add_tenant_commands(sub)
-    from jobs.due_admin import add_commands as add_due_work_commands
+    from cli.due_work import add_commands as add_due_work_commands
     from tenancy.secrets_ops import add_commands as add_secrets_commands
 
     add_due_work_commands(sub)

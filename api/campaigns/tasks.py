@@ -1,4 +1,5 @@
-"""Campaign sends, run by the due-work engine (jobs/due.py) at each campaign's start_date."""
+"""Campaign sends, run by the due-work engine (jobs/due.py) at each campaign's start_date
+(registered in cli/wiring.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import Any
 
 from api.campaigns.delivery import run_campaign
 from api.campaigns.service import SEND_KIND
-from api.campaigns.settings import campaign_settings
-from jobs.due import DueWork, register
+from tenancy.due import DueWork
+
+__all__ = ["SEND_KIND", "send_campaign"]
 
 
-@register(SEND_KIND, lease_seconds=campaign_settings().lease_seconds)
 async def send_campaign(ctx: dict[str, Any], work: DueWork) -> datetime | None:
     """Send the campaign `work.ref_id`; the due row is kept while anything is left to send."""
     return await run_campaign(ctx["db"], ctx["database_url"], work.sub_account_id, work.ref_id)

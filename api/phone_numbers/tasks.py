@@ -1,9 +1,9 @@
-"""Telephony work of the worker: provider provisioning of numbers, and following calls.
+"""Phone-number work of the worker: provider provisioning, and monthly renewals.
 
 Provisioning jobs answer a waiting request: they return `{...}` on success or `{"error": ...}`
-with the refusal (a provider failure is 502 provider_error), never raise. Calls run on the
-durable scheduler (`call` work, one row per call) so an accepted call is never lost, and so
-do the monthly renewals of purchased numbers (`phone_number_renewal`, one row per number).
+with the refusal (a provider failure is 502 provider_error), never raise. Renewals of purchased
+numbers run on the durable scheduler (`phone_number_renewal` work, one row per number).
+Registered in cli/wiring.py.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from api.calls import service as calls
 from api.phone_numbers import service as numbers
 from integrations.telephony import Providers, TelephonyError
-from jobs.due import DueWork, register
+from tenancy.due import DueWork
 from tenancy.errors import APIError
 
 log = logging.getLogger("switchboard.telephony")
@@ -66,19 +65,6 @@ async def release_phone_number(ctx: dict[str, Any], sub_account_id: str, number_
         ctx["db"], providers, uuid.UUID(sub_account_id), uuid.UUID(number_id), deadline))
 
 
-@register(calls.CALL_WORK, lease_seconds=60)
-async def advance_call(ctx: dict[str, Any], work: DueWork) -> datetime | None:
-    providers = Providers(ctx["settings"].telephony)
-    try:
-        return await calls.advance_call(ctx["db"], providers, work.schema, work.sub_account_id,
-                                        work.ref_id)
-    finally:
-        await providers.aclose()
-
-
-@register(numbers.RENEWAL_WORK, lease_seconds=60)
 async def renew_phone_number(ctx: dict[str, Any], work: DueWork) -> datetime | None:
     return await numbers.renew(ctx["db"], work.schema, work.sub_account_id, work.ref_id)
 
-
-TASKS = [purchase_phone_number, import_phone_number, assign_phone_number, release_phone_number]

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from jobs import due
+from tenancy import due
 
 FIELDS = ("id", "sub_account_id", "kind", "ref_id", "failures", "attempts", "failed_at",
           "last_error")

@@ -1,0 +1,1 @@
+"""Invoices: create, read, update, payment links, marking paid."""

@@ -1,0 +1,110 @@
+"""What the processes are made of, written out: every blueprint the API serves, and every task,
+cron job and due-work handler the worker runs. A route or a job is found here by name; adding a
+feature means adding its lines here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arq import cron
+from arq.worker import func
+from quart import Quart
+
+from api import health, metrics
+from api.agency.routes import blueprint as agency_routes
+from api.agents.routes import blueprint as agents_routes
+from api.app import create_app
+from api.calls import tasks as call_tasks
+from api.calls.routes import blueprint as calls_routes
+from api.calls.service import CALL_WORK
+from api.campaigns import tasks as campaign_tasks
+from api.campaigns.routes import blueprint as campaigns_routes
+from api.campaigns.settings import campaign_settings
+from api.companies.routes import blueprint as companies_routes
+from api.contacts.routes import blueprint as contacts_routes
+from api.conversations.routes import blueprint as conversations_routes
+from api.custom_fields.routes import blueprint as custom_fields_routes
+from api.events import DELIVERY_KIND
+from api.integrations.routes import blueprint as integrations_routes
+from api.invoices.routes import blueprint as invoices_routes
+from api.notes.routes import blueprint as notes_routes
+from api.number_pools.routes import blueprint as number_pools_routes
+from api.phone_numbers import tasks as phone_number_tasks
+from api.phone_numbers.routes import blueprint as phone_numbers_routes
+from api.phone_numbers.service import RENEWAL_WORK
+from api.smart_lists.routes import blueprint as smart_lists_routes
+from api.tags.routes import blueprint as tags_routes
+from api.team_users.routes import blueprint as team_users_routes
+from api.tracking.routes import blueprint as tracking_routes
+from api.wallet.routes import blueprint as wallet_routes
+from api.webhook_subscriptions import tasks as webhook_tasks
+from api.webhook_subscriptions.routes import blueprint as webhook_subscriptions_routes
+from jobs import worker
+from jobs.due import DueHandler
+from tenancy import maintenance
+from tenancy.settings import Settings
+
+# --- the API ------------------------------------------------------------------------------------
+
+BLUEPRINTS = [
+    metrics.blueprint,
+    health.blueprint,
+    agency_routes,
+    agents_routes,
+    calls_routes,
+    campaigns_routes,
+    companies_routes,
+    contacts_routes,
+    conversations_routes,
+    custom_fields_routes,
+    integrations_routes,
+    invoices_routes,
+    notes_routes,
+    number_pools_routes,
+    phone_numbers_routes,
+    smart_lists_routes,
+    tags_routes,
+    team_users_routes,
+    tracking_routes,
+    wallet_routes,
+    webhook_subscriptions_routes,
+]
+
+
+def build_app(settings: Settings | None = None) -> Quart:
+    """The API as `switchboard serve` runs it."""
+    return create_app(settings, blueprints=BLUEPRINTS)
+
+
+# --- the worker -----------------------------------------------------------------------------------
+
+JOBS = worker.Jobs(
+    tasks=[
+        # Provider work a request waits for (it answers with the result).
+        phone_number_tasks.purchase_phone_number,
+        phone_number_tasks.import_phone_number,
+        phone_number_tasks.assign_phone_number,
+        phone_number_tasks.release_phone_number,
+        maintenance.purge_idempotency_keys,
+        maintenance.purge_deleted_tenants,
+    ],
+    cron_jobs=[
+        cron(maintenance.purge_idempotency_keys, minute={0, 15, 30, 45}, run_at_startup=False),
+        cron(maintenance.purge_deleted_tenants, minute={7, 37}, run_at_startup=False),
+    ],
+    due_handlers=[
+        DueHandler(campaign_tasks.SEND_KIND, campaign_tasks.send_campaign,
+                   lease_seconds=campaign_settings().lease_seconds),
+        DueHandler(CALL_WORK, call_tasks.advance_call, lease_seconds=60),
+        DueHandler(RENEWAL_WORK, phone_number_tasks.renew_phone_number, lease_seconds=60),
+        DueHandler(DELIVERY_KIND, webhook_tasks.deliver_webhook, lease_seconds=120),
+    ],
+)
+
+
+def worker_settings(database_url: str, redis_url: str, **overrides: Any) -> dict[str, Any]:
+    """arq Worker keyword arguments for `switchboard worker`, with every job above."""
+    return worker.worker_settings(database_url, redis_url, JOBS, **overrides)
+
+
+__all__ = ["BLUEPRINTS", "JOBS", "build_app", "func", "worker_settings"]

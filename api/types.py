@@ -10,9 +10,28 @@ from typing import Annotated, Any
 
 import email_validator
 from email_validator import EmailNotValidError, validate_email
-from pydantic import AfterValidator, BeforeValidator, PlainSerializer
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    GetJsonSchemaHandler,
+    PlainSerializer,
+    StrictStr,
+)
 
 from api.errors import APIError
+
+
+class Documented:
+    """Annotated metadata that adds keywords to a field's JSON schema (the OpenAPI document):
+    the rules a validator or the service checks that pydantic cannot describe by itself."""
+
+    def __init__(self, **keywords: Any) -> None:
+        self.keywords = keywords
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> Any:
+        schema = handler(core)
+        schema.update(self.keywords)
+        return schema
 
 
 def _no_str_or_bool(value: Any) -> Any:
@@ -82,7 +101,12 @@ Money = Annotated[Decimal, BeforeValidator(_to_money),
 Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_finite)]
 # A free-form JSON object (plan features, settings) as it will be stored in jsonb.
 JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
-NonBlank = Annotated[str, AfterValidator(_non_blank)]
+NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(minLength=1, pattern=r"\S")]
+
+
+# A UUID as parse_uuid takes it, in the document.
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+UUIDText = Annotated[StrictStr, Documented(format="uuid", pattern=UUID_PATTERN)]
 
 
 def parse_uuid(value: Any, field: str = "id") -> uuid.UUID:
@@ -149,6 +173,7 @@ def pagination(args: Any, *, default: int = 50, maximum: int = 100) -> tuple[int
 # Plain ASCII decimal integers that fit a PostgreSQL bigint (int() would also take "1_0", " 5"
 # and non-ASCII digits, and an OFFSET past bigint fails in the database).
 INT_ARG = re.compile(r"^[+-]?[0-9]{1,18}$")
+INT_ARG_MAX = 10**18 - 1
 
 
 def _int_arg(raw: str | None, name: str, default: int) -> int:

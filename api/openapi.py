@@ -16,6 +16,7 @@ from quart_schema.validation import QUART_SCHEMA_RESPONSE_ATTRIBUTE
 from werkzeug.routing import Rule
 
 from api.auth import AUTH_ATTRIBUTE
+from api.contacts.body import OPTIONAL_BODY_ATTRIBUTE
 from api.types import INT_ARG_MAX, UUID_PATTERN
 from tenancy.tables.voice import LLM_PROVIDERS
 
@@ -113,10 +114,121 @@ def _path_parameter(parameter: dict[str, Any]) -> dict[str, Any]:
     return parameter
 
 
+def _body_required(func: Any, operation: dict[str, Any], components: dict[str, Any]) -> bool:
+    """A body may be left out only where an absent one reads as `{}` and `{}` is accepted."""
+    if not getattr(func, OPTIONAL_BODY_ATTRIBUTE, False):
+        return True
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    schema = _resolve(schema, components)
+    return bool(schema.get("required") or schema.get("anyOf"))
+
+
 def _paginated(func: Any) -> bool:
     declared = getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).get(200)
     fields = getattr(declared[0], "model_fields", {}) if declared else {}
     return {"limit", "offset"} <= set(fields)
+
+
+# Bounds pydantic could not fold into a number type (one with its own validators) come out
+# under their Python names; JSON Schema calls them these.
+BOUND_KEYWORDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum",
+                  "le": "maximum"}
+
+
+def _bound(value: Any) -> Any:
+    number = float(value)
+    return int(number) if number.is_integer() else number
+
+
+def json_schema_bounds(node: Any) -> None:
+    """Rename `gt`/`ge`/`lt`/`le` (and drop `allow_inf_nan`) wherever a number schema has them."""
+    if isinstance(node, list):
+        for item in node:
+            json_schema_bounds(item)
+    elif isinstance(node, dict):
+        if node.get("type") in ("number", "integer"):
+            for name, keyword in BOUND_KEYWORDS.items():
+                if name in node:
+                    node[keyword] = _bound(node.pop(name))
+            node.pop("allow_inf_nan", None)
+        for value in node.values():
+            json_schema_bounds(value)
+
+
+# api.types.refuse_unstorable_text: no string anywhere in a request body (a key, a value, in a
+# field the operation ignores too) nor in a query parameter holds NUL or an unpaired surrogate.
+# The pattern states NUL; an unpaired surrogate is no Unicode text at all (a JSON Schema string
+# is Unicode, and JSON exchanged between systems is UTF-8, RFC 8259 section 8.1), and regex
+# engines without UTF-16 code units (Rust's, which schemathesis validates with) cannot name it.
+STORABLE = r"^[^\u0000]*$"
+STORABLE_JSON = {"anyOf": [
+    {"type": "string", "pattern": STORABLE},
+    {"type": ["number", "boolean", "null"]},
+    {"type": "array", "items": {"$ref": "#/components/schemas/StorableJSON"}},
+    {"type": "object", "propertyNames": {"pattern": STORABLE},
+     "additionalProperties": {"$ref": "#/components/schemas/StorableJSON"}},
+], "description": "Any JSON value whose strings (keys too) hold no NUL or unpaired surrogate."}
+STORABLE_REF = {"$ref": "#/components/schemas/StorableJSON"}
+NESTED = ("items", "contains", "then", "else")
+NESTED_LISTS = ("anyOf", "allOf", "oneOf")
+
+
+def storable(schema: Any) -> None:
+    """Say in a request schema what refuse_unstorable_text refuses."""
+    if not isinstance(schema, dict) or "$ref" in schema:
+        return
+    if schema.get("type") == "string" and "enum" not in schema and "const" not in schema:
+        if "pattern" not in schema:
+            schema["pattern"] = STORABLE
+        elif schema["pattern"] != STORABLE:
+            schema.setdefault("allOf", []).append({"pattern": STORABLE})
+    if schema.get("type") == "object":
+        schema.setdefault("propertyNames", {"pattern": STORABLE})
+        if schema.get("additionalProperties", True) is True:
+            schema["additionalProperties"] = STORABLE_REF
+    for value in schema.get("properties", {}).values():
+        storable(value)
+    for key in NESTED:
+        storable(schema.get(key))
+    if isinstance(schema.get("additionalProperties"), dict):
+        storable(schema["additionalProperties"])
+    for key in NESTED_LISTS:
+        for option in schema.get(key, []):
+            storable(option)
+
+
+def _request_components(document: dict[str, Any]) -> set[str]:
+    """The component schemas request bodies use, directly or through each other."""
+    found: set[str] = set()
+    pending = [operation["requestBody"] for operations in document["paths"].values()
+               for operation in operations.values() if "requestBody" in operation]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            name = ref.rsplit("/", 1)[-1]
+            if ref.startswith("#/components/schemas/") and name not in found:
+                found.add(name)
+                pending.append(document["components"]["schemas"][name])
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return found
+
+
+def document_storable_text(document: dict[str, Any]) -> None:
+    components = document["components"]["schemas"]
+    for name in _request_components(document):
+        storable(components[name])
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is not None:
+                storable(body["schema"])
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "query":
+                    storable(parameter["schema"])
+    components["StorableJSON"] = STORABLE_JSON
 
 
 def _resolve(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +289,8 @@ def add_links(document: dict[str, Any]) -> None:
 class SwitchboardOpenAPIProvider(OpenAPIProvider):
     def schema(self) -> dict[str, Any]:
         document = super().schema()
+        json_schema_bounds(document)
+        document_storable_text(document)
         add_links(document)
         return document
 
@@ -195,7 +309,9 @@ class SwitchboardOpenAPIProvider(OpenAPIProvider):
                 if method == "get" and _paginated(func):
                     operation["parameters"] += _page_parameters(rule.endpoint)
                 if "requestBody" in operation:
-                    operation["requestBody"] = {**operation["requestBody"], "required": True}
+                    operation["requestBody"] = {**operation["requestBody"],
+                                                "required": _body_required(func, operation,
+                                                                           components)}
                 operations[method] = self._complete(operation, method, auth, error_schema)
         return paths, components
 

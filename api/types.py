@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
@@ -95,8 +96,20 @@ def _non_blank(value: str) -> str:
     return value
 
 
+class _NumberOnly:
+    """A Decimal is documented as a JSON number only (pydantic would also offer a string)."""
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> Any:
+        schema = handler(core)
+        numbers = [option for option in schema.get("anyOf", []) if option.get("type") == "number"]
+        if numbers:
+            rest = {key: value for key, value in schema.items() if key != "anyOf"}
+            schema = {**rest, **numbers[0]}
+        return schema
+
+
 # A JSON number (never a string or boolean), exact as sent.
-Money = Annotated[Decimal, BeforeValidator(_to_money),
+Money = Annotated[Decimal, _NumberOnly(), BeforeValidator(_to_money),
                   PlainSerializer(float, return_type=float, when_used="json")]
 Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_finite)]
 # A free-form JSON object (plan features, settings) as it will be stored in jsonb.
@@ -104,9 +117,72 @@ JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(minLength=1, pattern=r"\S")]
 
 
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    options = [option for option in schema.get("anyOf", []) if option.get("type") != "null"]
+    if not options:
+        return schema
+    kept = {key: value for key, value in schema.items() if key not in ("anyOf", "default")}
+    return {**kept, **options[0]} if len(options) == 1 else {**kept, "anyOf": options}
+
+
+def _merged(schema: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(schema)
+    for key, value in keywords.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def document(*, required: tuple[str, ...] = (), not_null: tuple[str, ...] = (),
+             properties: dict[str, dict[str, Any]] | None = None,
+             any_of: list[dict[str, Any]] | None = None,
+             all_of: list[dict[str, Any]] | None = None,
+             refuse: dict[str, Any] | None = None) -> Callable[[dict[str, Any]], None]:
+    """A model's `json_schema_extra`: the rules its route or service checks beyond the fields'
+    types, so that the document says exactly what is accepted. `required`: fields the route
+    checks itself; `not_null`: optional fields that
+    may be absent but not null; `properties`: keywords added to a field; `any_of`: the request
+    needs one of these shapes (an at-least-one rule); `all_of`: conditions (if/then) it meets;
+    `refuse`: a shape it must not have."""
+
+    def apply(schema: dict[str, Any]) -> None:
+        fields = schema.get("properties", {})
+        if required:
+            schema["required"] = [*schema.get("required", []), *required]
+        for name in (*required, *not_null):
+            fields[name] = _without_null(fields[name])
+        for name, keywords in (properties or {}).items():
+            fields[name] = _merged(fields[name], keywords)
+        if any_of:
+            schema["anyOf"] = any_of
+        if all_of:
+            schema["allOf"] = all_of
+        if refuse:
+            schema["not"] = refuse
+
+    return apply
+
+
+def when(field: str, values: list[Any], then: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema condition: when `field` is present with one of `values`, `then` holds."""
+    return {"if": {"required": [field], "properties": {field: {"enum": values}}}, "then": then}
+
+
+def required_one_of(*names: str) -> list[dict[str, Any]]:
+    """At least one of these fields is present."""
+    return [{"required": [name]} for name in names]
+
+
+NON_BLANK: dict[str, Any] = {"minLength": 1, "pattern": r"\S"}
+E164_PATTERN = r"^\+[1-9][0-9]{1,14}$"
+
+
 # A UUID as parse_uuid takes it, in the document.
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-UUIDText = Annotated[StrictStr, Documented(format="uuid", pattern=UUID_PATTERN)]
+UUID_KEYWORDS: dict[str, Any] = {"format": "uuid", "pattern": UUID_PATTERN}
+UUIDText = Annotated[StrictStr, Documented(**UUID_KEYWORDS)]
 
 
 def parse_uuid(value: Any, field: str = "id") -> uuid.UUID:

@@ -9,7 +9,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from api.schemas import FunctionsError
-from api.types import JSONObject, Money
+from api.types import UUID_KEYWORDS, JSONObject, Money, document
+from tenancy.tables.control import ROLES
+
+EMAIL = {"type": "string", "format": "email"}
+NAMED = {"type": "string", "pattern": r"\S"}
 
 
 class Strict(BaseModel):
@@ -17,6 +21,12 @@ class Strict(BaseModel):
 
 
 class CreateSubAccountRequest(Strict):
+    # An owner's email, and a name or a CRM location (or both).
+    model_config = ConfigDict(json_schema_extra=document(
+        required=("email",), properties={"email": EMAIL},
+        any_of=[{"required": ["name"], "properties": {"name": NAMED}},
+                {"required": ["locationID"], "properties": {"locationID": NAMED}}]))
+
     email: StrictStr | None = None
     name: StrictStr | None = Field(default=None, max_length=200)
     locationID: StrictStr | None = Field(default=None, max_length=200)  # noqa: N815
@@ -36,6 +46,11 @@ class CreateSubAccountResponse(BaseModel):
 
 
 class AddSubAccountUserRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(
+        required=("email", "role", "sub_account_id"),
+        properties={"email": EMAIL, "role": {"enum": list(ROLES)},
+                    "sub_account_id": UUID_KEYWORDS}))
+
     email: StrictStr | None = None
     role: StrictStr | None = None
     sub_account_id: StrictStr | None = None
@@ -122,6 +137,9 @@ class SubAccountList(BaseModel):
 
 
 class WalletCreditRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(properties={"amount": {
+        "multipleOf": 0.01}}))
+
     amount: Money = Field(gt=0, le=1_000_000)
     description: StrictStr | None = Field(default=None, max_length=500)
 

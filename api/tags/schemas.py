@@ -6,11 +6,18 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from api.types import document
+
 
 class TagsRequest(BaseModel):
     """`tag` and/or `tags`, combined."""
 
-    model_config = ConfigDict(extra="ignore")
+    # At least one non-empty tag, each at most 100 characters once trimmed.
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        properties={"tag": {"maxLength": 100}, "tags": {"items": {"maxLength": 100}}},
+        any_of=[{"required": ["tag"], "properties": {"tag": {"type": "string", "pattern": r"\S"}}},
+                {"required": ["tags"], "properties": {"tags": {
+                    "type": "array", "contains": {"type": "string", "pattern": r"\S"}}}}]))
 
     tag: StrictStr | None = Field(default=None, max_length=1000)
     tags: list[StrictStr] | None = Field(default=None, max_length=100)

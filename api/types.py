@@ -35,6 +35,28 @@ class Documented:
         return schema
 
 
+def _class_of(characters: list[str]) -> str:
+    return "".join(f"\\u{ord(character):04x}" for character in characters)
+
+
+# What str.strip() strips, spelled out: "\S" differs between regex engines (Rust's and
+# ECMAScript's leave U+001C..U+001F out of "\s", Python's does not).
+WHITESPACE = [chr(point) for point in range(0x3001) if chr(point).isspace()]
+NON_BLANK_PATTERN = f"[^{_class_of(WHITESPACE)}]"
+NON_BLANK: dict[str, Any] = {"minLength": 1, "pattern": NON_BLANK_PATTERN}
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{letter.lower()}{letter.upper()}]" for letter in word)
+
+
+# An address email-validator accepts (no deliverability check): the format, and not under a
+# special-use domain such as .test or .local.
+EMAIL_KEYWORDS: dict[str, Any] = {"format": "email", "not": {"pattern": "@(?:.*\\.)?(?:" + "|".join(
+    _any_case(name) for name in email_validator.SPECIAL_USE_DOMAIN_NAMES) + ")\\.?$"}}
+E164_PATTERN = r"^\+[1-9][0-9]{1,14}$"
+
+
 def _no_str_or_bool(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise ValueError("must be a JSON number")
@@ -114,7 +136,7 @@ Money = Annotated[Decimal, _NumberOnly(), BeforeValidator(_to_money),
 Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_finite)]
 # A free-form JSON object (plan features, settings) as it will be stored in jsonb.
 JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
-NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(minLength=1, pattern=r"\S")]
+NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(**NON_BLANK)]
 
 
 def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
@@ -174,9 +196,6 @@ def required_one_of(*names: str) -> list[dict[str, Any]]:
     """At least one of these fields is present."""
     return [{"required": [name]} for name in names]
 
-
-NON_BLANK: dict[str, Any] = {"minLength": 1, "pattern": r"\S"}
-E164_PATTERN = r"^\+[1-9][0-9]{1,14}$"
 
 
 # A UUID as parse_uuid takes it, in the document.

@@ -9,11 +9,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from api.schemas import FunctionsError
-from api.types import UUID_KEYWORDS, JSONObject, Money, document
+from api.types import EMAIL_KEYWORDS, NON_BLANK_PATTERN, UUID_KEYWORDS, JSONObject, Money, document
 from tenancy.tables.control import ROLES
 
-EMAIL = {"type": "string", "format": "email"}
-NAMED = {"type": "string", "pattern": r"\S"}
+EMAIL = {"type": "string", **EMAIL_KEYWORDS}
+NAMED = {"type": "string", "pattern": NON_BLANK_PATTERN}
 
 
 class Strict(BaseModel):

@@ -8,7 +8,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import E164_PATTERN, NON_BLANK, UUID_KEYWORDS, document, required_one_of
+from api.types import (
+    E164_PATTERN,
+    EMAIL_KEYWORDS,
+    NON_BLANK,
+    UUID_KEYWORDS,
+    document,
+    required_one_of,
+)
 
 MAX_NAME = 200
 MAX_ADDRESS = 1000
@@ -36,7 +43,7 @@ class ContactFields(BaseModel):
 # What the service checks beyond the types (the OpenAPI document states it).
 STATUS = {**NON_BLANK, "maxLength": MAX_SOURCE}
 REFERENCES = {"company_id": UUID_KEYWORDS, "assigned_user_id": UUID_KEYWORDS}
-USABLE_EMAIL = {"type": "string", "format": "email"}
+USABLE_EMAIL = {"type": "string", **EMAIL_KEYWORDS}
 E164 = {"pattern": E164_PATTERN,
         "description": "E.164, and a number the phonenumbers library holds valid"}
 
@@ -57,7 +64,7 @@ class UpdateContactRequest(ContactFields):
     model_config = ConfigDict(json_schema_extra=document(
         not_null=("custom_field_values", "status", "tags", "source"),
         properties={**REFERENCES, "status": STATUS, "source": NON_BLANK,
-                    "email": {"format": "email"}, "phone": E164,
+                    "email": EMAIL_KEYWORDS, "phone": E164,
                     "tags": {"items": {"type": "string", "maxLength": 100}}},
         any_of=required_one_of("name", "first_name", "last_name", "email", "phone", "address",
                                "tags", "source", "custom_field_values", "company_id",

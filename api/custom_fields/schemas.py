@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from api.types import NonBlank, document, when
+from api.types import NON_BLANK_PATTERN, NonBlank, document, when
 
 FieldType = Literal["text", "number", "boolean", "date", "select", "multi_select"]
 
@@ -16,7 +16,7 @@ FieldType = Literal["text", "number", "boolean", "date", "select", "multi_select
 # Options (distinct, non-blank) belong to select fields, which need at least one.
 CHOICES = {"required": ["options"], "properties": {"options": {
     "type": "array", "minItems": 1, "uniqueItems": True,
-    "items": {"type": "string", "pattern": r"\S"}}}}
+    "items": {"type": "string", "pattern": NON_BLANK_PATTERN}}}}
 NO_CHOICES = {"properties": {"options": {"anyOf": [{"type": "null"}, {"maxItems": 0}]}}}
 
 

@@ -47,6 +47,9 @@ from tests.conftest import make_agency
 
 MAX_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_EXAMPLES", "60"))
 STATEFUL_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_STATEFUL_EXAMPLES", "40"))
+# The `fuzz_long` tests (make fuzz): many more examples, longer stateful scenarios.
+LONG_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_LONG_EXAMPLES", "1000"))
+LONG_STATEFUL_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_LONG_STATEFUL_EXAMPLES", "500"))
 SEED = int(os.environ.get("SWITCHBOARD_FUZZ_SEED", "42"))
 AGENCY_PATHS = ("/functions/v1/create-subaccount-webhook",
                 "/functions/v1/crm-api/add-subaccount-user", "/functions/v1/agency/")
@@ -288,14 +291,23 @@ def _strategy(operation: Any, known: dict[str, str]) -> Any:
 
 @pytest.mark.parametrize("label", sorted(OPERATIONS))
 def test_every_operation_answers_as_documented(label: str, live: Live) -> None:
-    operation = OPERATIONS[label]
+    _fuzz(OPERATIONS[label], live, MAX_EXAMPLES)
+
+
+@pytest.mark.fuzz_long
+@pytest.mark.parametrize("label", sorted(OPERATIONS))
+def test_every_operation_answers_as_documented_long(label: str, live: Live) -> None:
+    _fuzz(OPERATIONS[label], live, LONG_EXAMPLES)
+
+
+def _fuzz(operation: Any, live: Live, examples: int) -> None:
     if "contact_id" in live.known:
         # A fresh contact for each operation: an earlier PATCH may have emptied the last one.
         live.known["contact_id"] = asyncio.run(_fresh_contact(live))
 
     @seed(SEED)
     @given(case=_strategy(operation, live.known))
-    @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
+    @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     def run(case: Any) -> None:
         case.call_and_validate(base_url=live.base_url, headers=live.headers_for(case.path),
@@ -338,7 +350,16 @@ class Workflow(SCHEMA.as_state_machine()):  # type: ignore[misc]
 
 def test_linked_operations_follow_each_other(live: Live) -> None:
     """Schemathesis' stateful run over the document's links (create, then use what it made)."""
+    _stateful(live, STATEFUL_EXAMPLES, steps=6)
+
+
+@pytest.mark.fuzz_long
+def test_linked_operations_follow_each_other_long(live: Live) -> None:
+    _stateful(live, LONG_STATEFUL_EXAMPLES, steps=12)
+
+
+def _stateful(live: Live, examples: int, steps: int) -> None:
     Workflow.live = live
-    Workflow.run(settings=settings(max_examples=STATEFUL_EXAMPLES, deadline=None,
-                                   database=None, stateful_step_count=6,
+    Workflow.run(settings=settings(max_examples=examples, deadline=None, database=None,
+                                   stateful_step_count=steps,
                                    suppress_health_check=list(HealthCheck)))

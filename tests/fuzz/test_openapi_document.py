@@ -17,7 +17,8 @@ OPERATIONS_OF = ("get", "post", "put", "patch", "delete")
 def document() -> dict[str, Any]:
     from api.app import create_app
 
-    return create_app().extensions["QUART_SCHEMA"].openapi_provider.schema()  # type: ignore[no-any-return]
+    app = create_app()  # held: the provider refers to the app weakly
+    return app.extensions["QUART_SCHEMA"].openapi_provider.schema()  # type: ignore[no-any-return]
 
 
 def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:

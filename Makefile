@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench clean
+.PHONY: run test install lint bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.migrate
 	$(BIN)/python -m bench.contacts
 	$(BIN)/python -m bench.campaigns
+
+# The long fuzzing: 1000 examples per operation and long stateful scenarios (the test pass
+# runs the same tests with fewer examples).
+fuzz: $(STAMP)
+	$(BIN)/python -m pytest tests/fuzz -q -m 'fuzz_long or not fuzz_long'
 
 clean:
 	rm -rf $(VENV) .data

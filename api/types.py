@@ -5,15 +5,57 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
 import email_validator
 from email_validator import EmailNotValidError, validate_email
-from pydantic import AfterValidator, BeforeValidator, PlainSerializer, StrictStr
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    GetJsonSchemaHandler,
+    PlainSerializer,
+    StrictStr,
+)
 
 from api.errors import APIError
 from integrations.email import has_control_characters
+
+
+class Documented:
+    """Annotated metadata that adds keywords to a field's JSON schema (the OpenAPI document):
+    the rules a validator or the service checks that pydantic cannot describe by itself."""
+
+    def __init__(self, **keywords: Any) -> None:
+        self.keywords = keywords
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> Any:
+        schema = handler(core)
+        schema.update(self.keywords)
+        return schema
+
+
+def _class_of(characters: list[str]) -> str:
+    return "".join(f"\\u{ord(character):04x}" for character in characters)
+
+
+# What str.strip() strips, spelled out: "\S" differs between regex engines (Rust's and
+# ECMAScript's leave U+001C..U+001F out of "\s", Python's does not).
+WHITESPACE = [chr(point) for point in range(0x3001) if chr(point).isspace()]
+NON_BLANK_PATTERN = f"[^{_class_of(WHITESPACE)}]"
+NON_BLANK: dict[str, Any] = {"minLength": 1, "pattern": NON_BLANK_PATTERN}
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{letter.lower()}{letter.upper()}]" for letter in word)
+
+
+# An address email-validator accepts (no deliverability check): the format, and not under a
+# special-use domain such as .test or .local.
+EMAIL_KEYWORDS: dict[str, Any] = {"format": "email", "not": {"pattern": "@(?:.*\\.)?(?:" + "|".join(
+    _any_case(name) for name in email_validator.SPECIAL_USE_DOMAIN_NAMES) + ")\\.?$"}}
+E164_PATTERN = r"^\+[1-9][0-9]{1,14}$"
 
 
 def _no_str_or_bool(value: Any) -> Any:
@@ -83,16 +125,95 @@ def _non_blank(value: str) -> str:
     return value
 
 
+class _NumberOnly:
+    """A Decimal is documented as a JSON number only (pydantic would also offer a string)."""
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> Any:
+        schema = handler(core)
+        numbers = [option for option in schema.get("anyOf", []) if option.get("type") == "number"]
+        if numbers:
+            rest = {key: value for key, value in schema.items() if key != "anyOf"}
+            schema = {**rest, **numbers[0]}
+        return schema
+
+
 # A JSON number (never a string or boolean), exact as sent.
-Money = Annotated[Decimal, BeforeValidator(_to_money),
+Money = Annotated[Decimal, _NumberOnly(), BeforeValidator(_to_money),
                   PlainSerializer(float, return_type=float, when_used="json")]
 Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_finite)]
 # A free-form JSON object (plan features, settings) as it will be stored in jsonb.
 JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
-NonBlank = Annotated[str, AfterValidator(_non_blank)]
+NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(**NON_BLANK)]
 # Text that reaches an email header or a URL we send out (subjects, names, locationID): one
 # line, no control characters, so no client can add a header or split a request (CONTRACT 8).
-HeaderText = Annotated[StrictStr, AfterValidator(_no_control_characters)]
+HEADER_TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]*$"
+HeaderText = Annotated[StrictStr, AfterValidator(_no_control_characters),
+                       Documented(pattern=HEADER_TEXT_PATTERN)]
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    options = [option for option in schema.get("anyOf", []) if option.get("type") != "null"]
+    if not options:
+        return schema
+    kept = {key: value for key, value in schema.items() if key not in ("anyOf", "default")}
+    return {**kept, **options[0]} if len(options) == 1 else {**kept, "anyOf": options}
+
+
+def _merged(schema: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(schema)
+    for key, value in keywords.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def document(*, required: tuple[str, ...] = (), not_null: tuple[str, ...] = (),
+             properties: dict[str, dict[str, Any]] | None = None,
+             any_of: list[dict[str, Any]] | None = None,
+             all_of: list[dict[str, Any]] | None = None,
+             refuse: dict[str, Any] | None = None) -> Callable[[dict[str, Any]], None]:
+    """A model's `json_schema_extra`: the rules its route or service checks beyond the fields'
+    types, so that the document says exactly what is accepted. `required`: fields the route
+    checks itself; `not_null`: optional fields that
+    may be absent but not null; `properties`: keywords added to a field; `any_of`: the request
+    needs one of these shapes (an at-least-one rule); `all_of`: conditions (if/then) it meets;
+    `refuse`: a shape it must not have."""
+
+    def apply(schema: dict[str, Any]) -> None:
+        fields = schema.get("properties", {})
+        if required:
+            schema["required"] = [*schema.get("required", []), *required]
+        for name in (*required, *not_null):
+            fields[name] = _without_null(fields[name])
+        for name, keywords in (properties or {}).items():
+            fields[name] = _merged(fields[name], keywords)
+        if any_of:
+            schema["anyOf"] = any_of
+        if all_of:
+            schema["allOf"] = all_of
+        if refuse:
+            schema["not"] = refuse
+
+    return apply
+
+
+def when(field: str, values: list[Any], then: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema condition: when `field` is present with one of `values`, `then` holds."""
+    return {"if": {"required": [field], "properties": {field: {"enum": values}}}, "then": then}
+
+
+def required_one_of(*names: str) -> list[dict[str, Any]]:
+    """At least one of these fields is present."""
+    return [{"required": [name]} for name in names]
+
+
+
+# A UUID as parse_uuid takes it, in the document.
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+UUID_KEYWORDS: dict[str, Any] = {"format": "uuid", "pattern": UUID_PATTERN}
+UUIDText = Annotated[StrictStr, Documented(**UUID_KEYWORDS)]
 
 
 def parse_uuid(value: Any, field: str = "id") -> uuid.UUID:
@@ -171,7 +292,8 @@ def offset_arg(args: Any) -> int:
 # Plain ASCII decimal integers that fit a PostgreSQL bigint (int() would also take "1_0", " 5"
 # and non-ASCII digits, and an OFFSET past bigint fails in the database).
 INT_ARG = re.compile(r"^[+-]?[0-9]{1,18}$")
-MAX_OFFSET = 10**18 - 1
+INT_ARG_MAX = 10**18 - 1
+MAX_OFFSET = INT_ARG_MAX
 
 
 def _int_arg(raw: str | None, name: str, default: int) -> int:

@@ -9,7 +9,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from api.schemas import FunctionsError
-from api.types import HeaderText, JSONObject, Money
+from api.types import (
+    EMAIL_KEYWORDS,
+    NON_BLANK_PATTERN,
+    UUID_KEYWORDS,
+    HeaderText,
+    JSONObject,
+    Money,
+    document,
+)
+from tenancy.tables.control import ROLES
+
+EMAIL = {"type": "string", **EMAIL_KEYWORDS}
+NAMED = {"type": "string", "pattern": NON_BLANK_PATTERN}
 
 
 class Strict(BaseModel):
@@ -17,6 +29,12 @@ class Strict(BaseModel):
 
 
 class CreateSubAccountRequest(Strict):
+    # An owner's email, and a name or a CRM location (or both).
+    model_config = ConfigDict(json_schema_extra=document(
+        required=("email",), properties={"email": EMAIL},
+        any_of=[{"required": ["name"], "properties": {"name": NAMED}},
+                {"required": ["locationID"], "properties": {"locationID": NAMED}}]))
+
     email: StrictStr | None = None
     name: HeaderText | None = Field(default=None, max_length=200)
     locationID: HeaderText | None = Field(default=None, max_length=200)  # noqa: N815
@@ -36,6 +54,11 @@ class CreateSubAccountResponse(BaseModel):
 
 
 class AddSubAccountUserRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(
+        required=("email", "role", "sub_account_id"),
+        properties={"email": EMAIL, "role": {"enum": list(ROLES)},
+                    "sub_account_id": UUID_KEYWORDS}))
+
     email: StrictStr | None = None
     role: StrictStr | None = None
     sub_account_id: StrictStr | None = None
@@ -122,6 +145,9 @@ class SubAccountList(BaseModel):
 
 
 class WalletCreditRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(properties={"amount": {
+        "multipleOf": 0.01}}))
+
     amount: Money = Field(gt=0, le=1_000_000)
     description: StrictStr | None = Field(default=None, max_length=500)
 

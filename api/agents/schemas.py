@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from api.types import NonBlank, Number
+from api.types import UUID_KEYWORDS, NonBlank, Number, document, when
 
 MODELS: dict[str, tuple[str, ...]] = {
     "openai": ("gpt-5.1", "gpt-5", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4o",
@@ -25,8 +25,24 @@ PROVIDER_OF_MODEL = {model: provider for provider, models in MODELS.items() for 
 Label = Annotated[StrictStr, Field(min_length=1, max_length=100)]
 
 
+def _needs(field: str) -> dict[str, object]:
+    return {"required": [field], "properties": {field: {"type": "string"}}}
+
+
+HTTP_URL = {"format": "uri", "pattern": r"^[hH][tT][tT][pP][sS]?://",
+            "description": "An absolute http(s) URL whose host resolves to public addresses."}
+
+
 class CreateAgentRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        properties={"llm_model": {"enum": list(PROVIDER_OF_MODEL)},
+                    "voicemail_type": {"enum": ["leave_message", "hangup", None]},
+                    "organization_id": UUID_KEYWORDS, "sub_account_id": UUID_KEYWORDS,
+                    "webhook_url": HTTP_URL},
+        all_of=[when("background_noise", [True], _needs("background_type")),
+                when("voicemail_detection", [True], _needs("voicemail_type")),
+                when("voicemail_type", ["leave_message"], _needs("voicemail_message")),
+                when("webhook", [True], _needs("webhook_url"))]))
 
     name: Annotated[NonBlank, Field(max_length=200)]
     voice_id: Annotated[NonBlank, Field(max_length=100)]

@@ -8,9 +8,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from api.types import UUID_KEYWORDS, document
+
 
 class PlaceCallRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        properties={"agent_id": UUID_KEYWORDS, "pool_id": UUID_KEYWORDS}))
 
     agent_id: Annotated[StrictStr, Field(max_length=64)]
     pool_id: Annotated[StrictStr, Field(max_length=64)] | None = None

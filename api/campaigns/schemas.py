@@ -5,11 +5,13 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
+from api.campaigns.business_hours import DAYS, HHMM
 from api.campaigns.content import check_links
-from api.types import HeaderText, NonBlank
+from api.types import UUID_KEYWORDS, HeaderText, NonBlank, document, when
 
 MAX_CONTACT_IDS = 10_000
 MAX_EMAIL_CONTENT = 500_000
@@ -20,7 +22,26 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+HOURS = {"type": "object", "required": ["timezone", "days", "start", "end"],
+         "additionalProperties": False,
+         "description": "Sends happen on these days between start and end (start before end).",
+         "properties": {"timezone": {"enum": sorted(available_timezones())},
+                        "days": {"type": "array", "minItems": 1, "items": {"enum": list(DAYS)}},
+                        "start": {"type": "string", "pattern": HHMM.pattern},
+                        "end": {"type": "string", "pattern": HHMM.pattern}}}
+FUTURE = {"format": "date-time", "description": "An RFC 3339 date-time in the future."}
+
+
 class CreateCampaignRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(
+        properties={"contact_ids": {"items": UUID_KEYWORDS}, "smart_list_id": UUID_KEYWORDS,
+                    "business_hours_config": {"anyOf": [HOURS, {"type": "null"}]}},
+        all_of=[when("business_hours_enabled", [True], {
+                    "required": ["business_hours_config"],
+                    "properties": {"business_hours_config": {"type": "object"}}}),
+                when("campaign_type", ["sms"], {"properties": {"message_content": {
+                    "maxLength": MAX_SMS_CONTENT}}})]))
+
     name: NonBlank = Field(max_length=200)
     campaign_type: Literal["email", "sms"]
     subject: HeaderText | None = Field(default=None, max_length=998)
@@ -33,10 +54,14 @@ class CreateCampaignRequest(Strict):
 
 
 class ScheduleRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(properties={"start_date": FUTURE}))
+
     start_date: StrictStr = Field(max_length=64)
 
 
 class ResumeRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(properties={"start_date": FUTURE}))
+
     start_date: StrictStr | None = Field(default=None, max_length=64)
 
 

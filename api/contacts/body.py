@@ -17,10 +17,13 @@ from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE, DataSource
 
 from api.validation import load_request_model
 
+OPTIONAL_BODY_ATTRIBUTE = "_switchboard_optional_body"
+
 
 def validate_optional_body(model_class: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
         setattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, (model_class, DataSource.JSON))
+        setattr(func, OPTIONAL_BODY_ATTRIBUTE, True)
 
         @wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -8,6 +8,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from api.types import (
+    E164_PATTERN,
+    EMAIL_KEYWORDS,
+    NON_BLANK,
+    UUID_KEYWORDS,
+    document,
+    required_one_of,
+)
+
 MAX_NAME = 200
 MAX_ADDRESS = 1000
 MAX_SOURCE = 100
@@ -31,12 +40,38 @@ class ContactFields(BaseModel):
     status: StrictStr | None = None
 
 
+# What the service checks beyond the types (the OpenAPI document states it).
+STATUS = {**NON_BLANK, "maxLength": MAX_SOURCE}
+REFERENCES = {"company_id": UUID_KEYWORDS, "assigned_user_id": UUID_KEYWORDS}
+USABLE_EMAIL = {"type": "string", **EMAIL_KEYWORDS}
+E164 = {"pattern": E164_PATTERN,
+        "description": "E.164, and a number the phonenumbers library holds valid"}
+
+
 class CreateContactRequest(ContactFields):
     """Tags are not accepted on create (ignored if sent)."""
+
+    model_config = ConfigDict(json_schema_extra=document(
+        not_null=("custom_field_values", "status"),
+        properties={**REFERENCES, "status": STATUS},
+        any_of=[{"required": ["email"], "properties": {"email": USABLE_EMAIL}},
+                {"required": ["phone"], "properties": {"phone": {"type": "string", **E164}}}]))
 
 
 class UpdateContactRequest(ContactFields):
     tags: list[StrictStr] | None = Field(default=None, max_length=100)
+
+    model_config = ConfigDict(json_schema_extra=document(
+        not_null=("custom_field_values", "status", "tags", "source"),
+        properties={**REFERENCES, "status": STATUS, "source": NON_BLANK,
+                    "email": EMAIL_KEYWORDS, "phone": E164,
+                    "tags": {"items": {"type": "string", "maxLength": 100}}},
+        any_of=required_one_of("name", "first_name", "last_name", "email", "phone", "address",
+                               "tags", "source", "custom_field_values", "company_id",
+                               "assigned_user_id", "status"),
+        # A contact keeps an email or a phone: clearing both at once is 400.
+        refuse={"required": ["email", "phone"],
+                "properties": {"email": {"type": "null"}, "phone": {"type": "null"}}}))
 
 
 class Contact(BaseModel):

@@ -8,13 +8,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import HeaderText, NonBlank
+from api.types import HeaderText, NonBlank, document, when
 
 MAX_CONTENT = 100_000
 
 
 class SendMessageRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # An sms is at most 1600 characters.
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(all_of=[
+        when("message_type", ["sms"], {"properties": {"content": {"maxLength": 1600}}})]))
 
     message_type: Literal["sms", "email"]
     content: NonBlank = Field(max_length=MAX_CONTENT)

@@ -18,7 +18,7 @@ from pydantic import (
     StrictStr,
 )
 
-from api.types import Money
+from api.types import NON_BLANK, UUID_KEYWORDS, Money, document, required_one_of
 
 MAX_QUANTITY = 1_000_000
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -55,6 +55,9 @@ class Strict(BaseModel):
 
 
 class LineItem(Strict):
+    model_config = ConfigDict(json_schema_extra=document(
+        properties={"item": NON_BLANK, "amount": {"multipleOf": 0.0001}}))
+
     item: Annotated[StrictStr, Field(max_length=1000), AfterValidator(_non_blank)]
     quantity: StrictInt = Field(ge=1, le=MAX_QUANTITY)
     amount: UnitPrice
@@ -64,6 +67,9 @@ LineItems = Annotated[list[LineItem], Field(min_length=1, max_length=200)]
 
 
 class CreateInvoiceRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(
+        properties={"contact_id": UUID_KEYWORDS, "quote_id": UUID_KEYWORDS}))
+
     contact_id: StrictStr
     items: LineItems
     due_date: DueDate
@@ -72,6 +78,11 @@ class CreateInvoiceRequest(Strict):
 
 
 class UpdateInvoiceRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(
+        not_null=("contact_id", "items", "due_date", "status"),
+        properties={"contact_id": UUID_KEYWORDS},
+        any_of=required_one_of("contact_id", "items", "due_date", "notes", "status")))
+
     contact_id: StrictStr | None = None
     items: LineItems | None = None
     due_date: DueDate | None = None
@@ -80,6 +91,8 @@ class UpdateInvoiceRequest(Strict):
 
 
 class MarkPaidRequest(Strict):
+    model_config = ConfigDict(json_schema_extra=document(properties={"payment_method": NON_BLANK}))
+
     payment_method: Annotated[StrictStr, Field(max_length=100), AfterValidator(_non_blank)]
 
 

@@ -8,11 +8,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import NonBlank
+from api.types import UUID_KEYWORDS, NonBlank, document
 
 
 class CreatePoolRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        properties={"phone_number_ids": {"items": UUID_KEYWORDS}}))
 
     name: Annotated[NonBlank, Field(max_length=100)]
     phone_number_ids: Annotated[list[StrictStr], Field(min_length=1, max_length=100)]

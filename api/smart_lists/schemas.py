@@ -7,11 +7,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import NonBlank
+from api.types import NON_BLANK_PATTERN, NonBlank, document
 
 
 class CreateSmartListRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # At least one non-empty tag.
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        required=("tags",), properties={"tags": {
+            "contains": {"type": "string", "pattern": NON_BLANK_PATTERN},
+            "items": {"maxLength": 100}}}))
 
     name: NonBlank = Field(max_length=200)
     tags: list[StrictStr] | None = Field(default=None, max_length=100)

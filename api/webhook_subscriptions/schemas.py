@@ -7,9 +7,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from api.events import EVENT_TYPES
+from api.types import document
+
 
 class CreateSubscriptionRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(properties={
+        "url": {"format": "uri", "pattern": r"^\s*[hH][tT][tT][pP][sS]?://",
+                "description": "An absolute http(s) URL whose host resolves to public addresses."},
+        "events": {"items": {"enum": list(EVENT_TYPES)}}}))
 
     url: StrictStr = Field(min_length=1, max_length=2048)
     events: list[StrictStr] = Field(min_length=1, max_length=20)

@@ -250,8 +250,9 @@ def _plain_email(address: str) -> str | None:
 
 
 def normalise_email(value: str) -> str | None:
-    """A syntactically valid address, lowercased; None when it is not one."""
-    address = value.strip()
+    """A syntactically valid address, lowercased; None when it is not one. Spaces around it
+    are forgiven; a line break or other control character is not (the document says so)."""
+    address = value.strip(" ")
     plain = _plain_email(address)
     if plain is not None:
         return plain

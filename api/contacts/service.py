@@ -125,8 +125,9 @@ async def emit_tags_changed(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
 
 
 def valid_phone(value: str) -> str | None:
-    """The number if it is E.164 and a real number by `phonenumbers`; else None."""
-    value = value.strip()
+    """The number if it is E.164 and a real number by `phonenumbers`; else None (spaces around
+    it are forgiven, control characters are not)."""
+    value = value.strip(" ")
     if not E164.match(value):
         return None
     try:

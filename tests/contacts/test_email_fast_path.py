@@ -12,7 +12,7 @@ from api.types import _plain_email, normalise_email
 
 def library(value: str) -> str | None:
     try:
-        return validate_email(value.strip(), check_deliverability=False).normalized.lower()
+        return validate_email(value.strip(" "), check_deliverability=False).normalized.lower()
     except EmailNotValidError:
         return None
 

@@ -15,7 +15,7 @@ OPERATIONS_OF = ("get", "post", "put", "patch", "delete")
 
 @pytest.fixture(scope="module")
 def document() -> dict[str, Any]:
-    from api.app import create_app
+    from cli.wiring import build_app as create_app
 
     app = create_app()  # held: the provider refers to the app weakly
     return app.extensions["QUART_SCHEMA"].openapi_provider.schema()  # type: ignore[no-any-return]

@@ -38,13 +38,14 @@ from werkzeug.sansio.utils import get_content_length
 
 from api import idempotency, metrics
 from api.asgi import HTTPConnection
-from api.errors import APIError, register_error_handlers
+from api.errors import register_error_handlers
 from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
 from api.validation import check_response, install_request_model_loading
 from tenancy.clock import iso
 from tenancy.db import create_pool, retry_stale_statements, session_url
+from tenancy.errors import APIError
 from tenancy.logs import request_id_var, sub_account_id_var
 from tenancy.principals import PrincipalCache
 from tenancy.settings import Settings, get_settings

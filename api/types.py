@@ -12,8 +12,8 @@ import email_validator
 from email_validator import EmailNotValidError, validate_email
 from pydantic import AfterValidator, BeforeValidator, PlainSerializer, StrictStr
 
-from api.errors import APIError
 from integrations.email import has_control_characters
+from tenancy.errors import APIError
 
 
 def _no_str_or_bool(value: Any) -> Any:

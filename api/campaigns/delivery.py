@@ -35,7 +35,6 @@ import asyncpg
 from api.campaigns import business_hours
 from api.campaigns.content import message_id, render
 from api.campaigns.mime import CampaignHeaders, message_bytes
-from api.campaigns.settings import CampaignSettings, campaign_settings
 from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
@@ -43,6 +42,7 @@ from integrations.email import SMTPConfig
 from tenancy.clock import utcnow
 from tenancy.db import asyncpg_dsn, session_url, tenant_transaction
 from tenancy.invitations import email_config_for
+from tenancy.settings import Settings, get_settings
 
 log = logging.getLogger("switchboard.campaigns")
 
@@ -190,7 +190,7 @@ class Run:
     smtp: SMTPConfig | None
     headers: CampaignHeaders | None
     hours: business_hours.BusinessHours | None
-    settings: CampaignSettings
+    settings: Settings
     deadline: float
     halted: str | None = None
     sent: int = 0
@@ -216,12 +216,12 @@ def lock_key(campaign_id: uuid.UUID) -> int:
 
 async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uuid.UUID,
                        campaign_id: uuid.UUID,
-                       settings: CampaignSettings | None = None) -> datetime | None:
+                       settings: Settings | None = None) -> datetime | None:
     """Send what is due of one campaign; return when to run again, or None when nothing is left.
 
     Safe to call any number of times at once: only the holder of the campaign's lock sends.
     """
-    settings = settings or campaign_settings()
+    settings = settings or get_settings()
     sub_account = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
     if sub_account is None:
         return None
@@ -242,7 +242,7 @@ async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uu
 
 async def _run_locked(pool: asyncpg.Pool, sub_account: asyncpg.Record,
                       sub_account_id: uuid.UUID, campaign_id: uuid.UUID,
-                      settings: CampaignSettings) -> datetime | None:
+                      settings: Settings) -> datetime | None:
     schema = sub_account["schema_name"]
     started = await _start(pool, schema, campaign_id)
     if not isinstance(started, dict):
@@ -255,12 +255,12 @@ async def _run_locked(pool: asyncpg.Pool, sub_account: asyncpg.Record,
         headers=CampaignHeaders.of(smtp.from_address, started["subject"], campaign_id)
         if smtp is not None else None,
         hours=_hours(started), settings=settings,
-        deadline=time.monotonic() + settings.slice_seconds,
+        deadline=time.monotonic() + settings.campaign_slice_seconds,
     )
     # A sender that fails cancels the others before the lock is given up: no run ever overlaps
     # another's live senders.
     async with asyncio.TaskGroup() as senders:
-        for _ in range(settings.concurrency):
+        for _ in range(settings.campaign_concurrency):
             senders.create_task(_sender(run))
     return await _finish(run)
 
@@ -303,7 +303,7 @@ async def _finish(run: Run) -> datetime | None:
             await conn.execute(DEFER, run.campaign_id, opening)
         return opening
     if run.halted == "provider_down":
-        return utcnow() + timedelta(seconds=run.settings.provider_retry_seconds)
+        return utcnow() + timedelta(seconds=run.settings.campaign_provider_retry_seconds)
     if run.halted in ("paused", "stopped"):
         return None
     async with tenant_transaction(run.pool, run.schema) as conn:
@@ -344,7 +344,7 @@ async def _claim(run: Run) -> list[Claimed] | None:
     """The next recipients to send to (possibly none, all skipped); None when none are left."""
     channel = run.channel
     async with tenant_transaction(run.pool, run.schema) as conn:
-        rows = await conn.fetch(CLAIM, run.campaign_id, run.settings.batch_size, channel)
+        rows = await conn.fetch(CLAIM, run.campaign_id, run.settings.campaign_batch_size, channel)
         if not rows:
             if await conn.fetchval(SELECT_STATUS, run.campaign_id) != "sending":
                 run.halt("stopped")

@@ -26,10 +26,8 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from email.utils import parseaddr
 from typing import Any
 
-import aiosmtplib
 import asyncpg
 
 from api.campaigns import business_hours
@@ -38,7 +36,7 @@ from api.campaigns.mime import CampaignHeaders, message_bytes
 from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
-from integrations.email import SMTPConfig
+from integrations.email import EmailRefused, EmailServerUnavailable, SMTPConfig, SmtpSession
 from tenancy.clock import utcnow
 from tenancy.db import asyncpg_dsn, session_url, tenant_transaction
 from tenancy.invitations import email_config_for
@@ -48,7 +46,6 @@ log = logging.getLogger("switchboard.campaigns")
 
 LOCK_NAMESPACE = 0x43414D50  # "CAMP"
 BUSY_RETRY = timedelta(seconds=5)
-SMTP_RETRIES = (0.2, 1.0, 3.0)
 
 SELECT_SUB_ACCOUNT = """
 SELECT organisation_id, schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'
@@ -388,8 +385,8 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
     stable_id = message_id(run.campaign_id, item.contact_id)
     try:
         if session is not None:
-            provider_id = await session.send(item.address, _email(run, item, stable_id),
-                                             stable_id)
+            provider_id = await _send_email(session, item, _email(run, item, stable_id),
+                                            stable_id)
         else:
             provider_id = await _send_sms(run, item, stable_id)
     except PermanentFailure as exc:
@@ -410,6 +407,15 @@ def _email(run: Run, item: Claimed, stable_id: str) -> bytes:
     rendered = render(run.campaign["message_content"], run.sub_account_id, item.id)
     return message_bytes(run.headers, item.address, stable_id, rendered.text, rendered.html,
                          rendered.unsubscribe_url)
+
+
+async def _send_email(session: SmtpSession, item: Claimed, data: bytes, stable_id: str) -> str:
+    try:
+        return await session.send(item.address, data, stable_id)
+    except EmailRefused as exc:
+        raise PermanentFailure(str(exc)) from exc
+    except EmailServerUnavailable as exc:
+        raise ProviderUnavailable(str(exc)) from exc
 
 
 async def _send_sms(run: Run, item: Claimed, stable_id: str) -> str:
@@ -436,54 +442,3 @@ async def _release_for_retry(run: Run, item: Claimed, error: str) -> None:
     log.warning("campaign %s: provider unavailable (%s); retrying later", run.campaign_id,
                 error[:300])
     run.halt("provider_down")
-
-
-# --- SMTP -------------------------------------------------------------------------------------
-
-
-class SmtpSession:
-    """One kept-open SMTP connection, reconnected on failure; errors sorted by whose they are."""
-
-    def __init__(self, config: SMTPConfig) -> None:
-        self.config = config
-        self.sender = parseaddr(config.from_address)[1]
-        self.client: aiosmtplib.SMTP | None = None
-
-    async def send(self, recipient: str, data: bytes, message_id: str) -> str:
-        last = "no attempt"
-        for delay in (0.0, *SMTP_RETRIES):
-            if delay:
-                await asyncio.sleep(delay)
-            try:
-                client = await self._connected()
-                await client.sendmail(self.sender, [recipient], data)
-                return message_id
-            except aiosmtplib.SMTPRecipientsRefused as exc:
-                raise PermanentFailure("the server refused the recipient") from exc
-            except aiosmtplib.SMTPResponseException as exc:
-                if exc.code >= 500 and isinstance(exc, aiosmtplib.SMTPDataError):
-                    raise PermanentFailure(f"the server refused the message ({exc.code})") from exc
-                last = f"{type(exc).__name__} {exc.code}"
-                if exc.code >= 500:
-                    break
-            except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-                last = type(exc).__name__
-            await self.close()
-        raise ProviderUnavailable(f"email server unavailable ({last})")
-
-    async def _connected(self) -> aiosmtplib.SMTP:
-        if self.client is None or not self.client.is_connected:
-            self.client = aiosmtplib.SMTP(
-                hostname=self.config.host, port=self.config.port,
-                username=self.config.username, password=self.config.password,
-                start_tls=self.config.starttls, timeout=self.config.timeout)
-            await self.client.connect()
-        return self.client
-
-    async def close(self) -> None:
-        client, self.client = self.client, None
-        if client is not None and client.is_connected:
-            try:
-                await client.quit()
-            except (aiosmtplib.SMTPException, OSError, TimeoutError):
-                client.close()

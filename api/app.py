@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import decimal
 import importlib
 import inspect
-import json
 import logging
 import random
 import re
@@ -20,13 +18,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import orjson
 import redis.asyncio as aioredis
 import swagger_ui_bundle
 from arq import create_pool as create_arq_pool
 from arq.connections import RedisSettings
 from pydantic import BaseModel
-from pydantic_core import to_jsonable_python
 from quart import Quart, Response, g, request, send_from_directory
 from quart.helpers import _split_blueprint_path
 from quart.json.provider import DefaultJSONProvider
@@ -43,7 +39,7 @@ from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
 from api.validation import check_response, install_request_model_loading
-from tenancy.clock import iso
+from tenancy import jsonenc
 from tenancy.db import create_pool, retry_stale_statements, session_url
 from tenancy.errors import APIError
 from tenancy.logs import request_id_var, sub_account_id_var
@@ -56,32 +52,17 @@ log = logging.getLogger("switchboard.api")
 
 
 class JSONProvider(DefaultJSONProvider):
-    """UUIDs as strings, timestamps as ISO 8601 UTC with milliseconds and Z, money (Decimal) as
-    JSON numbers. Encoded with orjson; a value it refuses (text with a lone surrogate, an
-    integer beyond 64 bits) falls back to the standard library."""
+    """Bodies as `tenancy.jsonenc` writes them (money, a Decimal, as a float)."""
 
     sort_keys = False
-    options = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
+    default = staticmethod(jsonenc.default)
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
         # Money arrives as JSON numbers: keep them exact.
         return super().loads(s, parse_float=decimal.Decimal, **kwargs)
 
-    @staticmethod
-    def default(value: Any) -> Any:
-        if isinstance(value, dt.datetime):
-            return iso(value)
-        if isinstance(value, decimal.Decimal):
-            return float(value)
-        if isinstance(value, uuid.UUID | dt.date):
-            return str(value) if isinstance(value, uuid.UUID) else value.isoformat()
-        return to_jsonable_python(value)
-
     def encode(self, value: Any) -> bytes:
-        try:
-            return orjson.dumps(value, default=self.default, option=self.options)
-        except (orjson.JSONEncodeError, TypeError):
-            return json.dumps(value, default=self.default, separators=(",", ":")).encode()
+        return jsonenc.encode(value)
 
     def dumps(self, obj: Any, **kwargs: Any) -> str:
         if kwargs:

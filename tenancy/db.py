@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from decimal import Decimal
 from typing import Any, TypeVar
 
 import asyncpg
-import orjson
+
+from tenancy import jsonenc
 
 T = TypeVar("T")
 SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
@@ -28,22 +27,8 @@ def schema_name_for(sub_account_id: Any) -> str:
     return f"t_{sub_account_id.hex}"
 
 
-def _json_default(value: Any) -> Any:
-    # Request bodies parse JSON floats as Decimal (exact money); JSON columns take them as numbers.
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def _json_dumps(value: Any) -> str:
-    # orjson, ten times faster; what it refuses (an integer past 64 bits, a lone surrogate)
-    # goes to the standard library, which writes it or fails as it always did.
-    try:
-        return orjson.dumps(value, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(value, default=_json_default)
+    return jsonenc.dumps(value, whole_decimal_as_int=True)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

@@ -19,7 +19,6 @@ from api import events
 from api.companies.service import company_exists
 from api.custom_fields.service import checked_values, invalid, refuse
 from api.types import normalise_email, parse_uuid
-from tenancy.clock import iso
 from tenancy.db import tenant_transaction
 from tenancy.errors import APIError, not_found
 
@@ -102,21 +101,11 @@ def contact_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def contact_json(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
-    """`contact_out` in JSON types, exactly as the API writes it (for event payloads)."""
-    contact = contact_out(row)
-    for key in ("id", "company_id", "assigned_user_id"):
-        contact[key] = str(contact[key]) if contact[key] is not None else None
-    for key in ("created_at", "updated_at"):
-        contact[key] = iso(contact[key])
-    return contact
-
-
 async def emit_tags_changed(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
                             row: asyncpg.Record, added: list[str], removed: list[str]) -> None:
     await events.emit(conn, "contact.updated", {
         "sub_account_id": str(sub_account_id),
-        "contact": contact_json(row),
+        "contact": contact_out(row),
         "changes": {"tags": {"added": added, "removed": removed}},
     })
 

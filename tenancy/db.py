@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from tenancy import jsonenc
+from tenancy.errors import not_found
 
 T = TypeVar("T")
 SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
@@ -74,6 +75,15 @@ async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asy
     )
     assert pool is not None
     return pool
+
+
+async def fetch_one_or_404(conn: asyncpg.Connection | asyncpg.Pool, query: str, *args: Any,
+                           what: str) -> asyncpg.Record:
+    """The query's one row; 404 `not_found` ("<what> not found") when there is none."""
+    row = await conn.fetchrow(query, *args)
+    if row is None:
+        raise not_found(what)
+    return row
 
 
 async def fetch_page(conn: asyncpg.Connection | asyncpg.Pool, query: str, count_query: str,

@@ -1,8 +1,8 @@
 """The asyncpg pool and the two ways to use it: control transactions and tenant transactions.
 
 Tenant SQL never names a schema. `tenant_transaction` points `search_path` at the tenant's schema
-with `set_config(..., is_local => true)` (the parameterised form of SET LOCAL): the setting dies
-with the transaction, so a pooled connection can never carry one tenant into the next request.
+with SET LOCAL: the setting dies with the transaction, so a pooled connection can never carry one
+tenant into the next request. `search_path_sql` is the only place that writes that statement.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
 from tenancy import jsonenc
 from tenancy.errors import not_found
+
+if TYPE_CHECKING:
+    import sqlalchemy
 
 T = TypeVar("T")
 SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
@@ -155,15 +158,41 @@ async def control_transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Conne
     _committed()
 
 
+# --- the one place that switches search_path -------------------------------------------------
+#
+# tests/core/test_code_rules.py fails when a search_path switch is written anywhere else.
+
+
+def search_path_sql(schema: str) -> str:
+    """The statement that points the current transaction at a tenant schema (then `public`, for
+    extensions). SET LOCAL: it ends with the transaction, so a pooled connection never carries a
+    tenant into the next one. An identifier cannot be a bind parameter; the name is checked
+    against SCHEMA_NAME, so it is safe to write in."""
+    if not SCHEMA_NAME.match(schema):
+        raise ValueError("not a tenant schema name")
+    return f"SET LOCAL search_path TO {schema}, public"
+
+
+async def set_search_path(conn: asyncpg.Connection, schema: str) -> None:
+    """asyncpg: point the transaction `conn` is in at `schema` (for work that needs its own
+    kind of transaction; anything else uses `tenant_transaction`)."""
+    await conn.execute(search_path_sql(schema))
+
+
+def set_search_path_sync(connection: sqlalchemy.Connection, schema: str) -> None:
+    """SQLAlchemy (alembic migrations): point the transaction `connection` is in at `schema`."""
+    from sqlalchemy import text
+
+    connection.execute(text(search_path_sql(schema)))
+
+
 @asynccontextmanager
 async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[asyncpg.Connection]:
     """A transaction whose unqualified table names resolve to one tenant's schema."""
-    if not SCHEMA_NAME.match(schema):
-        raise ValueError("not a tenant schema name")
+    switch = search_path_sql(schema)
     async with pool.acquire() as conn:
-        # BEGIN and SET LOCAL in one round trip. An identifier cannot be a bind parameter;
-        # the name was checked against SCHEMA_NAME above, so it is safe to write in.
-        await conn.execute(f"BEGIN; SET LOCAL search_path TO {schema}, public")
+        # BEGIN and SET LOCAL in one round trip.
+        await conn.execute("BEGIN; " + switch)
         try:
             yield conn
         except BaseException:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import decimal
 import inspect
-import json
 import logging
 import random
 import re
@@ -18,13 +16,11 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import Any
 
-import orjson
 import redis.asyncio as aioredis
 import swagger_ui_bundle
 from arq import create_pool as create_arq_pool
 from arq.connections import RedisSettings
 from pydantic import BaseModel
-from pydantic_core import to_jsonable_python
 from quart import Blueprint, Quart, Response, g, request, send_from_directory
 from quart.helpers import _split_blueprint_path
 from quart.json.provider import DefaultJSONProvider
@@ -36,13 +32,14 @@ from werkzeug.sansio.utils import get_content_length
 
 from api import idempotency, metrics
 from api.asgi import HTTPConnection
-from api.errors import APIError, register_error_handlers
+from api.errors import register_error_handlers
 from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
 from api.validation import check_response, install_request_model_loading
-from tenancy.clock import iso
+from tenancy import jsonenc
 from tenancy.db import create_pool, retry_stale_statements, session_url
+from tenancy.errors import APIError
 from tenancy.logs import request_id_var, sub_account_id_var
 from tenancy.principals import PrincipalCache
 from tenancy.settings import Settings, get_settings
@@ -53,32 +50,17 @@ log = logging.getLogger("switchboard.api")
 
 
 class JSONProvider(DefaultJSONProvider):
-    """UUIDs as strings, timestamps as ISO 8601 UTC with milliseconds and Z, money (Decimal) as
-    JSON numbers. Encoded with orjson; a value it refuses (text with a lone surrogate, an
-    integer beyond 64 bits) falls back to the standard library."""
+    """Bodies as `tenancy.jsonenc` writes them (money, a Decimal, as a float)."""
 
     sort_keys = False
-    options = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
+    default = staticmethod(jsonenc.default)
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
         # Money arrives as JSON numbers: keep them exact.
         return super().loads(s, parse_float=decimal.Decimal, **kwargs)
 
-    @staticmethod
-    def default(value: Any) -> Any:
-        if isinstance(value, dt.datetime):
-            return iso(value)
-        if isinstance(value, decimal.Decimal):
-            return float(value)
-        if isinstance(value, uuid.UUID | dt.date):
-            return str(value) if isinstance(value, uuid.UUID) else value.isoformat()
-        return to_jsonable_python(value)
-
     def encode(self, value: Any) -> bytes:
-        try:
-            return orjson.dumps(value, default=self.default, option=self.options)
-        except (orjson.JSONEncodeError, TypeError):
-            return json.dumps(value, default=self.default, separators=(",", ":")).encode()
+        return jsonenc.encode(value)
 
     def dumps(self, obj: Any, **kwargs: Any) -> str:
         if kwargs:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from quart import current_app, g, request
 
 from api import idempotency
-from api.errors import APIError
+from tenancy.errors import APIError
 from tenancy.logs import sub_account_id_var
 from tenancy.principals import Principal
 

@@ -10,9 +10,9 @@ from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
-from tenancy.errors import APIError, not_found
+from tenancy.errors import APIError
 
-__all__ = ["APIError", "not_found", "register_error_handlers"]
+__all__ = ["register_error_handlers"]
 
 log = logging.getLogger("switchboard.api")
 

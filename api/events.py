@@ -17,15 +17,12 @@ signed, retried on the schedule of CONTRACT.md section 5 and logged per attempt 
 from __future__ import annotations
 
 import datetime as dt
-import decimal
-import json
 import uuid
 from typing import Any
 
 import asyncpg
-from pydantic_core import to_jsonable_python
 
-from tenancy import secrets
+from tenancy import jsonenc, secrets
 from tenancy.clock import iso, utcnow
 from tenancy.due import schedule_due
 
@@ -71,20 +68,8 @@ def event_message(event_type: str, data: dict[str, Any],
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
     payload = {"type": event_type, "timestamp": iso(at or utcnow()), "data": data}
-    body = json.dumps(payload, default=_jsonable, separators=(",", ":"), ensure_ascii=False)
+    body = jsonenc.dumps(payload)
     return f"msg_{uuid.uuid4().hex}", body
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return iso(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return to_jsonable_python(value)
 
 
 async def _schedule(conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> None:

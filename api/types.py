@@ -19,8 +19,8 @@ from pydantic import (
     StrictStr,
 )
 
-from api.errors import APIError
 from integrations.email import has_control_characters
+from tenancy.errors import APIError
 
 
 class Documented:

@@ -19,7 +19,6 @@ from api.calls.routes import blueprint as calls_routes
 from api.calls.service import CALL_WORK
 from api.campaigns import tasks as campaign_tasks
 from api.campaigns.routes import blueprint as campaigns_routes
-from api.campaigns.settings import campaign_settings
 from api.companies.routes import blueprint as companies_routes
 from api.contacts.routes import blueprint as contacts_routes
 from api.conversations.routes import blueprint as conversations_routes
@@ -42,7 +41,7 @@ from api.webhook_subscriptions.routes import blueprint as webhook_subscriptions_
 from jobs import worker
 from jobs.due import DueHandler
 from tenancy import maintenance
-from tenancy.settings import Settings
+from tenancy.settings import Settings, get_settings
 
 # --- the API ------------------------------------------------------------------------------------
 
@@ -94,7 +93,7 @@ JOBS = worker.Jobs(
     ],
     due_handlers=[
         DueHandler(campaign_tasks.SEND_KIND, campaign_tasks.send_campaign,
-                   lease_seconds=campaign_settings().lease_seconds),
+                   lease_seconds=get_settings().campaign_lease_seconds),
         DueHandler(CALL_WORK, call_tasks.advance_call, lease_seconds=60),
         DueHandler(RENEWAL_WORK, phone_number_tasks.renew_phone_number, lease_seconds=60),
         DueHandler(DELIVERY_KIND, webhook_tasks.deliver_webhook, lease_seconds=120),

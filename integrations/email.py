@@ -1,16 +1,24 @@
-"""Outbound email over SMTP (aiosmtplib), through an organisation's own server or the platform's."""
+"""Outbound email over SMTP (aiosmtplib), through an organisation's own server or the platform's.
+
+Every email leaves through this module: `send_email` for one message on a connection of its own
+(invitations, a contact's message), `SmtpSession` for many on one kept-open connection (campaigns).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import unicodedata
 from dataclasses import dataclass
 from email.message import EmailMessage
-from email.utils import make_msgid
+from email.utils import make_msgid, parseaddr
 
 import aiosmtplib
 
 log = logging.getLogger("switchboard.email")
+
+# A kept-open session tries a send again after these pauses before it gives up.
+SMTP_RETRIES = (0.2, 1.0, 3.0)
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,14 @@ class SMTPConfig:
 
 class EmailDeliveryError(Exception):
     pass
+
+
+class EmailRefused(EmailDeliveryError):
+    """The server refused this recipient or this message for good: sending it again is useless."""
+
+
+class EmailServerUnavailable(EmailDeliveryError):
+    """The server cannot take mail now (down, refusing our sender, bad credentials): try later."""
 
 
 class UnsafeHeader(EmailDeliveryError, ValueError):
@@ -89,3 +105,53 @@ async def send_email(config: SMTPConfig, message: EmailMessage) -> None:
         log.warning("email to %s via %s:%s failed: %s", message["To"], config.host, config.port,
                     type(exc).__name__)
         raise EmailDeliveryError(f"email delivery failed: {type(exc).__name__}") from exc
+
+
+class SmtpSession:
+    """One kept-open SMTP connection, reconnected on failure; errors sorted by whose they are:
+    EmailRefused for this recipient or message, EmailServerUnavailable for everything else."""
+
+    def __init__(self, config: SMTPConfig) -> None:
+        self.config = config
+        self.sender = parseaddr(config.from_address)[1]
+        self.client: aiosmtplib.SMTP | None = None
+
+    async def send(self, recipient: str, data: bytes, message_id: str) -> str:
+        """Send the ready-made message `data`; its `message_id` is the provider's id for it."""
+        last = "no attempt"
+        for delay in (0.0, *SMTP_RETRIES):
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                client = await self._connected()
+                await client.sendmail(self.sender, [recipient], data)
+                return message_id
+            except aiosmtplib.SMTPRecipientsRefused as exc:
+                raise EmailRefused("the server refused the recipient") from exc
+            except aiosmtplib.SMTPResponseException as exc:
+                if exc.code >= 500 and isinstance(exc, aiosmtplib.SMTPDataError):
+                    raise EmailRefused(f"the server refused the message ({exc.code})") from exc
+                last = f"{type(exc).__name__} {exc.code}"
+                if exc.code >= 500:
+                    break
+            except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+                last = type(exc).__name__
+            await self.close()
+        raise EmailServerUnavailable(f"email server unavailable ({last})")
+
+    async def _connected(self) -> aiosmtplib.SMTP:
+        if self.client is None or not self.client.is_connected:
+            self.client = aiosmtplib.SMTP(
+                hostname=self.config.host, port=self.config.port,
+                username=self.config.username, password=self.config.password,
+                start_tls=self.config.starttls, timeout=self.config.timeout)
+            await self.client.connect()
+        return self.client
+
+    async def close(self) -> None:
+        client, self.client = self.client, None
+        if client is not None and client.is_connected:
+            try:
+                await client.quit()
+            except (aiosmtplib.SMTPException, OSError, TimeoutError):
+                client.close()

@@ -1,8 +1,8 @@
 """The asyncpg pool and the two ways to use it: control transactions and tenant transactions.
 
 Tenant SQL never names a schema. `tenant_transaction` points `search_path` at the tenant's schema
-with `set_config(..., is_local => true)` (the parameterised form of SET LOCAL): the setting dies
-with the transaction, so a pooled connection can never carry one tenant into the next request.
+with SET LOCAL: the setting dies with the transaction, so a pooled connection can never carry one
+tenant into the next request. `search_path_sql` is the only place that writes that statement.
 """
 
 from __future__ import annotations
@@ -10,15 +10,18 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
-import orjson
+
+from tenancy import jsonenc
+from tenancy.errors import not_found
+
+if TYPE_CHECKING:
+    import sqlalchemy
 
 T = TypeVar("T")
 SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
@@ -28,22 +31,8 @@ def schema_name_for(sub_account_id: Any) -> str:
     return f"t_{sub_account_id.hex}"
 
 
-def _json_default(value: Any) -> Any:
-    # Request bodies parse JSON floats as Decimal (exact money); JSON columns take them as numbers.
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def _json_dumps(value: Any) -> str:
-    # orjson, ten times faster; what it refuses (an integer past 64 bits, a lone surrogate)
-    # goes to the standard library, which writes it or fails as it always did.
-    try:
-        return orjson.dumps(value, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(value, default=_json_default)
+    return jsonenc.dumps(value, whole_decimal_as_int=True)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -89,6 +78,15 @@ async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asy
     )
     assert pool is not None
     return pool
+
+
+async def fetch_one_or_404(conn: asyncpg.Connection | asyncpg.Pool, query: str, *args: Any,
+                           what: str) -> asyncpg.Record:
+    """The query's one row; 404 `not_found` ("<what> not found") when there is none."""
+    row = await conn.fetchrow(query, *args)
+    if row is None:
+        raise not_found(what)
+    return row
 
 
 async def fetch_page(conn: asyncpg.Connection | asyncpg.Pool, query: str, count_query: str,
@@ -160,15 +158,41 @@ async def control_transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Conne
     _committed()
 
 
+# --- the one place that switches search_path -------------------------------------------------
+#
+# tests/core/test_code_rules.py fails when a search_path switch is written anywhere else.
+
+
+def search_path_sql(schema: str) -> str:
+    """The statement that points the current transaction at a tenant schema (then `public`, for
+    extensions). SET LOCAL: it ends with the transaction, so a pooled connection never carries a
+    tenant into the next one. An identifier cannot be a bind parameter; the name is checked
+    against SCHEMA_NAME, so it is safe to write in."""
+    if not SCHEMA_NAME.match(schema):
+        raise ValueError("not a tenant schema name")
+    return f"SET LOCAL search_path TO {schema}, public"
+
+
+async def set_search_path(conn: asyncpg.Connection, schema: str) -> None:
+    """asyncpg: point the transaction `conn` is in at `schema` (for work that needs its own
+    kind of transaction; anything else uses `tenant_transaction`)."""
+    await conn.execute(search_path_sql(schema))
+
+
+def set_search_path_sync(connection: sqlalchemy.Connection, schema: str) -> None:
+    """SQLAlchemy (alembic migrations): point the transaction `connection` is in at `schema`."""
+    from sqlalchemy import text
+
+    connection.execute(text(search_path_sql(schema)))
+
+
 @asynccontextmanager
 async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[asyncpg.Connection]:
     """A transaction whose unqualified table names resolve to one tenant's schema."""
-    if not SCHEMA_NAME.match(schema):
-        raise ValueError("not a tenant schema name")
+    switch = search_path_sql(schema)
     async with pool.acquire() as conn:
-        # BEGIN and SET LOCAL in one round trip. An identifier cannot be a bind parameter;
-        # the name was checked against SCHEMA_NAME above, so it is safe to write in.
-        await conn.execute(f"BEGIN; SET LOCAL search_path TO {schema}, public")
+        # BEGIN and SET LOCAL in one round trip.
+        await conn.execute("BEGIN; " + switch)
         try:
             yield conn
         except BaseException:

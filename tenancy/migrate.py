@@ -23,6 +23,7 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, create_engine, pool, text
 
+from tenancy.db import set_search_path_sync
 from tenancy.schema import alembic_config, head_revision, sqlalchemy_url
 from tenancy.tables import tenant_metadata
 
@@ -98,8 +99,7 @@ def migrate_one(sub_account_id: uuid.UUID, schema: str, head: str) -> tuple[uuid
     """Migrate one tenant in one transaction; return its id and the error, if any."""
     try:
         with _engine.connect() as conn, conn.begin():
-            conn.execute(text("SELECT set_config('search_path', :p, true)"),
-                         {"p": f'"{schema}", public'})
+            set_search_path_sync(conn, schema)
             conn.execute(text("SELECT set_config('lock_timeout', '10s', true)"))
             _upgrade_schema(conn, schema, head)
             conn.execute(

@@ -21,8 +21,8 @@ import asyncpg
 from integrations.crm import CRMError, Location, crm_provider
 from integrations.email import EmailDeliveryError, SMTPConfig, one_line
 from tenancy.clock import utcnow
-from tenancy.db import schema_name_for
-from tenancy.errors import APIError, not_found
+from tenancy.db import fetch_one_or_404, schema_name_for
+from tenancy.errors import APIError
 from tenancy.invitations import (
     IssuedInvitation,
     email_config_for,
@@ -82,10 +82,8 @@ def slugify(name: str) -> str:
 async def check_organisation(conn: asyncpg.Connection | asyncpg.Pool,
                              organisation_id: uuid.UUID, *, lock: bool = False
                              ) -> asyncpg.Record:
-    row = await conn.fetchrow(SELECT_ORGANISATION + (" FOR UPDATE" if lock else ""),
-                              organisation_id)
-    if row is None:
-        raise not_found("organisation")
+    row = await fetch_one_or_404(conn, SELECT_ORGANISATION + (" FOR UPDATE" if lock else ""),
+                                 organisation_id, what="organisation")
     if not row["is_active"]:
         raise APIError(403, "organisation_inactive", "the organisation is inactive")
     if row["plan_type"] not in PROVISIONING_PLAN_TYPES:

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 import migrations
-from tenancy.db import SCHEMA_NAME
+from tenancy.db import SCHEMA_NAME, set_search_path
 from tenancy.tables import tenant_metadata
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
@@ -78,7 +78,7 @@ async def create_tenant_schema(conn: asyncpg.Connection, schema: str) -> str:
         raise ValueError("not a tenant schema name")
     head = tenant_head()
     await conn.execute(f'CREATE SCHEMA "{schema}"')
-    await conn.execute("SELECT set_config('search_path', $1, true)", f"{schema}, public")
+    await set_search_path(conn, schema)
     await conn.execute(tenant_ddl())
     await conn.execute("INSERT INTO alembic_version (version_num) VALUES ($1)", head)
     return head

@@ -35,6 +35,24 @@ class Settings(BaseSettings):
     due_work_max_failures: int = Field(default=10, ge=1, le=100,
                                        alias="SWITCHBOARD_DUE_WORK_MAX_FAILURES")
 
+    # Campaign sending. Parallel senders (each with its own SMTP connection) per campaign run.
+    campaign_concurrency: int = Field(default=8, ge=1, le=64,
+                                      alias="SWITCHBOARD_CAMPAIGN_CONCURRENCY")
+    # Recipients claimed (and charged) per transaction by one sender.
+    campaign_batch_size: int = Field(default=10, ge=1, le=500,
+                                     alias="SWITCHBOARD_CAMPAIGN_BATCH_SIZE")
+    # One run of the send job stops claiming after this long and hands over to the next run,
+    # so a lease on the due-work row always outlasts a run.
+    campaign_slice_seconds: float = Field(default=20.0, gt=0,
+                                          alias="SWITCHBOARD_CAMPAIGN_SLICE_SECONDS")
+    # How long a crashed worker's claim on a campaign blocks another worker from taking over.
+    campaign_lease_seconds: float = Field(default=45.0, gt=0,
+                                          alias="SWITCHBOARD_CAMPAIGN_LEASE_SECONDS")
+    # With the provider down (SMTP unreachable, refusing our sender), the campaign stays
+    # `sending` and the next run is tried this long later.
+    campaign_provider_retry_seconds: float = Field(
+        default=60.0, gt=0, alias="SWITCHBOARD_CAMPAIGN_PROVIDER_RETRY_SECONDS")
+
     rate_limit_requests: int = Field(default=100, alias="SWITCHBOARD_RATE_LIMIT_REQUESTS")
     rate_limit_window_seconds: int = Field(default=10,
                                            alias="SWITCHBOARD_RATE_LIMIT_WINDOW_SECONDS")

@@ -38,7 +38,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from tenancy import secrets
 from tenancy.clock import iso, utcnow
-from tenancy.db import SCHEMA_NAME, schema_name_for
+from tenancy.db import SCHEMA_NAME, schema_name_for, set_search_path
 from tenancy.schema import create_tenant_schema, tenant_head
 from tenancy.tables import tenant_metadata
 
@@ -295,7 +295,7 @@ async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
         tables = [row["relname"] for row in await conn.fetch(TENANT_TABLES, schema)]
         if not SCHEMA_NAME.match(schema) or not tables:
             raise TenantOpError(f"sub-account {sub_account_id} has no tenant schema to export")
-        await conn.execute("SELECT set_config('search_path', $1, true)", f"{schema}, public")
+        await set_search_path(conn, schema)
         version = await conn.fetchval("SELECT version_num FROM alembic_version")
         out.write(json.dumps({
             "format": FORMAT, "format_version": FORMAT_VERSION,

@@ -22,10 +22,10 @@ from api.agency.schemas import (
     WalletCreditResponse,
 )
 from api.auth import AGENCY, principal, requires
-from api.errors import APIError
 from api.schemas import FunctionsError
 from api.types import normalise_email, pagination, parse_uuid
 from api.validation import validate_response
+from tenancy.errors import APIError
 from tenancy.invitations import accept_invitation
 from tenancy.provisioning import NewSubAccount, provision_sub_account
 

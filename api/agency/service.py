@@ -11,7 +11,7 @@ import asyncpg
 
 from api.wallet import service as wallet
 from integrations.email import EmailDeliveryError
-from tenancy.db import fetch_page, tenant_transaction
+from tenancy.db import fetch_one_or_404, fetch_page, tenant_transaction
 from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for, email_invitation, upsert_invitation
 from tenancy.principals import insert_key
@@ -60,9 +60,8 @@ async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_accoun
                        details=[{"field": "role", "message": "unknown role", "type": "enum"}])
     async with pool.acquire() as conn, conn.transaction():
         # The row lock serialises invitations to one sub-account, so the limit holds.
-        row = await conn.fetchrow(SELECT_SUB_ACCOUNT + " FOR UPDATE", sub_account_id)
-        if row is None:
-            raise not_found("sub-account")
+        row = await fetch_one_or_404(conn, SELECT_SUB_ACCOUNT + " FOR UPDATE", sub_account_id,
+                                     what="sub-account")
         if row["organisation_id"] != organisation_id:
             raise APIError(403, "forbidden", "the sub-account belongs to another organisation")
         if await conn.fetchval(IS_ACTIVE_MEMBER, sub_account_id, email):

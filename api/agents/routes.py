@@ -16,11 +16,11 @@ from api.agents.schemas import (
     CreateAgentRequest,
 )
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
-from api.errors import APIError
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
 from api.validation import validate_response
+from tenancy.errors import APIError
 
 blueprint = Blueprint("agents", __name__)
 

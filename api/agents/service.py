@@ -10,8 +10,8 @@ import asyncpg
 from api.agents.schemas import PROVIDER_OF_MODEL, CreateAgentRequest
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
 from tenancy import secrets
-from tenancy.db import fetch_page, tenant_transaction
-from tenancy.errors import APIError, not_found
+from tenancy.db import fetch_one_or_404, fetch_page, tenant_transaction
+from tenancy.errors import APIError
 
 VOICEMAIL_TYPES = ("leave_message", "hangup")
 
@@ -111,9 +111,7 @@ async def create_agent(pool: asyncpg.Pool, schema: str,
 
 async def get_agent(pool: asyncpg.Pool, schema: str, agent_id: uuid.UUID) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_AGENT, agent_id)
-    if row is None:
-        raise not_found("agent")
+        row = await fetch_one_or_404(conn, SELECT_AGENT, agent_id, what="agent")
     return _shown(row)
 
 

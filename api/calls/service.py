@@ -26,9 +26,9 @@ from api.wallet import service as wallet
 from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
 from tenancy import secrets
 from tenancy.clock import utcnow
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import schedule_due
-from tenancy.errors import APIError, not_found
+from tenancy.errors import APIError
 
 log = logging.getLogger("switchboard.calls")
 
@@ -137,12 +137,8 @@ async def place_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
 
 
 async def _callee(conn: asyncpg.Connection, contact_id: uuid.UUID, agent_id: uuid.UUID) -> str:
-    contact = await conn.fetchrow(SELECT_CONTACT, contact_id)
-    if contact is None:
-        raise not_found("contact")
-    agent = await conn.fetchrow(SELECT_AGENT, agent_id)
-    if agent is None:
-        raise not_found("agent")
+    contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
+    agent = await fetch_one_or_404(conn, SELECT_AGENT, agent_id, what="agent")
     if not contact["phone"]:
         raise APIError(400, "contact_has_no_phone", "the contact has no phone number on file")
     if not agent["is_active"]:
@@ -160,9 +156,7 @@ async def _agent_number(conn: asyncpg.Connection, agent_id: uuid.UUID) -> asyncp
 
 async def get_call(pool: asyncpg.Pool, schema: str, call_id: uuid.UUID) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_CALL, call_id)
-    if row is None:
-        raise not_found("call")
+        row = await fetch_one_or_404(conn, SELECT_CALL, call_id, what="call")
     return call_out(row)
 
 

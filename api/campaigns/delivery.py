@@ -26,29 +26,26 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from email.utils import parseaddr
 from typing import Any
 
-import aiosmtplib
 import asyncpg
 
 from api.campaigns import business_hours
 from api.campaigns.content import message_id, render
 from api.campaigns.mime import CampaignHeaders, message_bytes
-from api.campaigns.settings import CampaignSettings, campaign_settings
 from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
-from integrations.email import SMTPConfig
+from integrations.email import EmailRefused, EmailServerUnavailable, SMTPConfig, SmtpSession
 from tenancy.clock import utcnow
 from tenancy.db import asyncpg_dsn, session_url, tenant_transaction
 from tenancy.invitations import email_config_for
+from tenancy.settings import Settings, get_settings
 
 log = logging.getLogger("switchboard.campaigns")
 
 LOCK_NAMESPACE = 0x43414D50  # "CAMP"
 BUSY_RETRY = timedelta(seconds=5)
-SMTP_RETRIES = (0.2, 1.0, 3.0)
 
 SELECT_SUB_ACCOUNT = """
 SELECT organisation_id, schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'
@@ -190,7 +187,7 @@ class Run:
     smtp: SMTPConfig | None
     headers: CampaignHeaders | None
     hours: business_hours.BusinessHours | None
-    settings: CampaignSettings
+    settings: Settings
     deadline: float
     halted: str | None = None
     sent: int = 0
@@ -216,12 +213,12 @@ def lock_key(campaign_id: uuid.UUID) -> int:
 
 async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uuid.UUID,
                        campaign_id: uuid.UUID,
-                       settings: CampaignSettings | None = None) -> datetime | None:
+                       settings: Settings | None = None) -> datetime | None:
     """Send what is due of one campaign; return when to run again, or None when nothing is left.
 
     Safe to call any number of times at once: only the holder of the campaign's lock sends.
     """
-    settings = settings or campaign_settings()
+    settings = settings or get_settings()
     sub_account = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
     if sub_account is None:
         return None
@@ -242,7 +239,7 @@ async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uu
 
 async def _run_locked(pool: asyncpg.Pool, sub_account: asyncpg.Record,
                       sub_account_id: uuid.UUID, campaign_id: uuid.UUID,
-                      settings: CampaignSettings) -> datetime | None:
+                      settings: Settings) -> datetime | None:
     schema = sub_account["schema_name"]
     started = await _start(pool, schema, campaign_id)
     if not isinstance(started, dict):
@@ -255,12 +252,12 @@ async def _run_locked(pool: asyncpg.Pool, sub_account: asyncpg.Record,
         headers=CampaignHeaders.of(smtp.from_address, started["subject"], campaign_id)
         if smtp is not None else None,
         hours=_hours(started), settings=settings,
-        deadline=time.monotonic() + settings.slice_seconds,
+        deadline=time.monotonic() + settings.campaign_slice_seconds,
     )
     # A sender that fails cancels the others before the lock is given up: no run ever overlaps
     # another's live senders.
     async with asyncio.TaskGroup() as senders:
-        for _ in range(settings.concurrency):
+        for _ in range(settings.campaign_concurrency):
             senders.create_task(_sender(run))
     return await _finish(run)
 
@@ -303,7 +300,7 @@ async def _finish(run: Run) -> datetime | None:
             await conn.execute(DEFER, run.campaign_id, opening)
         return opening
     if run.halted == "provider_down":
-        return utcnow() + timedelta(seconds=run.settings.provider_retry_seconds)
+        return utcnow() + timedelta(seconds=run.settings.campaign_provider_retry_seconds)
     if run.halted in ("paused", "stopped"):
         return None
     async with tenant_transaction(run.pool, run.schema) as conn:
@@ -344,7 +341,7 @@ async def _claim(run: Run) -> list[Claimed] | None:
     """The next recipients to send to (possibly none, all skipped); None when none are left."""
     channel = run.channel
     async with tenant_transaction(run.pool, run.schema) as conn:
-        rows = await conn.fetch(CLAIM, run.campaign_id, run.settings.batch_size, channel)
+        rows = await conn.fetch(CLAIM, run.campaign_id, run.settings.campaign_batch_size, channel)
         if not rows:
             if await conn.fetchval(SELECT_STATUS, run.campaign_id) != "sending":
                 run.halt("stopped")
@@ -388,8 +385,8 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
     stable_id = message_id(run.campaign_id, item.contact_id)
     try:
         if session is not None:
-            provider_id = await session.send(item.address, _email(run, item, stable_id),
-                                             stable_id)
+            provider_id = await _send_email(session, item, _email(run, item, stable_id),
+                                            stable_id)
         else:
             provider_id = await _send_sms(run, item, stable_id)
     except PermanentFailure as exc:
@@ -410,6 +407,15 @@ def _email(run: Run, item: Claimed, stable_id: str) -> bytes:
     rendered = render(run.campaign["message_content"], run.sub_account_id, item.id)
     return message_bytes(run.headers, item.address, stable_id, rendered.text, rendered.html,
                          rendered.unsubscribe_url)
+
+
+async def _send_email(session: SmtpSession, item: Claimed, data: bytes, stable_id: str) -> str:
+    try:
+        return await session.send(item.address, data, stable_id)
+    except EmailRefused as exc:
+        raise PermanentFailure(str(exc)) from exc
+    except EmailServerUnavailable as exc:
+        raise ProviderUnavailable(str(exc)) from exc
 
 
 async def _send_sms(run: Run, item: Claimed, stable_id: str) -> str:
@@ -436,54 +442,3 @@ async def _release_for_retry(run: Run, item: Claimed, error: str) -> None:
     log.warning("campaign %s: provider unavailable (%s); retrying later", run.campaign_id,
                 error[:300])
     run.halt("provider_down")
-
-
-# --- SMTP -------------------------------------------------------------------------------------
-
-
-class SmtpSession:
-    """One kept-open SMTP connection, reconnected on failure; errors sorted by whose they are."""
-
-    def __init__(self, config: SMTPConfig) -> None:
-        self.config = config
-        self.sender = parseaddr(config.from_address)[1]
-        self.client: aiosmtplib.SMTP | None = None
-
-    async def send(self, recipient: str, data: bytes, message_id: str) -> str:
-        last = "no attempt"
-        for delay in (0.0, *SMTP_RETRIES):
-            if delay:
-                await asyncio.sleep(delay)
-            try:
-                client = await self._connected()
-                await client.sendmail(self.sender, [recipient], data)
-                return message_id
-            except aiosmtplib.SMTPRecipientsRefused as exc:
-                raise PermanentFailure("the server refused the recipient") from exc
-            except aiosmtplib.SMTPResponseException as exc:
-                if exc.code >= 500 and isinstance(exc, aiosmtplib.SMTPDataError):
-                    raise PermanentFailure(f"the server refused the message ({exc.code})") from exc
-                last = f"{type(exc).__name__} {exc.code}"
-                if exc.code >= 500:
-                    break
-            except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-                last = type(exc).__name__
-            await self.close()
-        raise ProviderUnavailable(f"email server unavailable ({last})")
-
-    async def _connected(self) -> aiosmtplib.SMTP:
-        if self.client is None or not self.client.is_connected:
-            self.client = aiosmtplib.SMTP(
-                hostname=self.config.host, port=self.config.port,
-                username=self.config.username, password=self.config.password,
-                start_tls=self.config.starttls, timeout=self.config.timeout)
-            await self.client.connect()
-        return self.client
-
-    async def close(self) -> None:
-        client, self.client = self.client, None
-        if client is not None and client.is_connected:
-            try:
-                await client.quit()
-            except (aiosmtplib.SMTPException, OSError, TimeoutError):
-                client.close()

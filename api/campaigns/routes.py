@@ -18,11 +18,11 @@ from api.campaigns.schemas import (
     ScheduleRequest,
 )
 from api.contacts.body import validate_optional_body
-from api.errors import APIError
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
 from api.validation import validate_response
 from tenancy.clock import utcnow
+from tenancy.errors import APIError
 
 blueprint = Blueprint("campaigns", __name__, url_prefix="/webhooks/inbound")
 

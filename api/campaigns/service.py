@@ -17,7 +17,7 @@ import asyncpg
 
 from api.campaigns import business_hours
 from tenancy.clock import utcnow
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 
@@ -141,9 +141,7 @@ def present(row: asyncpg.Record, targets: int | None = None) -> dict[str, Any]:
 
 
 async def read_campaign(conn: asyncpg.Connection, campaign_id: uuid.UUID) -> dict[str, Any]:
-    row = await conn.fetchrow(SELECT_CAMPAIGN, campaign_id)
-    if row is None:
-        raise not_found("campaign")
+    row = await fetch_one_or_404(conn, SELECT_CAMPAIGN, campaign_id, what="campaign")
     targets = None
     if row["recipients_materialised_at"] is None and row["status"] in ("draft", "scheduled"):
         targets = await conn.fetchval(COUNT_TARGETS, row["contact_ids"], row["smart_list_id"],
@@ -203,9 +201,7 @@ def check_ready(row: asyncpg.Record) -> None:
 async def schedule_campaign(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
                             campaign_id: uuid.UUID, start_date: datetime) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_FOR_SCHEDULE, campaign_id)
-        if row is None:
-            raise not_found("campaign")
+        row = await fetch_one_or_404(conn, SELECT_FOR_SCHEDULE, campaign_id, what="campaign")
         if row["status"] not in ("draft", "scheduled"):
             raise _conflict(row["status"])
         check_ready(row)

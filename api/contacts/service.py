@@ -19,8 +19,7 @@ from api import events
 from api.companies.service import company_exists
 from api.custom_fields.service import checked_values, invalid, refuse
 from api.types import normalise_email, parse_uuid
-from tenancy.clock import iso
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.errors import APIError, not_found
 
 DEFAULT_SOURCE = "inbound_webhook"
@@ -102,21 +101,11 @@ def contact_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def contact_json(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
-    """`contact_out` in JSON types, exactly as the API writes it (for event payloads)."""
-    contact = contact_out(row)
-    for key in ("id", "company_id", "assigned_user_id"):
-        contact[key] = str(contact[key]) if contact[key] is not None else None
-    for key in ("created_at", "updated_at"):
-        contact[key] = iso(contact[key])
-    return contact
-
-
 async def emit_tags_changed(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
                             row: asyncpg.Record, added: list[str], removed: list[str]) -> None:
     await events.emit(conn, "contact.updated", {
         "sub_account_id": str(sub_account_id),
-        "contact": contact_json(row),
+        "contact": contact_out(row),
         "changes": {"tags": {"added": added, "removed": removed}},
     })
 
@@ -366,9 +355,8 @@ async def update_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.U
     changes = update_changes(fields)
     try:
         async with tenant_transaction(pool, schema) as conn:
-            old = await conn.fetchrow(SELECT_CONTACT_FOR_UPDATE, contact_id)
-            if old is None:
-                raise not_found("contact")
+            old = await fetch_one_or_404(conn, SELECT_CONTACT_FOR_UPDATE, contact_id,
+                                         what="contact")
             to_set, to_clear = await _checked_references(conn, sub_account_id, changes)
             await _update(conn, sub_account_id, old, changes, to_set, to_clear)
     except asyncpg.UniqueViolationError as exc:
@@ -377,9 +365,7 @@ async def update_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.U
 
 async def get_contact(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_CONTACT, contact_id)
-    if row is None:
-        raise not_found("contact")
+        row = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
     return contact_out(row)
 
 

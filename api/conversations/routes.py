@@ -16,11 +16,12 @@ from api.conversations.schemas import (
     SendMessageRequest,
     SentMessageResponse,
 )
-from api.errors import APIError, validation_details
+from api.errors import validation_details
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
 from api.validation import validate_response
+from tenancy.errors import APIError
 
 blueprint = Blueprint("conversations", __name__)
 

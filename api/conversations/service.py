@@ -25,7 +25,7 @@ from integrations.email import (
     build_message,
     send_email,
 )
-from tenancy.db import schema_name_for, tenant_transaction
+from tenancy.db import fetch_one_or_404, schema_name_for, tenant_transaction
 from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for
 
@@ -146,9 +146,8 @@ async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, dir
 async def contact_messages(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID, limit: int,
                            offset: int) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        contact = await conn.fetchrow(SELECT_CONTACT_AND_CONVERSATION, contact_id)
-        if contact is None:
-            raise not_found("contact")
+        contact = await fetch_one_or_404(conn, SELECT_CONTACT_AND_CONVERSATION, contact_id,
+                                         what="contact")
         if contact["conversation_id"] is None:
             raise not_found("conversation")
         rows = await conn.fetch(SELECT_MESSAGES, contact["conversation_id"], limit, offset)
@@ -186,9 +185,7 @@ async def send_to_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.
               if outgoing.message_type == "email" else None)
     try:
         async with tenant_transaction(pool, schema) as conn:
-            contact = await conn.fetchrow(SELECT_CONTACT, contact_id)
-            if contact is None:
-                raise not_found("contact")
+            contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
             envelope = _envelope(config, _address(contact, outgoing.message_type), outgoing,
                                  message_id)
             if price > 0:
@@ -285,9 +282,7 @@ async def receive_sms(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number
     A provider retrying the same message id appends nothing the second time. STOP and its
     synonyms unsubscribe the contact from SMS campaigns.
     """
-    sub_account = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
-    if sub_account is None:
-        raise not_found("sub-account")
+    await fetch_one_or_404(pool, SELECT_SUB_ACCOUNT, sub_account_id, what="sub-account")
     schema = schema_name_for(sub_account_id)
     async with tenant_transaction(pool, schema) as conn:
         contact_id = await conn.fetchval(UPSERT_CONTACT_BY_PHONE, from_number)

@@ -9,7 +9,6 @@ from quart import Blueprint, current_app
 from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
-from api.errors import APIError
 from api.invoices import service
 from api.invoices.schemas import (
     CreateInvoiceRequest,
@@ -21,6 +20,7 @@ from api.invoices.schemas import (
 from api.schemas import InboundError as ErrorResponse
 from api.types import parse_uuid
 from api.validation import validate_response
+from tenancy.errors import APIError
 
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
 

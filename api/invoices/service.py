@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.errors import APIError, not_found
 
 CENT = Decimal("0.01")
@@ -117,9 +117,7 @@ async def create_invoice(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID,
 
 async def get_invoice(pool: asyncpg.Pool, schema: str, invoice_id: uuid.UUID) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_INVOICE, invoice_id)
-    if row is None:
-        raise not_found("invoice")
+        row = await fetch_one_or_404(conn, SELECT_INVOICE, invoice_id, what="invoice")
     return invoice_out(row)
 
 
@@ -158,9 +156,8 @@ async def update_invoice(pool: asyncpg.Pool, schema: str, invoice_id: uuid.UUID,
         raise APIError(400, "nothing_to_update", "send at least one of " + ", ".join(EDITABLE))
     try:
         async with tenant_transaction(pool, schema) as conn:
-            current = await conn.fetchrow(SELECT_INVOICE_FOR_UPDATE, invoice_id)
-            if current is None:
-                raise not_found("invoice")
+            current = await fetch_one_or_404(conn, SELECT_INVOICE_FOR_UPDATE, invoice_id,
+                                             what="invoice")
             if "contact_id" in changes:
                 await require_contact(conn, changes["contact_id"])
             check_transition(current, changes)

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.errors import APIError, not_found
 
 INSERT_POOL = "INSERT INTO number_pools (name) VALUES ($1) RETURNING id, name, created_at"
@@ -60,9 +60,7 @@ async def create_pool(pool: asyncpg.Pool, schema: str, name: str,
 
 async def get_pool(pool: asyncpg.Pool, schema: str, pool_id: uuid.UUID) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_POOL, pool_id)
-        if row is None:
-            raise not_found("number pool")
+        row = await fetch_one_or_404(conn, SELECT_POOL, pool_id, what="number pool")
         members = [r["phone_number_id"] for r in await conn.fetch(SELECT_MEMBERS, pool_id)]
     return {**dict(row), "phone_number_ids": members}
 

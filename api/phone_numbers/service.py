@@ -32,7 +32,7 @@ from integrations.telephony import (
     TelephonyProvider,
 )
 from tenancy.clock import utcnow
-from tenancy.db import tenant_transaction
+from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 
@@ -137,9 +137,7 @@ def valid_phone(value: str) -> bool:
 
 async def tenant_of(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> tuple[str, dict[str, Any]]:
     """The tenant schema and rebilling prices of a sub-account (for jobs, which get ids)."""
-    row = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
-    if row is None:
-        raise not_found("sub-account")
+    row = await fetch_one_or_404(pool, SELECT_SUB_ACCOUNT, sub_account_id, what="sub-account")
     return row["schema_name"], row["rebilling"] or {}
 
 
@@ -193,9 +191,7 @@ async def list_numbers(pool: asyncpg.Pool, schema: str) -> list[dict[str, Any]]:
 
 async def get_number(pool: asyncpg.Pool, schema: str, number_id: uuid.UUID) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_NUMBER, number_id)
-    if row is None:
-        raise not_found("phone number")
+        row = await fetch_one_or_404(conn, SELECT_NUMBER, number_id, what="phone number")
     return dict(row)
 
 
@@ -351,9 +347,7 @@ async def provision_assignment(pool: asyncpg.Pool, providers: Providers,
     schema, _ = await tenant_of(pool, sub_account_id)
     # The row lock serialises assignments of one number across requests and workers.
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(LOCK_NUMBER, number_id)
-        if row is None:
-            raise not_found("phone number")
+        row = await fetch_one_or_404(conn, LOCK_NUMBER, number_id, what="phone number")
         if not await conn.fetchval(AGENT_EXISTS, agent_id):
             raise not_found("agent")
         if row["agent_id"] == agent_id:
@@ -386,9 +380,7 @@ async def provision_release(pool: asyncpg.Pool, providers: Providers,
     _check_deadline(deadline)
     schema, _ = await tenant_of(pool, sub_account_id)
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(LOCK_NUMBER, number_id)
-        if row is None:
-            raise not_found("phone number")
+        row = await fetch_one_or_404(conn, LOCK_NUMBER, number_id, what="phone number")
         # Once the carrier has the number back the release is recorded whatever the time.
         rule_deleted = await providers.get(row["provider"]).release_number(_held(row))
         await conn.execute(RELEASE, number_id)

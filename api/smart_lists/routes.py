@@ -7,12 +7,12 @@ from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
 from api.contacts.service import normalise_tags
-from api.errors import APIError
 from api.schemas import InboundError as Error
 from api.smart_lists import service
 from api.smart_lists.schemas import CreateSmartListRequest, SmartListPage, SmartListResponse
 from api.types import pagination, parse_uuid
 from api.validation import validate_response
+from tenancy.errors import APIError
 
 blueprint = Blueprint("smart_lists", __name__, url_prefix="/webhooks/inbound")
 

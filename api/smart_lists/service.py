@@ -7,8 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import fetch_page, tenant_transaction
-from tenancy.errors import not_found
+from tenancy.db import fetch_one_or_404, fetch_page, tenant_transaction
 
 SMART_LIST_COLUMNS = """
 s.id, s.name, s.tags, s.created_at, s.updated_at,
@@ -41,9 +40,7 @@ async def create_smart_list(pool: asyncpg.Pool, schema: str, name: str,
 async def get_smart_list(pool: asyncpg.Pool, schema: str,
                          smart_list_id: uuid.UUID) -> dict[str, Any]:
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(SELECT_SMART_LIST, smart_list_id)
-    if row is None:
-        raise not_found("smart list")
+        row = await fetch_one_or_404(conn, SELECT_SMART_LIST, smart_list_id, what="smart list")
     return dict(row)
 
 

@@ -12,12 +12,12 @@ from quart_schema import tag
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
 from api.contacts.body import validate_optional_body
 from api.contacts.service import normalise_tags
-from api.errors import APIError
 from api.schemas import InboundError as Error
 from api.tags import service
 from api.tags.schemas import TagsAdded, TagsRemoved, TagsRequest, TagSummary
 from api.types import parse_uuid
 from api.validation import validate_response
+from tenancy.errors import APIError
 
 blueprint = Blueprint("tags", __name__, url_prefix="/webhooks/inbound")
 

@@ -13,8 +13,7 @@ from typing import Any
 import asyncpg
 
 from api.contacts.service import CONTACT_COLUMNS, emit_tags_changed
-from tenancy.db import tenant_transaction
-from tenancy.errors import not_found
+from tenancy.db import fetch_one_or_404, tenant_transaction
 
 TAG_SCAN = 5000
 
@@ -64,9 +63,7 @@ async def add_tags(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
                    contact_id: uuid.UUID, tags: list[str]) -> list[str]:
     """The contact's resulting tag set."""
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(ADD_TAGS, contact_id, tags)
-        if row is None:
-            raise not_found("contact")
+        row = await fetch_one_or_404(conn, ADD_TAGS, contact_id, tags, what="contact")
         if row["id"] is None:
             return list(row["previous"])
         added = [tag for tag in row["tags"] if tag not in row["previous"]]
@@ -78,9 +75,7 @@ async def remove_tags(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID
                       contact_id: uuid.UUID, tags: list[str]) -> tuple[list[str], list[str]]:
     """(remaining set, the given tags that were present)."""
     async with tenant_transaction(pool, schema) as conn:
-        row = await conn.fetchrow(REMOVE_TAGS, contact_id, tags)
-        if row is None:
-            raise not_found("contact")
+        row = await fetch_one_or_404(conn, REMOVE_TAGS, contact_id, tags, what="contact")
         removed = [tag for tag in tags if tag in row["previous"]]
         if row["id"] is None:
             return list(row["previous"]), removed

@@ -13,10 +13,10 @@ from quart import Blueprint, Response, current_app
 from quart_schema import hide
 from werkzeug.urls import iri_to_uri
 
-from api.errors import APIError
 from api.tracking import service
 from api.tracking.tokens import verify
 from integrations.email import has_control_characters
+from tenancy.errors import APIError
 
 blueprint = Blueprint("tracking", __name__, url_prefix="/track")
 

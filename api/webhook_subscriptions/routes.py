@@ -9,7 +9,6 @@ from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_schema
-from api.errors import APIError
 from api.events import EVENT_TYPES
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
@@ -22,6 +21,7 @@ from api.webhook_subscriptions.schemas import (
     SubscriptionList,
 )
 from integrations.webhooks import TargetNotAllowed, check_target, parse_target
+from tenancy.errors import APIError
 
 blueprint = Blueprint("webhook_subscriptions", __name__, url_prefix="/webhooks/inbound")
 

@@ -7,7 +7,7 @@
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
-from tenancy.db import SCHEMA_NAME
+from tenancy.db import SCHEMA_NAME, set_search_path_sync
 from tenancy.tables import tenant_metadata
 
 config = context.config
@@ -36,8 +36,7 @@ def _run(connection, schema: str) -> None:  # type: ignore[no-untyped-def]
     connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
     # Local to the migration's transaction (one, committed by the caller): nothing is left on
     # the session, which may be a pooled server connection.
-    connection.execute(text("SELECT set_config('search_path', :p, true)"),
-                       {"p": f"{schema}, public"})
+    set_search_path_sync(connection, schema)
     context.configure(
         connection=connection,
         target_metadata=tenant_metadata,

@@ -8,11 +8,11 @@ from datetime import timedelta
 from decimal import Decimal
 
 from api.campaigns.delivery import run_campaign
-from api.campaigns.settings import CampaignSettings
 from api.campaigns.tasks import send_campaign
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 from tenancy.due import DueWork
+from tenancy.settings import Settings
 from tests.campaigns.conftest import (
     CAMPAIGNS,
     EMAIL_PRICE,
@@ -133,8 +133,7 @@ async def test_parallel_senders_claim_each_recipient_once(client, pool, migrated
     campaign = await create_campaign(client, tenant, contact_ids=contacts)
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
-    settings = CampaignSettings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=6,
-                                SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
+    settings = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=6, SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
 
     assert await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]),
                               settings) is None
@@ -349,8 +348,7 @@ async def test_a_claim_of_only_unsubscribed_contacts_does_not_stop_the_sender(
     assert campaign["pending"] == 2
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
-    one_by_two = CampaignSettings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=1,
-                                  SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
+    one_by_two = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=1, SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
 
     assert await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]),
                               one_by_two) is None

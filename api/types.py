@@ -298,7 +298,8 @@ MAX_OFFSET = INT_ARG_MAX
 
 
 def _int_arg(raw: str | None, name: str, default: int) -> int:
-    if raw is None or raw == "":
+    # Absent is the default; present but empty (`?offset=`) is not a number, so it is 400.
+    if raw is None:
         return default
     if not INT_ARG.match(raw):
         raise APIError(400, "validation_error", f"{name} must be an integer",

@@ -378,3 +378,10 @@ async def test_team_users_list_has_the_general_envelope(client: Any, pool: Any,
     for bad in ("limit=0", "limit=101", "offset=-1", "limit=x"):
         response = await client.get(f"{BASE}/team-users?{bad}", headers=tenant.headers)
         assert (await error_of(response, 400))["code"] == "validation_error"
+
+
+@pytest.mark.parametrize("path", [f"{BASE}/contacts?offset=", f"{BASE}/team-users?offset=",
+                                  f"{BASE}/team-users?limit=", f"{BASE}/smart-lists?limit="])
+async def test_an_empty_paging_parameter_is_400(client: Any, tenant: Tenant, path: str) -> None:
+    response = await client.get(path, headers=tenant.headers)
+    assert (await error_of(response, 400))["code"] == "validation_error"

@@ -17,6 +17,7 @@ from api import idempotency
 from tenancy.errors import APIError
 from tenancy.logs import sub_account_id_var
 from tenancy.principals import Principal
+from tenancy.scope import TenantScope
 
 AGENCY: Literal["agency"] = "agency"
 SUB_ACCOUNT: Literal["sub_account"] = "sub_account"
@@ -75,7 +76,6 @@ def principal() -> Principal:
     return g.principal  # type: ignore[no-any-return]
 
 
-def tenant_schema() -> str:
-    found = principal()
-    assert found.schema is not None
-    return found.schema
+def tenant_scope() -> TenantScope:
+    """The sub-account of the request's key, for routes behind `@requires(SUB_ACCOUNT)`."""
+    return TenantScope.of_principal(current_app.config["DB_POOL"], principal())

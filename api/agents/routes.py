@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
 
@@ -15,7 +14,7 @@ from api.agents.schemas import (
     AgentResponse,
     CreateAgentRequest,
 )
-from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, principal, requires, tenant_scope
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
@@ -23,10 +22,6 @@ from api.validation import validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("agents", __name__)
-
-
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
 
 
 def _with_scope(agent: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +47,7 @@ async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
     if organization_id != caller.organisation_id or sub_account_id != caller.sub_account_id:
         raise APIError(403, "forbidden",
                        "organization_id and sub_account_id must be those of the API key")
-    agent = await service.create_agent(_pool(), tenant_schema(), data)
+    agent = await service.create_agent(tenant_scope(), data)
     return {"success": True, "id": agent["id"], "name": agent["name"],
             "is_active": agent["is_active"], "created_at": agent["created_at"]}, 201
 
@@ -65,7 +60,7 @@ async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
 async def list_agents() -> dict[str, Any]:
     """List the sub-account's agents with their full configuration, newest first."""
     limit, offset = pagination(request.args)
-    agents, total = await service.list_agents(_pool(), tenant_schema(), limit, offset)
+    agents, total = await service.list_agents(tenant_scope(), limit, offset)
     return {"status": "success", "agents": [_with_scope(agent) for agent in agents],
             "total": total, "limit": limit, "offset": offset,
             "has_more": offset + len(agents) < total}
@@ -79,5 +74,5 @@ async def list_agents() -> dict[str, Any]:
 @validate_response(Error, 404)
 async def get_agent(agent_id: str) -> dict[str, Any]:
     """Read one agent, including its post-call webhook signing secret."""
-    agent = await service.get_agent(_pool(), tenant_schema(), parse_uuid(agent_id))
+    agent = await service.get_agent(tenant_scope(), parse_uuid(agent_id))
     return {"status": "success", "agent": _with_scope(agent)}

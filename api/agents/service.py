@@ -10,8 +10,9 @@ import asyncpg
 from api.agents.schemas import PROVIDER_OF_MODEL, CreateAgentRequest
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
 from tenancy import secrets
-from tenancy.db import fetch_one_or_404, fetch_page, tenant_transaction
+from tenancy.db import fetch_one_or_404, fetch_page
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 
 VOICEMAIL_TYPES = ("leave_message", "hangup")
 
@@ -92,11 +93,10 @@ async def check_fields(data: CreateAgentRequest, *, allow_private_webhooks: bool
             raise APIError(400, "webhook_url_not_allowed", str(exc)) from None
 
 
-async def create_agent(pool: asyncpg.Pool, schema: str,
-                       data: CreateAgentRequest) -> dict[str, Any]:
+async def create_agent(scope: TenantScope, data: CreateAgentRequest) -> dict[str, Any]:
     provider = PROVIDER_OF_MODEL[data.llm_model]
     webhook_secret = new_secret()
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         if not await conn.fetchval(PROVIDER_CONNECTED, provider):
             raise APIError(400, "llm_provider_not_connected",
                            f"connect the {provider} integration before using {data.llm_model}")
@@ -109,15 +109,15 @@ async def create_agent(pool: asyncpg.Pool, schema: str,
     return {**row, "webhook_secret": webhook_secret}
 
 
-async def get_agent(pool: asyncpg.Pool, schema: str, agent_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_agent(scope: TenantScope, agent_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_AGENT, agent_id, what="agent")
     return _shown(row)
 
 
-async def list_agents(pool: asyncpg.Pool, schema: str, limit: int,
+async def list_agents(scope: TenantScope, limit: int,
                       offset: int) -> tuple[list[dict[str, Any]], int]:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         items, total = await fetch_page(conn, SELECT_AGENTS, COUNT_AGENTS, limit, offset)
     return [_shown(item) for item in items], total
 

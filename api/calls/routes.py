@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, current_app
+from quart import Blueprint
 from quart_schema import tag, validate_request
 
-from api.agents.scope import sub_account_id
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.calls import service
 from api.calls.schemas import CallPlaced, CallResponse, PlaceCallRequest
 from api.schemas import InboundError as Error
@@ -31,9 +30,7 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
     contact_uuid = parse_uuid(contact_id)
     agent_id = parse_uuid(data.agent_id, "agent_id")
     pool_id = parse_uuid(data.pool_id, "pool_id") if data.pool_id is not None else None
-    call_id = await service.place_call(
-        current_app.config["DB_POOL"], tenant_schema(), sub_account_id(),
-        contact_uuid, agent_id, pool_id)
+    call_id = await service.place_call(tenant_scope(), contact_uuid, agent_id, pool_id)
     return {"status": "success", "call_id": call_id,
             "message": "the call is queued and will be placed shortly"}
 
@@ -46,6 +43,6 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
 @validate_response(Error, 404)
 async def get_call(call_id: str) -> dict[str, Any]:
     """Read a call: its status and, once ended, its duration, transcript and recording."""
-    call = await service.get_call(current_app.config["DB_POOL"], tenant_schema(),
+    call = await service.get_call(tenant_scope(),
                                   parse_uuid(call_id))
     return {"status": "success", "call": call}

@@ -29,6 +29,7 @@ from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import schedule_due
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 
 log = logging.getLogger("switchboard.calls")
 
@@ -112,12 +113,11 @@ def call_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
 # --- requests ---------------------------------------------------------------------------------
 
 
-async def place_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                     contact_id: uuid.UUID, agent_id: uuid.UUID,
+async def place_call(scope: TenantScope, contact_id: uuid.UUID, agent_id: uuid.UUID,
                      pool_id: uuid.UUID | None) -> uuid.UUID:
-    per_minute = await price(pool, sub_account_id, "call_per_minute")
+    per_minute = await price(scope.pool, scope.sub_account_id, "call_per_minute")
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             to_number = await _callee(conn, contact_id, agent_id)
             number = (await next_caller_id(conn, pool_id) if pool_id is not None
                       else await _agent_number(conn, agent_id))
@@ -127,10 +127,10 @@ async def place_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
             call_id: uuid.UUID = await conn.fetchval(
                 INSERT_CALL, contact_id, agent_id, number["id"], pool_id,
                 number["phone_number"], to_number, number["provider"])
-            await schedule_due(conn, sub_account_id, CALL_WORK, call_id, utcnow())
+            await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, utcnow())
     except APIError as exc:
         if exc.code == "insufficient_funds":
-            await wallet.record_declined(pool, schema, per_minute, "call",
+            await wallet.record_declined(scope, per_minute, "call",
                                          "outbound call, first minute", "call", None)
         raise
     return call_id
@@ -154,8 +154,8 @@ async def _agent_number(conn: asyncpg.Connection, agent_id: uuid.UUID) -> asyncp
     return number
 
 
-async def get_call(pool: asyncpg.Pool, schema: str, call_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_call(scope: TenantScope, call_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_CALL, call_id, what="call")
     return call_out(row)
 
@@ -197,11 +197,11 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
         log.warning("reading call %s failed: %s", call_id, exc)
         state = None
     if state is not None and state.finished:
-        await finish_call(pool, schema, sub_account_id, call_id, state)
+        await finish_call(TenantScope(pool, sub_account_id, schema), call_id, state)
         return None
     started = call["started_at"] or call["created_at"]
     if utcnow() - started > timedelta(minutes=call["max_duration"]) + TRACKING_GRACE:
-        await finish_call(pool, schema, sub_account_id, call_id,
+        await finish_call(TenantScope(pool, sub_account_id, schema), call_id,
                           CallState("failed", error="the call's outcome never arrived"))
         return None
     if state is not None:
@@ -210,11 +210,10 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
     return _poll_after(started)
 
 
-async def finish_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                      call_id: uuid.UUID, state: CallState) -> None:
+async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState) -> None:
     """Record the end of a call, charge it and queue its post-call webhook, exactly once."""
-    per_minute = await price(pool, sub_account_id, "call_per_minute")
-    async with tenant_transaction(pool, schema) as conn:
+    per_minute = await price(scope.pool, scope.sub_account_id, "call_per_minute")
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(
             FINISH, call_id, state.status, state.started_at, state.ended_at,
             state.duration_seconds, state.transcript, state.recording_url, state.error)
@@ -228,7 +227,7 @@ async def finish_call(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID
             await events.emit_to(conn, agent["webhook_url"],
                                  secrets.decrypt(agent["webhook_secret"]),
                                  "call.completed",
-                                 {"sub_account_id": sub_account_id, "call": call_out(row)})
+                                 {"sub_account_id": scope.sub_account_id, "call": call_out(row)})
 
 
 async def _charge(conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int,

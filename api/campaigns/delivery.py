@@ -40,6 +40,7 @@ from integrations.email import EmailRefused, EmailServerUnavailable, SMTPConfig,
 from tenancy.clock import utcnow
 from tenancy.db import asyncpg_dsn, session_url, tenant_transaction
 from tenancy.invitations import email_config_for
+from tenancy.scope import TenantScope
 from tenancy.settings import Settings, get_settings
 
 log = logging.getLogger("switchboard.campaigns")
@@ -241,7 +242,7 @@ async def _run_locked(pool: asyncpg.Pool, sub_account: asyncpg.Record,
                       sub_account_id: uuid.UUID, campaign_id: uuid.UUID,
                       settings: Settings) -> datetime | None:
     schema = sub_account["schema_name"]
-    started = await _start(pool, schema, campaign_id)
+    started = await _start(TenantScope(pool, sub_account_id, schema), campaign_id)
     if not isinstance(started, dict):
         return started
     smtp = (await email_config_for(pool, sub_account["organisation_id"])
@@ -269,10 +270,9 @@ def _hours(campaign: dict[str, Any]) -> business_hours.BusinessHours | None:
     return None
 
 
-async def _start(pool: asyncpg.Pool, schema: str,
-                 campaign_id: uuid.UUID) -> dict[str, Any] | datetime | None:
+async def _start(scope: TenantScope, campaign_id: uuid.UUID) -> dict[str, Any] | datetime | None:
     """Move a due campaign to sending and fix its recipients; else when to look again."""
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(SELECT_FOR_START, campaign_id)
         if row is None or row["status"] not in ("scheduled", "sending"):
             return None

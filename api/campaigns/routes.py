@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 
-from quart import Blueprint, current_app
+from quart import Blueprint
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.campaigns import service
 from api.campaigns.schemas import (
     MAX_SMS_CONTENT,
@@ -25,16 +24,6 @@ from tenancy.clock import utcnow
 from tenancy.errors import APIError
 
 blueprint = Blueprint("campaigns", __name__, url_prefix="/webhooks/inbound")
-
-
-def _pool():  # type: ignore[no-untyped-def]
-    return current_app.config["DB_POOL"]
-
-
-def _sub_account_id() -> uuid.UUID:
-    found = principal().sub_account_id
-    assert found is not None
-    return found
 
 
 def _invalid(field: str, message: str) -> APIError:
@@ -82,7 +71,7 @@ def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
 @validate_response(Error, 404)
 async def create_campaign(data: CreateCampaignRequest) -> tuple[dict, int]:
     """Create a draft campaign (content may come later; schedule checks it)."""
-    campaign = await service.create_campaign(_pool(), tenant_schema(), _new_campaign(data))
+    campaign = await service.create_campaign(tenant_scope(), _new_campaign(data))
     return {"status": "success", "campaign": campaign}, 201
 
 
@@ -94,7 +83,7 @@ async def create_campaign(data: CreateCampaignRequest) -> tuple[dict, int]:
 @validate_response(Error, 404)
 async def get_campaign(campaign_id: str) -> dict:
     """Read a campaign with its live counters (progress, contacted, success, pending, ...)."""
-    campaign = await service.get_campaign(_pool(), tenant_schema(), parse_uuid(campaign_id))
+    campaign = await service.get_campaign(tenant_scope(), parse_uuid(campaign_id))
     return {"status": "success", "campaign": campaign}
 
 
@@ -110,9 +99,7 @@ async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict:
     """Schedule a draft campaign or reschedule a scheduled one; it is sent at start_date."""
     campaign_uuid = parse_uuid(campaign_id)
     start_date = future_start_date(data.start_date)
-    campaign = await service.schedule_campaign(_pool(), tenant_schema(),
-                                               _sub_account_id(), campaign_uuid,
-                                               start_date)
+    campaign = await service.schedule_campaign(tenant_scope(), campaign_uuid, start_date)
     return {"status": "success", "campaign": campaign}
 
 
@@ -125,7 +112,7 @@ async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict:
 @validate_response(Error, 409)
 async def cancel_campaign(campaign_id: str) -> dict:
     """Cancel a draft or scheduled campaign; nothing of it is sent."""
-    campaign = await service.cancel_campaign(_pool(), tenant_schema(), parse_uuid(campaign_id))
+    campaign = await service.cancel_campaign(tenant_scope(), parse_uuid(campaign_id))
     return {"status": "success", "campaign": campaign}
 
 
@@ -141,7 +128,5 @@ async def resume_campaign(campaign_id: str, data: ResumeRequest) -> dict:
     """Resume a paused campaign at a future start_date, or at once without one."""
     campaign_uuid = parse_uuid(campaign_id)
     start_date = future_start_date(data.start_date) if data.start_date is not None else None
-    campaign = await service.resume_campaign(_pool(), tenant_schema(),
-                                             _sub_account_id(), campaign_uuid,
-                                             start_date)
+    campaign = await service.resume_campaign(tenant_scope(), campaign_uuid, start_date)
     return {"status": "success", "campaign": campaign}

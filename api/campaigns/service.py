@@ -17,9 +17,10 @@ import asyncpg
 
 from api.campaigns import business_hours
 from tenancy.clock import utcnow
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_one_or_404
 from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
+from tenancy.scope import TenantScope
 
 SEND_KIND = "campaign_send"
 
@@ -149,14 +150,13 @@ async def read_campaign(conn: asyncpg.Connection, campaign_id: uuid.UUID) -> dic
     return present(row, targets)
 
 
-async def get_campaign(pool: asyncpg.Pool, schema: str, campaign_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_campaign(scope: TenantScope, campaign_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         return await read_campaign(conn, campaign_id)
 
 
-async def create_campaign(pool: asyncpg.Pool, schema: str,
-                          new: NewCampaign) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def create_campaign(scope: TenantScope, new: NewCampaign) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         await _check_references(conn, new.contact_ids, new.smart_list_id)
         campaign_id = await conn.fetchval(
             INSERT_CAMPAIGN, new.name, new.campaign_type, new.subject, new.message_content,
@@ -198,9 +198,9 @@ def check_ready(row: asyncpg.Record) -> None:
         raise _not_ready("set contact_ids or smart_list_id before scheduling")
 
 
-async def schedule_campaign(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                            campaign_id: uuid.UUID, start_date: datetime) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def schedule_campaign(scope: TenantScope, campaign_id: uuid.UUID,
+                            start_date: datetime) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_FOR_SCHEDULE, campaign_id, what="campaign")
         if row["status"] not in ("draft", "scheduled"):
             raise _conflict(row["status"])
@@ -208,28 +208,27 @@ async def schedule_campaign(pool: asyncpg.Pool, schema: str, sub_account_id: uui
         if await conn.fetchval(SCHEDULE, campaign_id, start_date, row["version"]) is None:
             raise APIError(409, "campaign_state_conflict",
                            "the campaign changed while it was being scheduled; read it again")
-        await schedule_due(conn, sub_account_id, SEND_KIND, campaign_id, start_date)
+        await schedule_due(conn, scope.sub_account_id, SEND_KIND, campaign_id, start_date)
         return await read_campaign(conn, campaign_id)
 
 
-async def cancel_campaign(pool: asyncpg.Pool, schema: str,
-                          campaign_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def cancel_campaign(scope: TenantScope, campaign_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         if await conn.fetchval(CANCEL, campaign_id) is None:
             await _missing_or_conflict(conn, campaign_id, "cancelled", "draft or scheduled")
         await cancel_due(conn, SEND_KIND, campaign_id)
         return await read_campaign(conn, campaign_id)
 
 
-async def resume_campaign(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                          campaign_id: uuid.UUID, start_date: datetime | None) -> dict[str, Any]:
+async def resume_campaign(scope: TenantScope, campaign_id: uuid.UUID,
+                          start_date: datetime | None) -> dict[str, Any]:
     """paused -> scheduled (at a future start_date) or sending (at once)."""
     status = "sending" if start_date is None else "scheduled"
     due_at = start_date or utcnow()
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         if await conn.fetchval(RESUME, campaign_id, status, start_date) is None:
             await _missing_or_conflict(conn, campaign_id, "resumed", "paused")
-        await schedule_due(conn, sub_account_id, SEND_KIND, campaign_id, due_at)
+        await schedule_due(conn, scope.sub_account_id, SEND_KIND, campaign_id, due_at)
         return await read_campaign(conn, campaign_id)
 
 

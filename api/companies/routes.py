@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, current_app, request
+from quart import Blueprint, request
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.companies import service
 from api.companies.schemas import CompanyList, CompanyResponse, CreateCompanyRequest
 from api.types import pagination
 from api.validation import validate_response
-from tenancy.db import tenant_transaction
 
 blueprint = Blueprint("companies", __name__, url_prefix="/webhooks/inbound")
 
@@ -24,7 +23,7 @@ blueprint = Blueprint("companies", __name__, url_prefix="/webhooks/inbound")
 async def list_companies() -> dict[str, Any]:
     """List the sub-account's companies, newest first."""
     limit, offset = pagination(request.args)
-    async with tenant_transaction(current_app.config["DB_POOL"], tenant_schema()) as conn:
+    async with tenant_scope().transaction() as conn:
         items, total = await service.list_companies(conn, limit, offset)
     return {"status": "success", "companies": items, "total": total, "limit": limit,
             "offset": offset, "has_more": offset + len(items) < total}
@@ -37,6 +36,6 @@ async def list_companies() -> dict[str, Any]:
 @validate_response(CompanyResponse, 201)
 async def create_company(data: CreateCompanyRequest) -> tuple[dict[str, Any], int]:
     """Create a company that contacts can be linked to by company_id."""
-    async with tenant_transaction(current_app.config["DB_POOL"], tenant_schema()) as conn:
+    async with tenant_scope().transaction() as conn:
         company = await service.create_company(conn, data.name)
     return {"status": "success", "company": company}, 201

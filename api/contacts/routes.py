@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-import asyncpg
-from quart import Blueprint, current_app, request
+from quart import Blueprint, request
 from quart_schema import tag
 
-from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.contacts import service
 from api.contacts.body import validate_optional_body
 from api.contacts.schemas import (
@@ -29,16 +27,6 @@ blueprint = Blueprint("contacts", __name__, url_prefix="/webhooks/inbound")
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
-
-
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
-
-
-def _sub_account_id() -> uuid.UUID:
-    found = principal().sub_account_id
-    assert found is not None
-    return found
 
 
 def contacts_page(args: Any) -> tuple[int, int]:
@@ -64,7 +52,7 @@ def present(data: Any) -> dict[str, Any]:
 async def list_contacts() -> dict[str, Any]:
     """List contacts, newest first."""
     limit, offset = contacts_page(request.args)
-    contacts, total = await service.list_contacts(_pool(), tenant_schema(), limit, offset)
+    contacts, total = await service.list_contacts(tenant_scope(), limit, offset)
     return {"status": "success", "total": total, "limit": limit, "offset": offset,
             "has_more": offset + len(contacts) < total, "contacts": contacts}
 
@@ -79,8 +67,7 @@ async def list_contacts() -> dict[str, Any]:
 @validate_response(Error, 409)
 async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], int]:
     """Create a contact, or match one by email, then phone, and update it."""
-    created, contact_id = await service.create_or_match(
-        _pool(), tenant_schema(), _sub_account_id(), present(data))
+    created, contact_id = await service.create_or_match(tenant_scope(), present(data))
     return {"status": "success", "created": created, "contact_id": contact_id}, (
         201 if created else 200)
 
@@ -93,7 +80,7 @@ async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], in
 @validate_response(Error, 404)
 async def get_contact(contact_id: str) -> dict[str, Any]:
     """Read one contact."""
-    contact = await service.get_contact(_pool(), tenant_schema(), parse_uuid(contact_id))
+    contact = await service.get_contact(tenant_scope(), parse_uuid(contact_id))
     return {"status": "success", "contact": contact}
 
 
@@ -108,8 +95,7 @@ async def get_contact(contact_id: str) -> dict[str, Any]:
 async def update_contact(contact_id: str, data: UpdateContactRequest) -> dict[str, Any]:
     """Change only the fields present; tags replaces the whole set."""
     contact_uuid = parse_uuid(contact_id)
-    await service.update_contact(_pool(), tenant_schema(), _sub_account_id(),
-                                 contact_uuid, present(data))
+    await service.update_contact(tenant_scope(), contact_uuid, present(data))
     return {"status": "success", "updated": True, "contact_id": contact_uuid}
 
 
@@ -123,5 +109,5 @@ async def update_contact(contact_id: str, data: UpdateContactRequest) -> dict[st
 async def delete_contact(contact_id: str) -> dict[str, Any]:
     """Delete a contact and its notes; refused while other records reference it."""
     contact_uuid = parse_uuid(contact_id)
-    await service.delete_contact(_pool(), tenant_schema(), contact_uuid)
+    await service.delete_contact(tenant_scope(), contact_uuid)
     return {"status": "success", "deleted": True, "contact_id": contact_uuid}

@@ -19,8 +19,9 @@ from api import events
 from api.companies.service import company_exists
 from api.custom_fields.service import checked_values, invalid, refuse
 from api.types import normalise_email, parse_uuid
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_one_or_404
 from tenancy.errors import APIError, not_found
+from tenancy.scope import TenantScope
 
 DEFAULT_SOURCE = "inbound_webhook"
 E164 = re.compile(r"^\+[1-9]\d{1,14}$")
@@ -316,20 +317,19 @@ async def _update(conn: asyncpg.Connection, sub_account_id: uuid.UUID, old: asyn
 # --- operations ---------------------------------------------------------------------------------
 
 
-async def create_or_match(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                          fields: dict[str, Any]) -> tuple[bool, uuid.UUID]:
+async def create_or_match(scope: TenantScope, fields: dict[str, Any]) -> tuple[bool, uuid.UUID]:
     """(created, contact_id): a new contact, or the one matched by email, then phone, updated."""
     changes = create_changes(fields)
     email, phone = changes.columns.get("email"), changes.columns.get("phone")
     try:
-        async with tenant_transaction(pool, schema) as conn:
-            to_set, to_clear = await _checked_references(conn, sub_account_id, changes)
+        async with scope.transaction() as conn:
+            to_set, to_clear = await _checked_references(conn, scope.sub_account_id, changes)
             for _ in range(MATCH_ATTEMPTS):
                 matched = await conn.fetchrow(SELECT_MATCH_FOR_UPDATE, email, phone)
                 if matched is not None:
                     # The source applies only to a contact created here.
                     changes.columns.pop("lead_source", None)
-                    await _update(conn, sub_account_id, matched, changes, to_set, to_clear)
+                    await _update(conn, scope.sub_account_id, matched, changes, to_set, to_clear)
                     return False, matched["id"]
                 created = await conn.fetchval(INSERT_CONTACT, *_new_row(changes, to_set))
                 if created is not None:
@@ -350,37 +350,36 @@ def _new_row(changes: Changes, to_set: dict[str, Any]) -> tuple[Any, ...]:
             columns.get("assigned_user_id"), columns.get("status"))
 
 
-async def update_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                         contact_id: uuid.UUID, fields: dict[str, Any]) -> None:
+async def update_contact(scope: TenantScope, contact_id: uuid.UUID, fields: dict[str, Any]) -> None:
     changes = update_changes(fields)
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             old = await fetch_one_or_404(conn, SELECT_CONTACT_FOR_UPDATE, contact_id,
                                          what="contact")
-            to_set, to_clear = await _checked_references(conn, sub_account_id, changes)
-            await _update(conn, sub_account_id, old, changes, to_set, to_clear)
+            to_set, to_clear = await _checked_references(conn, scope.sub_account_id, changes)
+            await _update(conn, scope.sub_account_id, old, changes, to_set, to_clear)
     except asyncpg.UniqueViolationError as exc:
         raise _conflict(exc) from None
 
 
-async def get_contact(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_contact(scope: TenantScope, contact_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
     return contact_out(row)
 
 
-async def list_contacts(pool: asyncpg.Pool, schema: str, limit: int,
+async def list_contacts(scope: TenantScope, limit: int,
                         offset: int) -> tuple[list[dict[str, Any]], int]:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         rows = await conn.fetch(SELECT_CONTACTS_PAGE, limit, offset)
         total = await conn.fetchval(COUNT_CONTACTS)
     return [contact_out(row) for row in rows], total
 
 
-async def delete_contact(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID) -> None:
+async def delete_contact(scope: TenantScope, contact_id: uuid.UUID) -> None:
     """Hard delete; notes go with it, and any record that references it blocks it (409)."""
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             deleted = await conn.fetchval(DELETE_CONTACT, contact_id)
     except REFERENCED:
         raise APIError(409, "contact_referenced",

@@ -6,7 +6,7 @@ from pydantic import ValidationError
 from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, principal, requires, tenant_scope
 from api.contacts.service import valid_phone
 from api.conversations import service, signing
 from api.conversations.schemas import (
@@ -49,10 +49,8 @@ async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict,
         raise APIError(400, "validation_error", f"an sms is at most {MAX_SMS} characters",
                        details=[{"field": "content", "message": f"at most {MAX_SMS} characters",
                                  "type": "too_long"}])
-    found = principal()
-    assert found.sub_account_id is not None
     message = await service.send_to_contact(
-        _pool(), tenant_schema(), found.sub_account_id, found.organisation_id, contact_uuid,
+        tenant_scope(), principal().organisation_id, contact_uuid,
         service.Outgoing(data.message_type, data.content, data.subject))
     return {"status": "success", "message": message}, 201
 
@@ -67,7 +65,7 @@ async def get_contact_messages(contact_id: str) -> dict:
     """The contact's messages, newest first (limit 1..200, default 50; offset)."""
     contact_uuid = parse_uuid(contact_id, "contact_id")
     limit, offset = pagination(request.args, maximum=MAX_MESSAGES_PAGE)
-    history = await service.contact_messages(_pool(), tenant_schema(), contact_uuid, limit,
+    history = await service.contact_messages(tenant_scope(), contact_uuid, limit,
                                              offset)
     return {"success": True, **history}
 

@@ -28,6 +28,7 @@ from integrations.email import (
 from tenancy.db import fetch_one_or_404, schema_name_for, tenant_transaction
 from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for
+from tenancy.scope import TenantScope
 
 CENT = Decimal("0.01")
 PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
@@ -143,9 +144,9 @@ async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, dir
 # --- reading ----------------------------------------------------------------------------------
 
 
-async def contact_messages(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID, limit: int,
+async def contact_messages(scope: TenantScope, contact_id: uuid.UUID, limit: int,
                            offset: int) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         contact = await fetch_one_or_404(conn, SELECT_CONTACT_AND_CONVERSATION, contact_id,
                                          what="contact")
         if contact["conversation_id"] is None:
@@ -173,18 +174,17 @@ class Outgoing:
     subject: str | None
 
 
-async def send_to_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                          organisation_id: uuid.UUID, contact_id: uuid.UUID,
+async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contact_id: uuid.UUID,
                           outgoing: Outgoing) -> dict[str, Any]:
     """Build, charge, record (queued), send, then mark sent. The message is built before the
     charge (a message that cannot be built is 400 and costs nothing); once charged, any failure
     marks it failed and refunds the charge before the error goes on."""
     message_id = uuid.uuid4()
-    price = await message_price(pool, sub_account_id, outgoing.message_type)
-    config = (await email_config_for(pool, organisation_id)
+    price = await message_price(scope.pool, scope.sub_account_id, outgoing.message_type)
+    config = (await email_config_for(scope.pool, organisation_id)
               if outgoing.message_type == "email" else None)
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
             envelope = _envelope(config, _address(contact, outgoing.message_type), outgoing,
                                  message_id)
@@ -196,11 +196,11 @@ async def send_to_contact(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.
                                  subject=outgoing.subject, status="queued",
                                  message_id=message_id)
     except wallet.InsufficientFunds:
-        await wallet.record_declined(pool, schema, price, f"{outgoing.message_type}_message",
+        await wallet.record_declined(scope, price, f"{outgoing.message_type}_message",
                                      "message to a contact", "message", message_id)
         raise
-    provider_id = await _deliver_or_refund(pool, schema, envelope, message_id, price)
-    async with tenant_transaction(pool, schema) as conn:
+    provider_id = await _deliver_or_refund(scope, envelope, message_id, price)
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(MARK_SENT, message_id, provider_id)
     return {"id": row["id"], "conversation_id": row["conversation_id"], "contact_id": contact_id,
             "content": row["content"], "subject": row["subject"],
@@ -241,7 +241,7 @@ def _envelope(config: SMTPConfig | None, address: str, outgoing: Outgoing,
     return Envelope(address, header_id, email=(config, message))
 
 
-async def _deliver_or_refund(pool: asyncpg.Pool, schema: str, envelope: Envelope,
+async def _deliver_or_refund(scope: TenantScope, envelope: Envelope,
                              message_id: uuid.UUID, price: Decimal) -> str:
     try:
         if envelope.email is None:
@@ -250,7 +250,7 @@ async def _deliver_or_refund(pool: asyncpg.Pool, schema: str, envelope: Envelope
         await send_email(*envelope.email)
         return envelope.header_id
     except (EmailDeliveryError, SmsError) as exc:
-        await _fail(pool, schema, message_id, price, str(exc))
+        await _fail(scope, message_id, price, str(exc))
         if isinstance(exc, EmailDeliveryError):
             raise APIError(502, "email_delivery_failed", "the email server did not accept the "
                            "message; the charge was refunded") from None
@@ -258,14 +258,14 @@ async def _deliver_or_refund(pool: asyncpg.Pool, schema: str, envelope: Envelope
                        "the charge was refunded") from None
     except BaseException as exc:
         # Not a refusal we know (a bug, a cancelled task): the charge must not stay posted.
-        await asyncio.shield(_fail(pool, schema, message_id, price,
+        await asyncio.shield(_fail(scope, message_id, price,
                                    f"not sent: {type(exc).__name__}"))
         raise
 
 
-async def _fail(pool: asyncpg.Pool, schema: str, message_id: uuid.UUID, price: Decimal,
+async def _fail(scope: TenantScope, message_id: uuid.UUID, price: Decimal,
                 error: str) -> None:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         await conn.execute(MARK_FAILED, message_id, error[:500])
         if price > 0:
             await wallet.credit(conn, price, "message_refund", "message not accepted by provider",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, current_app, request
+from quart import Blueprint, request
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.custom_fields import service
 from api.custom_fields.schemas import (
     CreateCustomFieldRequest,
@@ -16,7 +16,6 @@ from api.custom_fields.schemas import (
 )
 from api.types import pagination
 from api.validation import validate_response
-from tenancy.db import tenant_transaction
 
 blueprint = Blueprint("custom_fields", __name__, url_prefix="/webhooks/inbound")
 
@@ -28,7 +27,7 @@ blueprint = Blueprint("custom_fields", __name__, url_prefix="/webhooks/inbound")
 async def list_custom_fields() -> dict[str, Any]:
     """List the sub-account's custom fields, newest first."""
     limit, offset = pagination(request.args)
-    async with tenant_transaction(current_app.config["DB_POOL"], tenant_schema()) as conn:
+    async with tenant_scope().transaction() as conn:
         items, total = await service.list_custom_fields(conn, limit, offset)
     return {"status": "success", "custom_fields": items, "total": total, "limit": limit,
             "offset": offset, "has_more": offset + len(items) < total}
@@ -41,7 +40,7 @@ async def list_custom_fields() -> dict[str, Any]:
 @validate_response(CustomFieldResponse, 201)
 async def create_custom_field(data: CreateCustomFieldRequest) -> tuple[dict[str, Any], int]:
     """Define a custom field whose values contacts can carry under its key."""
-    async with tenant_transaction(current_app.config["DB_POOL"], tenant_schema()) as conn:
+    async with tenant_scope().transaction() as conn:
         field = await service.create_custom_field(conn, data.key, data.name, data.field_type,
                                                   data.options, data.read_only)
     return {"status": "success", "custom_field": field}, 201

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, current_app
+from quart import Blueprint
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.integrations import service
 from api.integrations.schemas import Connected, ConnectRequest, IntegrationList
 from api.schemas import InboundError as Error
@@ -25,7 +25,7 @@ blueprint = Blueprint("integrations", __name__, url_prefix="/webhooks/inbound")
 @validate_response(Error, 404)
 async def connect(provider: str, data: ConnectRequest) -> dict[str, Any]:
     """Connect (or re-key) an LLM provider: openai, anthropic, google, deepseek or grok."""
-    await service.connect(current_app.config["DB_POOL"], tenant_schema(), provider, data.api_key)
+    await service.connect(tenant_scope(), provider, data.api_key)
     return {"status": "success", "provider": provider, "connected": True}
 
 
@@ -35,5 +35,5 @@ async def connect(provider: str, data: ConnectRequest) -> dict[str, Any]:
 @validate_response(IntegrationList, 200)
 async def list_integrations() -> dict[str, Any]:
     """Which LLM providers are connected (their keys are never shown)."""
-    items = await service.list_integrations(current_app.config["DB_POOL"], tenant_schema())
+    items = await service.list_integrations(tenant_scope())
     return {"status": "success", "integrations": items}

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-
 from tenancy import secrets
-from tenancy.db import tenant_transaction
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 from tenancy.tables.voice import LLM_PROVIDERS
 
 UPSERT_INTEGRATION = """
@@ -25,14 +23,14 @@ def check_provider(provider: str) -> str:
     return provider
 
 
-async def connect(pool: asyncpg.Pool, schema: str, provider: str, api_key: str) -> None:
-    async with tenant_transaction(pool, schema) as conn:
+async def connect(scope: TenantScope, provider: str, api_key: str) -> None:
+    async with scope.transaction() as conn:
         await conn.execute(UPSERT_INTEGRATION, check_provider(provider),
                            secrets.encrypt(api_key.strip()))
 
 
-async def list_integrations(pool: asyncpg.Pool, schema: str) -> list[dict[str, Any]]:
-    async with tenant_transaction(pool, schema) as conn:
+async def list_integrations(scope: TenantScope) -> list[dict[str, Any]]:
+    async with scope.transaction() as conn:
         rows = {row["provider"]: row["updated_at"] for row in await conn.fetch(SELECT_INTEGRATIONS)}
     return [{"provider": provider, "connected": provider in rows,
              "updated_at": rows.get(provider)} for provider in LLM_PROVIDERS]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 from quart import Blueprint, current_app
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.invoices import service
 from api.invoices.schemas import (
     CreateInvoiceRequest,
@@ -25,10 +24,6 @@ from tenancy.errors import APIError
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
 
 NOT_NULL = ("contact_id", "items", "due_date", "status")
-
-
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
 
 
 def _changes(data: UpdateInvoiceRequest) -> dict[str, Any]:
@@ -56,7 +51,7 @@ async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], in
     contact_id = parse_uuid(data.contact_id, "contact_id")
     quote_id = parse_uuid(data.quote_id, "quote_id") if data.quote_id is not None else None
     items = [item.model_dump() for item in data.items]
-    invoice = await service.create_invoice(_pool(), tenant_schema(), contact_id, items,
+    invoice = await service.create_invoice(tenant_scope(), contact_id, items,
                                            data.due_date, data.notes, quote_id)
     return {"status": "success", "invoice": invoice}, 201
 
@@ -69,7 +64,7 @@ async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], in
 @validate_response(ErrorResponse, 404)
 async def get_invoice(invoice_id: str) -> dict[str, Any]:
     """Read one invoice."""
-    invoice = await service.get_invoice(_pool(), tenant_schema(), parse_uuid(invoice_id))
+    invoice = await service.get_invoice(tenant_scope(), parse_uuid(invoice_id))
     return {"status": "success", "invoice": invoice}
 
 
@@ -84,7 +79,7 @@ async def get_invoice(invoice_id: str) -> dict[str, Any]:
 async def update_invoice(invoice_id: str, data: UpdateInvoiceRequest) -> dict[str, Any]:
     """Change only the fields sent; a changed amount clears the payment link."""
     parsed_id = parse_uuid(invoice_id)
-    invoice, cleared = await service.update_invoice(_pool(), tenant_schema(), parsed_id,
+    invoice, cleared = await service.update_invoice(tenant_scope(), parsed_id,
                                                     _changes(data))
     return {"status": "success", "invoice": invoice, "payment_link_cleared": cleared}
 
@@ -98,8 +93,7 @@ async def update_invoice(invoice_id: str, data: UpdateInvoiceRequest) -> dict[st
 @validate_response(ErrorResponse, 409)
 async def create_payment_link(invoice_id: str) -> dict[str, Any]:
     """Issue a payment link for a pending invoice (replacing any earlier link)."""
-    invoice = await service.create_payment_link(
-        _pool(), tenant_schema(), parse_uuid(invoice_id),
+    invoice = await service.create_payment_link(tenant_scope(), parse_uuid(invoice_id),
         current_app.config["SETTINGS"].public_url)
     return {"status": "success", "invoice": invoice}
 
@@ -114,6 +108,6 @@ async def create_payment_link(invoice_id: str) -> dict[str, Any]:
 @validate_response(ErrorResponse, 409)
 async def mark_paid(invoice_id: str, data: MarkPaidRequest) -> dict[str, Any]:
     """Record the payment of a pending invoice: it becomes paid, with paid_at set."""
-    invoice = await service.mark_paid(_pool(), tenant_schema(), parse_uuid(invoice_id),
+    invoice = await service.mark_paid(tenant_scope(), parse_uuid(invoice_id),
                                       data.payment_method.strip())
     return {"status": "success", "invoice": invoice}

@@ -14,8 +14,9 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_one_or_404
 from tenancy.errors import APIError, not_found
+from tenancy.scope import TenantScope
 
 CENT = Decimal("0.01")
 MAX_AMOUNT = Decimal("9999999999.99")  # numeric(12,2)
@@ -99,12 +100,12 @@ def invoice_out(row: asyncpg.Record) -> dict[str, Any]:
     return dict(row)
 
 
-async def create_invoice(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID,
+async def create_invoice(scope: TenantScope, contact_id: uuid.UUID,
                          items: list[dict[str, Any]], due_date: date, notes: str | None,
                          quote_id: uuid.UUID | None) -> dict[str, Any]:
     amount = invoice_total(items)
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             await require_contact(conn, contact_id)
             # The counter row stays locked until commit; a failed create rolls its number back.
             number = await conn.fetchval(NEXT_NUMBER)
@@ -115,8 +116,8 @@ async def create_invoice(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID,
     return invoice_out(row)
 
 
-async def get_invoice(pool: asyncpg.Pool, schema: str, invoice_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_invoice(scope: TenantScope, invoice_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_INVOICE, invoice_id, what="invoice")
     return invoice_out(row)
 
@@ -149,13 +150,13 @@ def merged(current: asyncpg.Record, changes: dict[str, Any]) -> tuple[dict[str, 
     return values, cleared
 
 
-async def update_invoice(pool: asyncpg.Pool, schema: str, invoice_id: uuid.UUID,
+async def update_invoice(scope: TenantScope, invoice_id: uuid.UUID,
                          changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """Apply the fields sent; answer the invoice and whether its payment link was cleared."""
     if not changes:
         raise APIError(400, "nothing_to_update", "send at least one of " + ", ".join(EDITABLE))
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             current = await fetch_one_or_404(conn, SELECT_INVOICE_FOR_UPDATE, invoice_id,
                                              what="invoice")
             if "contact_id" in changes:
@@ -184,20 +185,20 @@ async def refuse_unless_pending(conn: asyncpg.Connection, invoice_id: uuid.UUID,
                    f"the invoice is {status}; only a pending invoice can {action}")
 
 
-async def create_payment_link(pool: asyncpg.Pool, schema: str, invoice_id: uuid.UUID,
+async def create_payment_link(scope: TenantScope, invoice_id: uuid.UUID,
                               public_url: str) -> dict[str, Any]:
     """A fresh payment link (replacing any earlier one) for a pending invoice."""
     url = f"{public_url.rstrip('/')}/pay/{secrets.token_urlsafe(24)}"
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(SET_PAYMENT_LINK, invoice_id, url, PAYMENT_LINK_TTL)
         if row is None:
             await refuse_unless_pending(conn, invoice_id, "get a payment link")
     return invoice_out(row)
 
 
-async def mark_paid(pool: asyncpg.Pool, schema: str, invoice_id: uuid.UUID,
+async def mark_paid(scope: TenantScope, invoice_id: uuid.UUID,
                     payment_method: str) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(MARK_PAID, invoice_id, payment_method)
         if row is None:
             await refuse_unless_pending(conn, invoice_id, "be marked paid")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-from quart import Blueprint, current_app
+from quart import Blueprint
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.notes import service
 from api.notes.schemas import CreateNoteRequest, NoteCreated, NoteDeleted, NoteList
 from api.schemas import InboundError as Error
@@ -16,10 +15,6 @@ from api.types import parse_uuid
 from api.validation import validate_response
 
 blueprint = Blueprint("notes", __name__, url_prefix="/webhooks/inbound")
-
-
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
 
 
 @blueprint.post("/contacts/<contact_id>/notes")
@@ -31,7 +26,7 @@ def _pool() -> asyncpg.Pool:
 @validate_response(Error, 404)
 async def create_note(contact_id: str, data: CreateNoteRequest) -> tuple[dict[str, Any], int]:
     """Add a note to a contact (kept locally, not mirrored to external CRMs)."""
-    note = await service.create_note(_pool(), tenant_schema(), parse_uuid(contact_id),
+    note = await service.create_note(tenant_scope(), parse_uuid(contact_id),
                                      data.content)
     return {"status": "success", "note": note}, 201
 
@@ -45,7 +40,7 @@ async def create_note(contact_id: str, data: CreateNoteRequest) -> tuple[dict[st
 async def list_notes(contact_id: str) -> dict[str, Any]:
     """List a contact's active notes, newest first."""
     contact_uuid = parse_uuid(contact_id)
-    notes = await service.list_notes(_pool(), tenant_schema(), contact_uuid)
+    notes = await service.list_notes(tenant_scope(), contact_uuid)
     return {"status": "success", "contact_id": contact_uuid, "note_count": len(notes),
             "notes": notes}
 
@@ -59,6 +54,6 @@ async def list_notes(contact_id: str) -> dict[str, Any]:
 async def delete_note(contact_id: str, note_id: str) -> dict[str, Any]:
     """Soft-delete a note of the contact."""
     contact_uuid, note_uuid = parse_uuid(contact_id), parse_uuid(note_id, "noteId")
-    await service.delete_note(_pool(), tenant_schema(), contact_uuid, note_uuid)
+    await service.delete_note(tenant_scope(), contact_uuid, note_uuid)
     return {"status": "success", "deleted": True, "contact_id": contact_uuid,
             "note_id": note_uuid}

@@ -7,8 +7,8 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import tenant_transaction
 from tenancy.errors import not_found
+from tenancy.scope import TenantScope
 
 INSERT_NOTE = """
 INSERT INTO notes (contact_id, content)
@@ -34,10 +34,10 @@ RETURNING id
 CONTACT_EXISTS = "SELECT EXISTS (SELECT 1 FROM contacts WHERE id = $1)"
 
 
-async def create_note(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID,
+async def create_note(scope: TenantScope, contact_id: uuid.UUID,
                       content: str) -> dict[str, Any]:
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             row = await conn.fetchrow(INSERT_NOTE, contact_id, content)
     except asyncpg.ForeignKeyViolationError:
         # The contact was deleted while the note was written.
@@ -47,18 +47,17 @@ async def create_note(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID,
     return dict(row)
 
 
-async def list_notes(pool: asyncpg.Pool, schema: str,
-                     contact_id: uuid.UUID) -> list[dict[str, Any]]:
-    async with tenant_transaction(pool, schema) as conn:
+async def list_notes(scope: TenantScope, contact_id: uuid.UUID) -> list[dict[str, Any]]:
+    async with scope.transaction() as conn:
         rows = await conn.fetch(SELECT_NOTES, contact_id)
     if not rows:
         raise not_found("contact")
     return [dict(row) for row in rows if row["id"] is not None]
 
 
-async def delete_note(pool: asyncpg.Pool, schema: str, contact_id: uuid.UUID,
+async def delete_note(scope: TenantScope, contact_id: uuid.UUID,
                       note_id: uuid.UUID) -> None:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         if await conn.fetchval(SOFT_DELETE_NOTE, contact_id, note_id) is not None:
             return
         contact_exists = await conn.fetchval(CONTACT_EXISTS, contact_id)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, current_app
+from quart import Blueprint
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.number_pools import service
 from api.number_pools.schemas import CreatePoolRequest, PoolResponse
 from api.schemas import InboundError as Error
@@ -28,8 +28,7 @@ async def create_number_pool(data: CreatePoolRequest) -> tuple[dict[str, Any], i
     """Create a pool of the sub-account's numbers, used round-robin as caller ID."""
     ids = [parse_uuid(value, f"phone_number_ids[{index}]")
            for index, value in enumerate(data.phone_number_ids)]
-    created = await service.create_pool(current_app.config["DB_POOL"], tenant_schema(),
-                                        data.name, ids)
+    created = await service.create_pool(tenant_scope(), data.name, ids)
     return {"status": "success", "pool": created}, 201
 
 
@@ -41,7 +40,6 @@ async def create_number_pool(data: CreatePoolRequest) -> tuple[dict[str, Any], i
 @validate_response(Error, 404)
 async def get_number_pool(pool_id: str) -> dict[str, Any]:
     """Read a pool and its active numbers in round-robin order."""
-    found = await service.get_pool(current_app.config["DB_POOL"], tenant_schema(),
-                                   parse_uuid(pool_id))
+    found = await service.get_pool(tenant_scope(), parse_uuid(pool_id))
     return {"status": "success", "pool": found}
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_one_or_404
 from tenancy.errors import APIError, not_found
+from tenancy.scope import TenantScope
 
 INSERT_POOL = "INSERT INTO number_pools (name) VALUES ($1) RETURNING id, name, created_at"
 
@@ -46,10 +47,10 @@ ORDER BY m.position
 """
 
 
-async def create_pool(pool: asyncpg.Pool, schema: str, name: str,
+async def create_pool(scope: TenantScope, name: str,
                       number_ids: list[uuid.UUID]) -> dict[str, Any]:
     members = list(dict.fromkeys(number_ids))
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         found = {row["id"] for row in await conn.fetch(SELECT_ACTIVE_IDS, members)}
         if len(found) != len(members):
             raise not_found("phone number")
@@ -58,8 +59,8 @@ async def create_pool(pool: asyncpg.Pool, schema: str, name: str,
     return {**dict(row), "phone_number_ids": members}
 
 
-async def get_pool(pool: asyncpg.Pool, schema: str, pool_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_pool(scope: TenantScope, pool_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_POOL, pool_id, what="number pool")
         members = [r["phone_number_id"] for r in await conn.fetch(SELECT_MEMBERS, pool_id)]
     return {**dict(row), "phone_number_ids": members}

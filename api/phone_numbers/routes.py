@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 from quart import Blueprint, current_app
 from quart_schema import tag, validate_request
 
-from api.agents.scope import sub_account_id
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.contacts.body import validate_optional_body
 from api.phone_numbers import service
 from api.phone_numbers.schemas import (
@@ -28,10 +26,6 @@ from api.validation import validate_response
 blueprint = Blueprint("phone_numbers", __name__, url_prefix="/webhooks/inbound")
 
 
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
-
-
 def _arq() -> Any:
     return current_app.config["ARQ"]
 
@@ -42,7 +36,7 @@ def _arq() -> Any:
 @validate_response(PhoneNumberList, 200)
 async def list_phone_numbers() -> dict[str, Any]:
     """List the active phone numbers, ordered by number."""
-    numbers = await service.list_numbers(_pool(), tenant_schema())
+    numbers = await service.list_numbers(tenant_scope())
     return {"status": "success", "phone_number_count": len(numbers), "phone_numbers": numbers}
 
 
@@ -54,7 +48,7 @@ async def list_phone_numbers() -> dict[str, Any]:
 @validate_response(Error, 404)
 async def get_phone_number(number_id: str) -> dict[str, Any]:
     """Read one phone number."""
-    number = await service.get_number(_pool(), tenant_schema(), parse_uuid(number_id))
+    number = await service.get_number(tenant_scope(), parse_uuid(number_id))
     return {"status": "success", "phone_number": number}
 
 
@@ -69,8 +63,7 @@ async def get_phone_number(number_id: str) -> dict[str, Any]:
 @validate_response(Error, 502)
 async def purchase_phone_number(data: PurchaseRequest) -> tuple[dict[str, Any], int]:
     """Buy a number from the carrier; the first month is charged to the wallet."""
-    number = await service.purchase(_pool(), _arq(), sub_account_id(),
-                                    tenant_schema(), data.area_code)
+    number = await service.purchase(tenant_scope(), _arq(), data.area_code)
     return {"status": "success", "phone_number": number}, 201
 
 
@@ -84,8 +77,7 @@ async def purchase_phone_number(data: PurchaseRequest) -> tuple[dict[str, Any], 
 @validate_response(Error, 502)
 async def import_phone_number(data: ImportRequest) -> tuple[dict[str, Any], int]:
     """Import a number the sub-account already holds elsewhere (not billed)."""
-    number = await service.import_number(_pool(), _arq(), sub_account_id(),
-                                         tenant_schema(), data.phone_number)
+    number = await service.import_number(tenant_scope(), _arq(), data.phone_number)
     return {"status": "success", "phone_number": number}, 201
 
 
@@ -102,8 +94,7 @@ async def assign_phone_number(number_id: str, data: AssignRequest) -> dict[str, 
     """Assign the number to an agent so that inbound calls route to it."""
     number_uuid = parse_uuid(number_id)
     agent_id = parse_uuid(data.agent_id, "agent_id")
-    result = await service.assign(_pool(), _arq(), sub_account_id(), tenant_schema(),
-                                  number_uuid, agent_id)
+    result = await service.assign(tenant_scope(), _arq(), number_uuid, agent_id)
     return {"status": "success", **result}
 
 
@@ -116,6 +107,5 @@ async def assign_phone_number(number_id: str, data: AssignRequest) -> dict[str, 
 @validate_response(Error, 502)
 async def release_phone_number(number_id: str) -> dict[str, Any]:
     """Release a number permanently; any assigned agent loses it at once."""
-    result = await service.release(_pool(), _arq(), sub_account_id(), tenant_schema(),
-                                   parse_uuid(number_id))
+    result = await service.release(tenant_scope(), _arq(), parse_uuid(number_id))
     return {"status": "success", **result}

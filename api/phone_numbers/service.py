@@ -35,6 +35,7 @@ from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
+from tenancy.scope import TenantScope
 
 log = logging.getLogger("switchboard.telephony")
 
@@ -184,13 +185,13 @@ async def run_provider_job(arq: Any, function: str, *args: Any) -> dict[str, Any
 # --- reads ------------------------------------------------------------------------------------
 
 
-async def list_numbers(pool: asyncpg.Pool, schema: str) -> list[dict[str, Any]]:
-    async with tenant_transaction(pool, schema) as conn:
+async def list_numbers(scope: TenantScope) -> list[dict[str, Any]]:
+    async with scope.transaction() as conn:
         return [dict(row) for row in await conn.fetch(SELECT_NUMBERS)]
 
 
-async def get_number(pool: asyncpg.Pool, schema: str, number_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_number(scope: TenantScope, number_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_NUMBER, number_id, what="phone number")
     return dict(row)
 
@@ -198,56 +199,53 @@ async def get_number(pool: asyncpg.Pool, schema: str, number_id: uuid.UUID) -> d
 # --- requests ---------------------------------------------------------------------------------
 
 
-async def purchase(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
-                   area_code: str | None) -> dict[str, Any]:
-    cost = await price(pool, sub_account_id, "phone_number_monthly")
+async def purchase(scope: TenantScope, arq: Any, area_code: str | None) -> dict[str, Any]:
+    cost = await price(scope.pool, scope.sub_account_id, "phone_number_monthly")
     if cost > 0:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             balance = await conn.fetchval(SELECT_BALANCE)
         if balance < cost:
-            await wallet.record_declined(pool, schema, cost, "phone_number",
+            await wallet.record_declined(scope, cost, "phone_number",
                                          "phone number purchase", "phone_number", None)
             raise APIError(402, "insufficient_funds",
                            "the wallet balance cannot cover the number's first month")
-    outcome = await run_provider_job(arq, "purchase_phone_number", str(sub_account_id),
+    outcome = await run_provider_job(arq, "purchase_phone_number", str(scope.sub_account_id),
                                      area_code)
-    return await get_number(pool, schema, uuid.UUID(outcome["phone_number_id"]))
+    return await get_number(scope, uuid.UUID(outcome["phone_number_id"]))
 
 
-async def import_number(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
-                        phone_number: str) -> dict[str, Any]:
+async def import_number(scope: TenantScope, arq: Any, phone_number: str) -> dict[str, Any]:
     phone_number = phone_number.strip()
     if not valid_phone(phone_number):
         raise APIError(400, "validation_error", "phone_number must be a valid E.164 number",
                        details=[{"field": "phone_number", "message": "not a valid E.164 number",
                                  "type": "e164"}])
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         if await conn.fetchval(NUMBER_HELD, phone_number):
             raise _number_exists()
-    outcome = await run_provider_job(arq, "import_phone_number", str(sub_account_id),
+    outcome = await run_provider_job(arq, "import_phone_number", str(scope.sub_account_id),
                                      phone_number)
-    return await get_number(pool, schema, uuid.UUID(outcome["phone_number_id"]))
+    return await get_number(scope, uuid.UUID(outcome["phone_number_id"]))
 
 
-async def assign(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
-                 number_id: uuid.UUID, agent_id: uuid.UUID) -> dict[str, Any]:
-    number = await get_number(pool, schema, number_id)
-    async with tenant_transaction(pool, schema) as conn:
+async def assign(scope: TenantScope, arq: Any, number_id: uuid.UUID,
+                 agent_id: uuid.UUID) -> dict[str, Any]:
+    number = await get_number(scope, number_id)
+    async with scope.transaction() as conn:
         if not await conn.fetchval(AGENT_EXISTS, agent_id):
             raise not_found("agent")
     if number["agent_id"] == agent_id:
         return _assigned(number, agent_id, already=True)
     if number["agent_id"] is not None:
         raise _assigned_elsewhere()
-    outcome = await run_provider_job(arq, "assign_phone_number", str(sub_account_id),
+    outcome = await run_provider_job(arq, "assign_phone_number", str(scope.sub_account_id),
                                      str(number_id), str(agent_id))
     return _assigned(number, agent_id, already=outcome["already_assigned"])
 
 
-async def release(pool: asyncpg.Pool, arq: Any, sub_account_id: uuid.UUID, schema: str,
-                  number_id: uuid.UUID) -> dict[str, Any]:
-    await get_number(pool, schema, number_id)
-    return await run_provider_job(arq, "release_phone_number", str(sub_account_id),
+async def release(scope: TenantScope, arq: Any, number_id: uuid.UUID) -> dict[str, Any]:
+    await get_number(scope, number_id)
+    return await run_provider_job(arq, "release_phone_number", str(scope.sub_account_id),
                                   str(number_id))
 
 
@@ -310,7 +308,8 @@ async def provision_purchase(pool: asyncpg.Pool, providers: Providers,
             _check_deadline(deadline)
     except wallet.InsufficientFunds:
         await _give_back(provider, number)
-        await wallet.record_declined(pool, schema, cost, "phone_number",
+        await wallet.record_declined(TenantScope(pool, sub_account_id, schema), cost,
+                                     "phone_number",
                                      f"phone number {bought.phone_number}, first month",
                                      "phone_number", None)
         raise
@@ -391,16 +390,15 @@ async def provision_release(pool: asyncpg.Pool, providers: Providers,
             "dispatch_rule_deleted": rule_deleted}
 
 
-async def renew(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                number_id: uuid.UUID) -> datetime | None:
+async def renew(scope: TenantScope, number_id: uuid.UUID) -> datetime | None:
     """Charge a purchased number's month when it is due; when to look again (None: released).
 
     A month the wallet cannot cover is declined in the ledger and tried again a day later; the
     number stays (the spec sets no suspension policy).
     """
-    _, rebilling = await tenant_of(pool, sub_account_id)
+    _, rebilling = await tenant_of(scope.pool, scope.sub_account_id)
     cost = price_in(rebilling, "phone_number_monthly")
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(LOCK_RENEWAL, number_id)
         if row is None:
             return None

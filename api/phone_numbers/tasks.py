@@ -18,6 +18,7 @@ from api.phone_numbers import service as numbers
 from integrations.telephony import Providers, TelephonyError
 from tenancy.due import DueWork
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 
 log = logging.getLogger("switchboard.telephony")
 
@@ -66,5 +67,6 @@ async def release_phone_number(ctx: dict[str, Any], sub_account_id: str, number_
 
 
 async def renew_phone_number(ctx: dict[str, Any], work: DueWork) -> datetime | None:
-    return await numbers.renew(ctx["db"], work.schema, work.sub_account_id, work.ref_id)
+    return await numbers.renew(TenantScope.of_sub_account(ctx["db"], work.sub_account_id),
+                               work.ref_id)
 

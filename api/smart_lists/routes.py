@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from quart import Blueprint, current_app, request
+from quart import Blueprint, request
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.contacts.service import normalise_tags
 from api.schemas import InboundError as Error
 from api.smart_lists import service
@@ -15,10 +15,6 @@ from api.validation import validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("smart_lists", __name__, url_prefix="/webhooks/inbound")
-
-
-def _pool():  # type: ignore[no-untyped-def]
-    return current_app.config["DB_POOL"]
 
 
 @blueprint.post("/smart-lists")
@@ -32,7 +28,7 @@ async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict, int]:
     tags = normalise_tags(data.tags or [])
     if not tags:
         raise APIError(400, "tags_required", "at least one non-empty tag is required")
-    smart_list = await service.create_smart_list(_pool(), tenant_schema(), data.name.strip(),
+    smart_list = await service.create_smart_list(tenant_scope(), data.name.strip(),
                                                  tags)
     return {"status": "success", "smart_list": smart_list}, 201
 
@@ -45,7 +41,7 @@ async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict, int]:
 async def list_smart_lists() -> dict:
     """List smart lists, newest first (general pagination rule)."""
     limit, offset = pagination(request.args)
-    items, total = await service.list_smart_lists(_pool(), tenant_schema(), limit, offset)
+    items, total = await service.list_smart_lists(tenant_scope(), limit, offset)
     return {"status": "success", "smart_lists": items, "total": total, "limit": limit,
             "offset": offset, "has_more": offset + len(items) < total}
 
@@ -58,5 +54,5 @@ async def list_smart_lists() -> dict:
 @validate_response(Error, 404)
 async def get_smart_list(smart_list_id: str) -> dict:
     """Read a smart list with the number of contacts in it now."""
-    smart_list = await service.get_smart_list(_pool(), tenant_schema(), parse_uuid(smart_list_id))
+    smart_list = await service.get_smart_list(tenant_scope(), parse_uuid(smart_list_id))
     return {"status": "success", "smart_list": smart_list}

@@ -5,9 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import asyncpg
-
-from tenancy.db import fetch_one_or_404, fetch_page, tenant_transaction
+from tenancy.db import fetch_one_or_404, fetch_page
+from tenancy.scope import TenantScope
 
 SMART_LIST_COLUMNS = """
 s.id, s.name, s.tags, s.created_at, s.updated_at,
@@ -31,20 +30,19 @@ LIMIT $1 OFFSET $2
 COUNT_SMART_LISTS = "SELECT count(*) FROM smart_lists"
 
 
-async def create_smart_list(pool: asyncpg.Pool, schema: str, name: str,
+async def create_smart_list(scope: TenantScope, name: str,
                             tags: list[str]) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         return dict(await conn.fetchrow(INSERT_SMART_LIST, name, tags))
 
 
-async def get_smart_list(pool: asyncpg.Pool, schema: str,
-                         smart_list_id: uuid.UUID) -> dict[str, Any]:
-    async with tenant_transaction(pool, schema) as conn:
+async def get_smart_list(scope: TenantScope, smart_list_id: uuid.UUID) -> dict[str, Any]:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_SMART_LIST, smart_list_id, what="smart list")
     return dict(row)
 
 
-async def list_smart_lists(pool: asyncpg.Pool, schema: str, limit: int,
+async def list_smart_lists(scope: TenantScope, limit: int,
                            offset: int) -> tuple[list[dict[str, Any]], int]:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         return await fetch_page(conn, SELECT_SMART_LISTS, COUNT_SMART_LISTS, limit, offset)

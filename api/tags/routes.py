@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-import asyncpg
-from quart import Blueprint, current_app
+from quart import Blueprint
 from quart_schema import tag
 
-from api.auth import SUB_ACCOUNT, principal, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.contacts.body import validate_optional_body
 from api.contacts.service import normalise_tags
 from api.schemas import InboundError as Error
@@ -20,16 +18,6 @@ from api.validation import validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("tags", __name__, url_prefix="/webhooks/inbound")
-
-
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
-
-
-def _sub_account_id() -> uuid.UUID:
-    found = principal().sub_account_id
-    assert found is not None
-    return found
 
 
 def requested_tags(data: TagsRequest) -> list[str]:
@@ -45,7 +33,7 @@ def requested_tags(data: TagsRequest) -> list[str]:
 @validate_response(TagSummary, 200)
 async def list_tags() -> dict[str, Any]:
     """The tags carried by the newest 5000 contacts, with counts, sorted A to Z."""
-    tags = await service.tag_summary(_pool(), tenant_schema())
+    tags = await service.tag_summary(tenant_scope())
     return {"status": "success", "tag_count": len(tags), "tags": tags}
 
 
@@ -60,8 +48,7 @@ async def add_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
     """Merge tags into a contact's set; contact.updated fires only when the set changes."""
     contact_uuid = parse_uuid(contact_id)
     tags = requested_tags(data)
-    result = await service.add_tags(_pool(), tenant_schema(), _sub_account_id(),
-                                    contact_uuid, tags)
+    result = await service.add_tags(tenant_scope(), contact_uuid, tags)
     return {"status": "success", "contact_id": contact_uuid, "tags": result, "added": tags}
 
 
@@ -76,7 +63,6 @@ async def remove_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
     """Remove tags from a contact (case-insensitive); tags it does not carry are ignored."""
     contact_uuid = parse_uuid(contact_id)
     tags = requested_tags(data)
-    remaining, removed = await service.remove_tags(_pool(), tenant_schema(),
-                                                   _sub_account_id(), contact_uuid, tags)
+    remaining, removed = await service.remove_tags(tenant_scope(), contact_uuid, tags)
     return {"status": "success", "contact_id": contact_uuid, "tags": remaining,
             "removed": removed}

@@ -10,10 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import asyncpg
-
 from api.contacts.service import CONTACT_COLUMNS, emit_tags_changed
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_one_or_404
+from tenancy.scope import TenantScope
 
 TAG_SCAN = 5000
 
@@ -59,31 +58,30 @@ ORDER BY tag COLLATE "C"
 """
 
 
-async def add_tags(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                   contact_id: uuid.UUID, tags: list[str]) -> list[str]:
+async def add_tags(scope: TenantScope, contact_id: uuid.UUID, tags: list[str]) -> list[str]:
     """The contact's resulting tag set."""
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, ADD_TAGS, contact_id, tags, what="contact")
         if row["id"] is None:
             return list(row["previous"])
         added = [tag for tag in row["tags"] if tag not in row["previous"]]
-        await emit_tags_changed(conn, sub_account_id, row, added, [])
+        await emit_tags_changed(conn, scope.sub_account_id, row, added, [])
         return list(row["tags"])
 
 
-async def remove_tags(pool: asyncpg.Pool, schema: str, sub_account_id: uuid.UUID,
-                      contact_id: uuid.UUID, tags: list[str]) -> tuple[list[str], list[str]]:
+async def remove_tags(scope: TenantScope, contact_id: uuid.UUID,
+                      tags: list[str]) -> tuple[list[str], list[str]]:
     """(remaining set, the given tags that were present)."""
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, REMOVE_TAGS, contact_id, tags, what="contact")
         removed = [tag for tag in tags if tag in row["previous"]]
         if row["id"] is None:
             return list(row["previous"]), removed
-        await emit_tags_changed(conn, sub_account_id, row, [], removed)
+        await emit_tags_changed(conn, scope.sub_account_id, row, [], removed)
         return list(row["tags"]), removed
 
 
-async def tag_summary(pool: asyncpg.Pool, schema: str) -> list[dict[str, Any]]:
-    async with tenant_transaction(pool, schema) as conn:
+async def tag_summary(scope: TenantScope) -> list[dict[str, Any]]:
+    async with scope.transaction() as conn:
         rows = await conn.fetch(SELECT_TAG_SUMMARY, TAG_SCAN)
     return [{"tag": row["tag"], "count": row["count"]} for row in rows]

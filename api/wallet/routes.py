@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from quart import Blueprint, current_app, request
+from quart import Blueprint, request
 from quart_schema import tag
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.schemas import InboundError as ErrorResponse
 from api.types import pagination
 from api.validation import validate_response
@@ -55,7 +55,7 @@ async def get_wallet() -> dict[str, Any]:
     """The wallet balance and its transactions (credits, debits, declined debits), newest first."""
     limit, offset = pagination(request.args)
     wallet, transactions, total = await service.wallet_with_transactions(
-        current_app.config["DB_POOL"], tenant_schema(), limit, offset)
+        tenant_scope(), limit, offset)
     return {"status": "success", "wallet": wallet, "transactions": transactions,
             "total": total, "limit": limit, "offset": offset,
             "has_more": offset + len(transactions) < total}

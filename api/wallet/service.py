@@ -13,8 +13,9 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import fetch_page, tenant_transaction
+from tenancy.db import fetch_page
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 
 # The balance column holds up to MAX_BALANCE (numeric(12, 2)): a credit past it is refused
 # (400), not an overflow in the database.
@@ -105,21 +106,21 @@ async def debit(conn: asyncpg.Connection, amount: Decimal, kind: str,
     return balance  # type: ignore[no-any-return]
 
 
-async def record_declined(pool: asyncpg.Pool, schema: str, amount: Decimal, kind: str,
+async def record_declined(scope: TenantScope, amount: Decimal, kind: str,
                           description: str | None = None, reference_type: str | None = None,
                           reference_id: uuid.UUID | None = None) -> None:
     """Write a declined debit in a transaction of its own (after the caller's rolled back)."""
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         current = await conn.fetchval(SELECT_BALANCE_ONLY)
         await conn.execute(INSERT_TRANSACTION, -amount, current, kind, description,
                            reference_type, reference_id, "declined")
 
 
-async def wallet_with_transactions(pool: asyncpg.Pool, schema: str, limit: int,
+async def wallet_with_transactions(scope: TenantScope, limit: int,
                                    offset: int) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                          int]:
     """The balance and one page of the ledger, newest first."""
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         wallet = await conn.fetchrow(SELECT_BALANCE)
         items, total = await fetch_page(conn, SELECT_TRANSACTIONS, COUNT_TRANSACTIONS, limit,
                                         offset)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_schema
+from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.events import EVENT_TYPES
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
@@ -24,10 +23,6 @@ from integrations.webhooks import TargetNotAllowed, check_target, parse_target
 from tenancy.errors import APIError
 
 blueprint = Blueprint("webhook_subscriptions", __name__, url_prefix="/webhooks/inbound")
-
-
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
 
 
 def _invalid(field: str, message: str) -> APIError:
@@ -67,7 +62,7 @@ async def create_subscription(data: CreateSubscriptionRequest) -> tuple[dict[str
     """Subscribe a URL to outbound events; the signing secret is shown only here."""
     events = _events(data.events)
     url = await _url(data.url)
-    subscription = await service.create_subscription(_pool(), tenant_schema(), url, events)
+    subscription = await service.create_subscription(tenant_scope(), url, events)
     return {"status": "success", "subscription": subscription}, 201
 
 
@@ -79,7 +74,7 @@ async def create_subscription(data: CreateSubscriptionRequest) -> tuple[dict[str
 async def list_subscriptions() -> dict[str, Any]:
     """List the sub-account's webhook subscriptions, newest first."""
     limit, offset = pagination(request.args)
-    items, total = await service.list_subscriptions(_pool(), tenant_schema(), limit, offset)
+    items, total = await service.list_subscriptions(tenant_scope(), limit, offset)
     return {"status": "success", "subscriptions": items, "total": total, "limit": limit,
             "offset": offset, "has_more": offset + len(items) < total}
 
@@ -93,5 +88,5 @@ async def list_subscriptions() -> dict[str, Any]:
 async def delete_subscription(subscription_id: str) -> dict[str, Any]:
     """Delete a subscription: it receives nothing more, pending deliveries are cancelled."""
     sub_id = parse_uuid(subscription_id, "id")
-    await service.delete_subscription(_pool(), tenant_schema(), sub_id)
+    await service.delete_subscription(tenant_scope(), sub_id)
     return {"status": "success", "deleted": True, "subscription_id": sub_id}

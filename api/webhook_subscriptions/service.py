@@ -10,9 +10,10 @@ import asyncpg
 from api.events import DELIVERY_KIND
 from integrations.webhooks import new_secret
 from tenancy import secrets
-from tenancy.db import fetch_page, tenant_transaction
+from tenancy.db import fetch_page
 from tenancy.due import cancel_due_many
 from tenancy.errors import not_found
+from tenancy.scope import TenantScope
 
 COLUMNS = "id, url, events, secret, is_active, disabled_reason, created_at"
 
@@ -54,27 +55,26 @@ RETURNING id
 """
 
 
-async def create_subscription(pool: asyncpg.Pool, schema: str, url: str,
+async def create_subscription(scope: TenantScope, url: str,
                               events: list[str]) -> dict[str, Any]:
     secret = new_secret()
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(INSERT_SUBSCRIPTION, url, events, secrets.encrypt(secret))
     return {**row, "secret": secret}
 
 
-async def list_subscriptions(pool: asyncpg.Pool, schema: str, limit: int,
+async def list_subscriptions(scope: TenantScope, limit: int,
                              offset: int) -> tuple[list[dict[str, Any]], int]:
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         items, total = await fetch_page(conn, SELECT_SUBSCRIPTIONS, COUNT_SUBSCRIPTIONS, limit,
                                         offset)
     items = [{key: value for key, value in item.items() if key != "secret"} for item in items]
     return items, total
 
 
-async def delete_subscription(pool: asyncpg.Pool, schema: str,
-                              subscription_id: uuid.UUID) -> None:
+async def delete_subscription(scope: TenantScope, subscription_id: uuid.UUID) -> None:
     """Soft-delete: it stops receiving events at once, its pending deliveries are cancelled."""
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         if await conn.fetchval(DELETE_SUBSCRIPTION, subscription_id) is None:
             raise not_found("webhook subscription")
         await cancel_pending_deliveries(conn, subscription_id)

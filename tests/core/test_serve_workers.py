@@ -83,7 +83,9 @@ def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
         try:
             assert {c.get(f"{base}/healthz").status_code for c in clients} == {200}
             held = {pid: established_on(pid, port) for pid in first}
-            assert sum(held.values()) == 32
+            # At least ours: a connection closed just before (the probes above) can still be
+            # ESTABLISHED on the server's side until the loaded server reads its end.
+            assert sum(held.values()) >= 32
             assert min(held.values()) > 0, held
         finally:
             for c in clients:

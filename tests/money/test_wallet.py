@@ -10,6 +10,7 @@ import pytest
 
 from api.wallet import service as wallet
 from tenancy.db import tenant_transaction
+from tenancy.scope import TenantScope
 from tests.money.conftest import WALLET, credit
 
 
@@ -128,7 +129,7 @@ async def test_declined_debit_whose_transaction_rolls_back_can_be_recorded_apart
     with pytest.raises(wallet.InsufficientFunds):
         async with tenant_transaction(pool, tenant.schema) as conn:
             await wallet.debit(conn, Decimal("3"), "call")
-    await wallet.record_declined(pool, tenant.schema, Decimal("3"), "call")
+    await wallet.record_declined(TenantScope(pool, tenant.id, tenant.schema), Decimal("3"), "call")
 
     body = await (await client.get(WALLET, headers=tenant.headers)).get_json()
     assert body["wallet"]["balance"] == 0

@@ -1,0 +1,41 @@
+"""The tenant scope: one sub-account's part of the database, resolved once (by authentication
+for a request, from the due-work row for a job) and handed to the feature services, which run
+their tenant SQL in `scope.transaction()` and never see a schema name."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+import asyncpg
+
+from tenancy.db import schema_name_for, tenant_transaction
+from tenancy.principals import Principal
+
+
+@dataclass(frozen=True)
+class TenantScope:
+    pool: asyncpg.Pool
+    sub_account_id: uuid.UUID
+    schema: str
+    # The key that asked, for a request; None for work the service does on its own (a job).
+    principal: Principal | None = None
+
+    def transaction(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
+        """A transaction whose unqualified table names are this sub-account's tables."""
+        return tenant_transaction(self.pool, self.schema)
+
+    @property
+    def organisation_id(self) -> uuid.UUID | None:
+        return self.principal.organisation_id if self.principal is not None else None
+
+    @classmethod
+    def of_principal(cls, pool: asyncpg.Pool, principal: Principal) -> TenantScope:
+        if principal.sub_account_id is None or principal.schema is None:
+            raise ValueError("an agency key has no tenant scope")
+        return cls(pool, principal.sub_account_id, principal.schema, principal)
+
+    @classmethod
+    def of_sub_account(cls, pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> TenantScope:
+        return cls(pool, sub_account_id, schema_name_for(sub_account_id))

@@ -39,11 +39,6 @@ def contacts_page(args: Any) -> tuple[int, int]:
     return limit, offset_arg(args)
 
 
-def present(data: Any) -> dict[str, Any]:
-    """The fields the body actually carried (null included), by name."""
-    return {name: getattr(data, name) for name in data.model_fields_set}
-
-
 @blueprint.get("/contacts")
 @tag(["Contacts"])
 @requires(SUB_ACCOUNT)
@@ -67,7 +62,7 @@ async def list_contacts() -> dict[str, Any]:
 @validate_response(Error, 409)
 async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], int]:
     """Create a contact, or match one by email, then phone, and update it."""
-    created, contact_id = await service.create_or_match(tenant_scope(), present(data))
+    created, contact_id = await service.create_or_match(tenant_scope(), data)
     return {"status": "success", "created": created, "contact_id": contact_id}, (
         201 if created else 200)
 
@@ -95,7 +90,7 @@ async def get_contact(contact_id: str) -> dict[str, Any]:
 async def update_contact(contact_id: str, data: UpdateContactRequest) -> dict[str, Any]:
     """Change only the fields present; tags replaces the whole set."""
     contact_uuid = parse_uuid(contact_id)
-    await service.update_contact(tenant_scope(), contact_uuid, present(data))
+    await service.update_contact(tenant_scope(), contact_uuid, data)
     return {"status": "success", "updated": True, "contact_id": contact_uuid}
 
 

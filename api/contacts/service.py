@@ -17,6 +17,7 @@ import phonenumbers
 
 from api import events
 from api.companies.service import company_exists
+from api.contacts.schemas import Contact, ContactFields, UpdateContactRequest
 from api.custom_fields.service import checked_values, invalid, refuse
 from api.types import normalise_email, parse_uuid
 from tenancy.db import fetch_one_or_404
@@ -30,8 +31,14 @@ MAX_TAG = 100
 # A lost insert race re-matches; a contact deleted in between is matched again, a few times.
 MATCH_ATTEMPTS = 3
 
-CONTACT_COLUMNS = """id, name, first_name, last_name, email, phone, address, tags, lead_source,
-custom_field_values, company_id, assigned_user_id, status, created_at, updated_at"""
+# Columns go by name, never by position: what a contact shows is its response model's fields,
+# what a create or an update writes is STORED, and the statements below are made from them.
+# A new column is added to the table (tenancy/tables/contacts.py and a migration), to the models
+# (api/contacts/schemas.py) and, if the service writes it, to STORED and the change rules.
+SHOWN = tuple(Contact.model_fields)
+STORED = ("name", "first_name", "last_name", "email", "phone", "address", "tags", "lead_source",
+          "custom_field_values", "company_id", "assigned_user_id", "status")
+CONTACT_COLUMNS = ", ".join(SHOWN)
 
 SELECT_CONTACT = f"SELECT {CONTACT_COLUMNS} FROM contacts WHERE id = $1"
 
@@ -54,19 +61,17 @@ LIMIT $1 OFFSET $2
 
 COUNT_CONTACTS = "SELECT count(*) FROM contacts"
 
-INSERT_CONTACT = """
-INSERT INTO contacts (name, first_name, last_name, email, phone, address, lead_source,
-                      custom_field_values, company_id, assigned_user_id, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+INSERT_CONTACT = f"""
+INSERT INTO contacts ({", ".join(STORED)})
+VALUES ({", ".join(f"${index}" for index, _ in enumerate(STORED, start=1))})
 ON CONFLICT DO NOTHING
 RETURNING id
 """
 
 UPDATE_CONTACT = f"""
 UPDATE contacts
-SET name = $2, first_name = $3, last_name = $4, email = $5, phone = $6, address = $7, tags = $8,
-    lead_source = $9, custom_field_values = $10, company_id = $11, assigned_user_id = $12,
-    status = $13, updated_at = now()
+SET {", ".join(f"{name} = ${index}" for index, name in enumerate(STORED, start=2))},
+    updated_at = now()
 WHERE id = $1
 RETURNING {CONTACT_COLUMNS}
 """
@@ -81,25 +86,18 @@ SELECT EXISTS (SELECT 1 FROM control.memberships
                WHERE sub_account_id = $1 AND user_id = $2 AND is_active)
 """
 
-UPDATABLE = ("name", "first_name", "last_name", "email", "phone", "address", "tags", "source",
-             "custom_field_values", "company_id", "assigned_user_id", "status")
-WRITTEN = ("name", "first_name", "last_name", "email", "phone", "address", "tags", "lead_source",
-           "custom_field_values", "company_id", "assigned_user_id", "status")
+# The request fields PATCH takes (`source` is stored as lead_source).
+UPDATABLE = tuple(UpdateContactRequest.model_fields)
 
 
 # --- shapes -------------------------------------------------------------------------------------
 
 
 def contact_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
-    """The contact as GET /contacts/{id} shows it."""
-    return {
-        "id": row["id"], "name": row["name"], "first_name": row["first_name"],
-        "last_name": row["last_name"], "email": row["email"], "phone": row["phone"],
-        "address": row["address"], "tags": list(row["tags"]), "lead_source": row["lead_source"],
-        "custom_field_values": row["custom_field_values"], "company_id": row["company_id"],
-        "assigned_user_id": row["assigned_user_id"], "status": row["status"],
-        "created_at": row["created_at"], "updated_at": row["updated_at"],
-    }
+    """The contact as GET /contacts/{id} shows it: its model's fields, by name."""
+    shown = {name: row[name] for name in SHOWN}
+    shown["tags"] = list(shown["tags"])
+    return shown
 
 
 async def emit_tags_changed(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
@@ -307,7 +305,7 @@ async def _update(conn: asyncpg.Connection, sub_account_id: uuid.UUID, old: asyn
     tags_changed = set(row["tags"]) != set(old["tags"])
     if not tags_changed:
         row["tags"] = list(old["tags"])
-    new = await conn.fetchrow(UPDATE_CONTACT, old["id"], *(row[key] for key in WRITTEN))
+    new = await conn.fetchrow(UPDATE_CONTACT, old["id"], *(row[name] for name in STORED))
     if tags_changed:
         await emit_tags_changed(conn, sub_account_id, new,
                                 [tag for tag in new["tags"] if tag not in old["tags"]],
@@ -317,9 +315,14 @@ async def _update(conn: asyncpg.Connection, sub_account_id: uuid.UUID, old: asyn
 # --- operations ---------------------------------------------------------------------------------
 
 
-async def create_or_match(scope: TenantScope, fields: dict[str, Any]) -> tuple[bool, uuid.UUID]:
+def sent(data: ContactFields) -> dict[str, Any]:
+    """The fields the body actually carried (null included), by name."""
+    return {name: getattr(data, name) for name in data.model_fields_set}
+
+
+async def create_or_match(scope: TenantScope, data: ContactFields) -> tuple[bool, uuid.UUID]:
     """(created, contact_id): a new contact, or the one matched by email, then phone, updated."""
-    changes = create_changes(fields)
+    changes = create_changes(sent(data))
     email, phone = changes.columns.get("email"), changes.columns.get("phone")
     try:
         async with scope.transaction() as conn:
@@ -340,18 +343,21 @@ async def create_or_match(scope: TenantScope, fields: dict[str, Any]) -> tuple[b
 
 
 def _new_row(changes: Changes, to_set: dict[str, Any]) -> tuple[Any, ...]:
+    """INSERT_CONTACT's values, by STORED's names (tags are never set on create)."""
     columns = changes.columns
-    name = columns.get("name") or derived_name(
+    row = {name: columns.get(name) for name in STORED}
+    row["name"] = columns.get("name") or derived_name(
         columns.get("first_name"), columns.get("last_name"), columns.get("email"),
         columns.get("phone"))
-    return (name, columns.get("first_name"), columns.get("last_name"), columns.get("email"),
-            columns.get("phone"), columns.get("address"),
-            columns.get("lead_source", DEFAULT_SOURCE), to_set, columns.get("company_id"),
-            columns.get("assigned_user_id"), columns.get("status"))
+    row["tags"] = []
+    row["lead_source"] = columns.get("lead_source", DEFAULT_SOURCE)
+    row["custom_field_values"] = to_set
+    return tuple(row[name] for name in STORED)
 
 
-async def update_contact(scope: TenantScope, contact_id: uuid.UUID, fields: dict[str, Any]) -> None:
-    changes = update_changes(fields)
+async def update_contact(scope: TenantScope, contact_id: uuid.UUID,
+                         data: UpdateContactRequest) -> None:
+    changes = update_changes(sent(data))
     try:
         async with scope.transaction() as conn:
             old = await fetch_one_or_404(conn, SELECT_CONTACT_FOR_UPDATE, contact_id,

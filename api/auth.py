@@ -25,7 +25,7 @@ AUTH_ATTRIBUTE = "_switchboard_auth"
 
 
 def presented_key() -> str | None:
-    headers = request.header_values  # type: ignore[attr-defined]  # api.app.APIRequest
+    headers: dict[str, str] = request.header_values  # type: ignore[attr-defined]  # APIRequest
     key = headers.get("x-api-key", "").strip()
     if key:
         return key
@@ -40,7 +40,8 @@ async def authenticate(kind: str) -> Principal:
     if key is None:
         raise APIError(401, "missing_api_key", "an API key is required (x-api-key or "
                        "Authorization: Bearer)")
-    found = await current_app.config["PRINCIPALS"].resolve(current_app.config["DB_POOL"], key)
+    found: Principal | None = await current_app.config["PRINCIPALS"].resolve(
+        current_app.config["DB_POOL"], key)
     if found is None or found.kind != kind:
         raise APIError(401, "invalid_api_key", "the API key is invalid for this operation")
     g.principal = found

@@ -109,5 +109,5 @@ async def finish(response: Response) -> None:
         await pool.execute(RELEASE, *claim)
         return
     # Encrypted: answers carry API keys, invitation tokens and webhook secrets (CONTRACT 8).
-    body = secrets.encrypt_bytes(await response.get_data(as_text=False))  # type: ignore[arg-type]
+    body = secrets.encrypt_bytes(await response.get_data(as_text=False))
     await pool.execute(STORE, *claim, response.status_code, response.content_type, body)

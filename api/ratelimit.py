@@ -110,7 +110,10 @@ class RateLimiter:
         size = max(1, min(MAX_LEASE, (self.limit - lease.granted_total) // 10))
         arguments = (1, key, size, self.limit, expire_ms)
         try:
-            total, granted = await self.client.execute_command("EVALSHA", self._sha, *arguments)
+            # redis-py's execute_command has no annotations (its stubs leave it untyped).
+            total, granted = await self.client.execute_command(  # type: ignore[no-untyped-call]
+                "EVALSHA", self._sha, *arguments)
         except redis.exceptions.NoScriptError:  # first use, or Redis restarted
-            total, granted = await self.client.execute_command("EVAL", LEASE, *arguments)
+            total, granted = await self.client.execute_command(  # type: ignore[no-untyped-call]
+                "EVAL", LEASE, *arguments)
         lease.granted_total, lease.unspent = int(total), lease.unspent + int(granted)

@@ -87,7 +87,7 @@ def _upgrade_schema(conn: Connection, schema: str, head: str) -> None:
     cfg = _config
 
     def upgrade(rev: Any, context: Any) -> Any:
-        return _script._upgrade_revs(head, rev)  # type: ignore[union-attr]
+        return _script._upgrade_revs(head, rev)
 
     with EnvironmentContext(cfg, _script, fn=upgrade, destination_rev=head) as env:
         env.configure(connection=conn, target_metadata=tenant_metadata,

@@ -56,7 +56,7 @@ def tenant_head() -> str:
 @lru_cache
 def tenant_ddl() -> str:
     """All CREATE TABLE / CREATE INDEX statements of the tenant schema, as one script."""
-    dialect = postgresql.dialect()
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy leaves it untyped
     statements: list[str] = []
     for table in tenant_metadata.sorted_tables:
         statements.append(str(CreateTable(table).compile(dialect=dialect)).strip())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import asyncpg
 from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
 
@@ -32,7 +35,7 @@ from tenancy.provisioning import NewSubAccount, provision_sub_account
 blueprint = Blueprint("agency", __name__, url_prefix="/functions/v1")
 
 
-def _pool():  # type: ignore[no-untyped-def]
+def _pool() -> asyncpg.Pool:
     return current_app.config["DB_POOL"]
 
 
@@ -61,7 +64,7 @@ def _email(raw: str | None) -> str:
 @validate_response(FunctionsError, 401)
 @validate_response(FunctionsError, 403)
 @validate_response(FunctionsError, 404)
-async def create_subaccount_webhook(data: CreateSubAccountRequest) -> tuple[dict, int]:
+async def create_subaccount_webhook(data: CreateSubAccountRequest) -> tuple[dict[str, Any], int]:
     """Provision a sub-account, optionally linked to a CRM location, and invite its owner."""
     email = _email(data.email)
     name = data.name.strip() if data.name and data.name.strip() else None
@@ -84,7 +87,7 @@ async def create_subaccount_webhook(data: CreateSubAccountRequest) -> tuple[dict
 @validate_response(FunctionsError, 404)
 @validate_response(FunctionsError, 409)
 @validate_response(InvitationEmailFailed, 502)
-async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict, int]:
+async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict[str, Any], int]:
     """Invite a user to a sub-account of the agency (an open invitation is refreshed)."""
     email = _email(data.email)
     if data.role is None or not data.role.strip():
@@ -104,7 +107,7 @@ async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict, int
 @validate_response(AcceptInvitationResponse, 200)
 @validate_response(FunctionsError, 404)
 @validate_response(FunctionsError, 410)
-async def accept(data: AcceptInvitationRequest) -> dict:
+async def accept(data: AcceptInvitationRequest) -> dict[str, Any]:
     """Accept an invitation by its token (no API key): the user becomes a member."""
     result = await accept_invitation(_pool(), data.token.strip(), data.first_name, data.last_name)
     return {"success": True, **result}
@@ -116,7 +119,7 @@ async def accept(data: AcceptInvitationRequest) -> dict:
 @validate_request(CreatePlanRequest)
 @validate_response(PlanResponse, 201)
 @validate_response(FunctionsError, 409)
-async def create_plan(data: CreatePlanRequest) -> tuple[dict, int]:
+async def create_plan(data: CreatePlanRequest) -> tuple[dict[str, Any], int]:
     """Create a pricing plan that sub-accounts can be provisioned on."""
     rebilling = data.rebilling.model_dump(exclude_none=True) if data.rebilling else {}
     plan = await service.create_plan(_pool(), principal().organisation_id, data.slug, data.name,
@@ -128,7 +131,7 @@ async def create_plan(data: CreatePlanRequest) -> tuple[dict, int]:
 @tag(["Sub-Accounts"])
 @requires(AGENCY)
 @validate_response(SubAccountList, 200)
-async def list_sub_accounts() -> dict:
+async def list_sub_accounts() -> dict[str, Any]:
     """List the agency's sub-accounts, newest first."""
     limit, offset = pagination(request.args)
     items, total = await service.list_sub_accounts(_pool(), principal().organisation_id, limit,
@@ -142,7 +145,7 @@ async def list_sub_accounts() -> dict:
 @requires(AGENCY)
 @validate_response(ApiKeyResponse, 201)
 @validate_response(FunctionsError, 404)
-async def create_api_key(sub_account_id: str) -> tuple[dict, int]:
+async def create_api_key(sub_account_id: str) -> tuple[dict[str, Any], int]:
     """Issue a sub-account API key; it is shown only in this response."""
     key_id, key = await service.issue_sub_account_key(
         _pool(), principal().organisation_id, parse_uuid(sub_account_id))
@@ -155,7 +158,7 @@ async def create_api_key(sub_account_id: str) -> tuple[dict, int]:
 @validate_request(WalletCreditRequest)
 @validate_response(WalletCreditResponse, 200)
 @validate_response(FunctionsError, 404)
-async def credit_wallet(sub_account_id: str, data: WalletCreditRequest) -> dict:
+async def credit_wallet(sub_account_id: str, data: WalletCreditRequest) -> dict[str, Any]:
     """Credit a sub-account's prepaid wallet."""
     balance = await service.credit_wallet(
         _pool(), principal().organisation_id, parse_uuid(sub_account_id), data.amount,

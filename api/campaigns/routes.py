@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from quart import Blueprint
 from quart_schema import tag, validate_request
@@ -69,7 +70,7 @@ def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
 @validate_response(CampaignResponse, 201)
 @validate_response(Error, 400)
 @validate_response(Error, 404)
-async def create_campaign(data: CreateCampaignRequest) -> tuple[dict, int]:
+async def create_campaign(data: CreateCampaignRequest) -> tuple[dict[str, Any], int]:
     """Create a draft campaign (content may come later; schedule checks it)."""
     campaign = await service.create_campaign(tenant_scope(), _new_campaign(data))
     return {"status": "success", "campaign": campaign}, 201
@@ -81,7 +82,7 @@ async def create_campaign(data: CreateCampaignRequest) -> tuple[dict, int]:
 @validate_response(CampaignResponse, 200)
 @validate_response(Error, 400)
 @validate_response(Error, 404)
-async def get_campaign(campaign_id: str) -> dict:
+async def get_campaign(campaign_id: str) -> dict[str, Any]:
     """Read a campaign with its live counters (progress, contacted, success, pending, ...)."""
     campaign = await service.get_campaign(tenant_scope(), parse_uuid(campaign_id))
     return {"status": "success", "campaign": campaign}
@@ -95,7 +96,7 @@ async def get_campaign(campaign_id: str) -> dict:
 @validate_response(Error, 400)
 @validate_response(Error, 404)
 @validate_response(Error, 409)
-async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict:
+async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict[str, Any]:
     """Schedule a draft campaign or reschedule a scheduled one; it is sent at start_date."""
     campaign_uuid = parse_uuid(campaign_id)
     start_date = future_start_date(data.start_date)
@@ -110,7 +111,7 @@ async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict:
 @validate_response(Error, 400)
 @validate_response(Error, 404)
 @validate_response(Error, 409)
-async def cancel_campaign(campaign_id: str) -> dict:
+async def cancel_campaign(campaign_id: str) -> dict[str, Any]:
     """Cancel a draft or scheduled campaign; nothing of it is sent."""
     campaign = await service.cancel_campaign(tenant_scope(), parse_uuid(campaign_id))
     return {"status": "success", "campaign": campaign}
@@ -124,7 +125,7 @@ async def cancel_campaign(campaign_id: str) -> dict:
 @validate_response(Error, 400)
 @validate_response(Error, 404)
 @validate_response(Error, 409)
-async def resume_campaign(campaign_id: str, data: ResumeRequest) -> dict:
+async def resume_campaign(campaign_id: str, data: ResumeRequest) -> dict[str, Any]:
     """Resume a paused campaign at a future start_date, or at once without one."""
     campaign_uuid = parse_uuid(campaign_id)
     start_date = future_start_date(data.start_date) if data.start_date is not None else None

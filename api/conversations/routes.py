@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import asyncpg
 from pydantic import ValidationError
 from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
@@ -29,7 +32,7 @@ MAX_MESSAGES_PAGE = 200
 MAX_SMS = 1600
 
 
-def _pool():  # type: ignore[no-untyped-def]
+def _pool() -> asyncpg.Pool:
     return current_app.config["DB_POOL"]
 
 
@@ -42,7 +45,7 @@ def _pool():  # type: ignore[no-untyped-def]
 @validate_response(Error, 402)
 @validate_response(Error, 404)
 @validate_response(Error, 502)
-async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict, int]:
+async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[str, Any], int]:
     """Send an SMS or email to the contact, charged to the wallet, kept in its conversation."""
     contact_uuid = parse_uuid(contact_id)
     if data.message_type == "sms" and len(data.content) > MAX_SMS:
@@ -61,7 +64,7 @@ async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict,
 @validate_response(ContactMessages, 200)
 @validate_response(FunctionsError, 400)
 @validate_response(FunctionsError, 404)
-async def get_contact_messages(contact_id: str) -> dict:
+async def get_contact_messages(contact_id: str) -> dict[str, Any]:
     """The contact's messages, newest first (limit 1..200, default 50; offset)."""
     contact_uuid = parse_uuid(contact_id, "contact_id")
     limit, offset = pagination(request.args, maximum=MAX_MESSAGES_PAGE)
@@ -76,7 +79,7 @@ async def get_contact_messages(contact_id: str) -> dict:
 @validate_response(Error, 400)
 @validate_response(Error, 401)
 @validate_response(Error, 404)
-async def sandbox_inbound_sms(sub_account_id: str) -> dict:
+async def sandbox_inbound_sms(sub_account_id: str) -> dict[str, Any]:
     """The sandbox SMS provider's webhook: an inbound text joins the sender's conversation.
 
     Signed like a carrier callback (`X-Sandbox-Signature`, see api/conversations/signing.py);

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from quart import Blueprint, request
 from quart_schema import tag, validate_request
 
@@ -23,7 +25,7 @@ blueprint = Blueprint("smart_lists", __name__, url_prefix="/webhooks/inbound")
 @validate_request(CreateSmartListRequest)
 @validate_response(SmartListResponse, 201)
 @validate_response(Error, 400)
-async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict, int]:
+async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict[str, Any], int]:
     """Create a smart list: the contacts carrying any of `tags` (lowercased, trimmed)."""
     tags = normalise_tags(data.tags or [])
     if not tags:
@@ -38,7 +40,7 @@ async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict, int]:
 @requires(SUB_ACCOUNT)
 @validate_response(SmartListPage, 200)
 @validate_response(Error, 400)
-async def list_smart_lists() -> dict:
+async def list_smart_lists() -> dict[str, Any]:
     """List smart lists, newest first (general pagination rule)."""
     limit, offset = pagination(request.args)
     items, total = await service.list_smart_lists(tenant_scope(), limit, offset)
@@ -52,7 +54,7 @@ async def list_smart_lists() -> dict:
 @validate_response(SmartListResponse, 200)
 @validate_response(Error, 400)
 @validate_response(Error, 404)
-async def get_smart_list(smart_list_id: str) -> dict:
+async def get_smart_list(smart_list_id: str) -> dict[str, Any]:
     """Read a smart list with the number of contacts in it now."""
     smart_list = await service.get_smart_list(tenant_scope(), parse_uuid(smart_list_id))
     return {"status": "success", "smart_list": smart_list}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from pydantic import BaseModel
 from quart import Blueprint, current_app, request
@@ -51,7 +52,7 @@ COUNT_TEAM_USERS = "SELECT count(*) FROM control.memberships WHERE sub_account_i
 @requires(SUB_ACCOUNT)
 @validate_response(TeamUsers, 200)
 @validate_response(Error, 400)
-async def list_team_users() -> dict:
+async def list_team_users() -> dict[str, Any]:
     """List the users who are members of this sub-account (general pagination rule)."""
     limit, offset = pagination(request.args)
     sub_account_id = principal().sub_account_id

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 
+import asyncpg
 from quart import Blueprint, Response, current_app
 from quart_schema import hide
 from werkzeug.urls import iri_to_uri
@@ -29,7 +30,7 @@ UNSUBSCRIBED_PAGE = """<!doctype html>
 """
 
 
-def _pool():  # type: ignore[no-untyped-def]
+def _pool() -> asyncpg.Pool:
     return current_app.config["DB_POOL"]
 
 

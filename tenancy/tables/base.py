@@ -1,5 +1,7 @@
 """The two MetaData objects and column helpers shared by every table module."""
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 
@@ -17,17 +19,17 @@ control_metadata = sa.MetaData(schema=CONTROL_SCHEMA, naming_convention=NAMING_C
 tenant_metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
-def uuid_pk() -> sa.Column:
+def uuid_pk() -> sa.Column[Any]:
     return sa.Column("id", pg.UUID(as_uuid=True), primary_key=True,
                      server_default=sa.text("gen_random_uuid()"))
 
 
-def created_at() -> sa.Column:
+def created_at() -> sa.Column[Any]:
     return sa.Column("created_at", sa.TIMESTAMP(timezone=True), nullable=False,
                      server_default=sa.text("now()"))
 
 
-def updated_at() -> sa.Column:
+def updated_at() -> sa.Column[Any]:
     return sa.Column("updated_at", sa.TIMESTAMP(timezone=True), nullable=False,
                      server_default=sa.text("now()"))
 

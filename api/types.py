@@ -273,11 +273,17 @@ def pagination(args: Any, *, default: int = 50, maximum: int = 100) -> tuple[int
     return limit, offset_arg(args)
 
 
+def page_fields(key: str, items: list[Any], total: int, limit: int, offset: int
+                ) -> dict[str, Any]:
+    """A page under `key`, and where it sits in the whole (total, limit, offset, has_more)."""
+    return {key: items, "total": total, "limit": limit, "offset": offset,
+            "has_more": offset + len(items) < total}
+
+
 def page_body(key: str, items: list[Any], total: int, limit: int, offset: int
               ) -> dict[str, Any]:
-    """The general list envelope: the page under `key`, and where it sits in the whole."""
-    return {"status": "success", key: items, "total": total, "limit": limit, "offset": offset,
-            "has_more": offset + len(items) < total}
+    """The general list envelope of /webhooks/inbound: status, then the page."""
+    return {"status": "success", **page_fields(key, items, total, limit, offset)}
 
 
 def offset_arg(args: Any) -> int:

@@ -26,7 +26,7 @@ from api.agency.schemas import (
 )
 from api.auth import AGENCY, principal, requires
 from api.schemas import FunctionsError
-from api.types import normalise_email, pagination, parse_uuid
+from api.types import normalise_email, page_fields, pagination, parse_uuid
 from api.validation import validate_response
 from tenancy.errors import APIError
 from tenancy.invitations import accept_invitation
@@ -136,8 +136,7 @@ async def list_sub_accounts() -> dict[str, Any]:
     limit, offset = pagination(request.args)
     items, total = await service.list_sub_accounts(_pool(), principal().organisation_id, limit,
                                                    offset)
-    return {"success": True, "sub_accounts": items, "total": total, "limit": limit,
-            "offset": offset, "has_more": offset + len(items) < total}
+    return {"success": True, **page_fields("sub_accounts", items, total, limit, offset)}
 
 
 @blueprint.post("/agency/sub-accounts/<sub_account_id>/api-keys")

@@ -17,7 +17,7 @@ from api.agents.schemas import (
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_scope
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
-from api.types import pagination, parse_uuid
+from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_response
 from tenancy.errors import APIError
 
@@ -61,9 +61,7 @@ async def list_agents() -> dict[str, Any]:
     """List the sub-account's agents with their full configuration, newest first."""
     limit, offset = pagination(request.args)
     agents, total = await service.list_agents(tenant_scope(), limit, offset)
-    return {"status": "success", "agents": [_with_scope(agent) for agent in agents],
-            "total": total, "limit": limit, "offset": offset,
-            "has_more": offset + len(agents) < total}
+    return page_body("agents", [_with_scope(agent) for agent in agents], total, limit, offset)
 
 
 @blueprint.get("/webhooks/inbound/agents/<agent_id>")

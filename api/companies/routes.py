@@ -10,7 +10,7 @@ from quart_schema import tag, validate_request
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.companies import service
 from api.companies.schemas import CompanyList, CompanyResponse, CreateCompanyRequest
-from api.types import pagination
+from api.types import page_body, pagination
 from api.validation import validate_response
 
 blueprint = Blueprint("companies", __name__, url_prefix="/webhooks/inbound")
@@ -25,8 +25,7 @@ async def list_companies() -> dict[str, Any]:
     limit, offset = pagination(request.args)
     async with tenant_scope().transaction() as conn:
         items, total = await service.list_companies(conn, limit, offset)
-    return {"status": "success", "companies": items, "total": total, "limit": limit,
-            "offset": offset, "has_more": offset + len(items) < total}
+    return page_body("companies", items, total, limit, offset)
 
 
 @blueprint.post("/companies")

@@ -20,7 +20,7 @@ from api.contacts.schemas import (
     UpdateContactRequest,
 )
 from api.schemas import InboundError as Error
-from api.types import offset_arg, parse_uuid
+from api.types import offset_arg, page_body, parse_uuid
 from api.validation import validate_response
 
 blueprint = Blueprint("contacts", __name__, url_prefix="/webhooks/inbound")
@@ -48,8 +48,7 @@ async def list_contacts() -> dict[str, Any]:
     """List contacts, newest first."""
     limit, offset = contacts_page(request.args)
     contacts, total = await service.list_contacts(tenant_scope(), limit, offset)
-    return {"status": "success", "total": total, "limit": limit, "offset": offset,
-            "has_more": offset + len(contacts) < total, "contacts": contacts}
+    return page_body("contacts", contacts, total, limit, offset)
 
 
 @blueprint.post("/contacts")

@@ -14,7 +14,7 @@ from api.custom_fields.schemas import (
     CustomFieldList,
     CustomFieldResponse,
 )
-from api.types import pagination
+from api.types import page_body, pagination
 from api.validation import validate_response
 
 blueprint = Blueprint("custom_fields", __name__, url_prefix="/webhooks/inbound")
@@ -29,8 +29,7 @@ async def list_custom_fields() -> dict[str, Any]:
     limit, offset = pagination(request.args)
     async with tenant_scope().transaction() as conn:
         items, total = await service.list_custom_fields(conn, limit, offset)
-    return {"status": "success", "custom_fields": items, "total": total, "limit": limit,
-            "offset": offset, "has_more": offset + len(items) < total}
+    return page_body("custom_fields", items, total, limit, offset)
 
 
 @blueprint.post("/custom-fields")

@@ -12,7 +12,7 @@ from api.contacts.service import normalise_tags
 from api.schemas import InboundError as Error
 from api.smart_lists import service
 from api.smart_lists.schemas import CreateSmartListRequest, SmartListPage, SmartListResponse
-from api.types import pagination, parse_uuid
+from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_response
 from tenancy.errors import APIError
 
@@ -44,8 +44,7 @@ async def list_smart_lists() -> dict[str, Any]:
     """List smart lists, newest first (general pagination rule)."""
     limit, offset = pagination(request.args)
     items, total = await service.list_smart_lists(tenant_scope(), limit, offset)
-    return {"status": "success", "smart_lists": items, "total": total, "limit": limit,
-            "offset": offset, "has_more": offset + len(items) < total}
+    return page_body("smart_lists", items, total, limit, offset)
 
 
 @blueprint.get("/smart-lists/<smart_list_id>")

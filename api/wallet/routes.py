@@ -12,7 +12,7 @@ from quart_schema import tag
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.schemas import InboundError as ErrorResponse
-from api.types import pagination
+from api.types import page_body, pagination
 from api.validation import validate_response
 from api.wallet import service
 
@@ -56,6 +56,4 @@ async def get_wallet() -> dict[str, Any]:
     limit, offset = pagination(request.args)
     wallet, transactions, total = await service.wallet_with_transactions(
         tenant_scope(), limit, offset)
-    return {"status": "success", "wallet": wallet, "transactions": transactions,
-            "total": total, "limit": limit, "offset": offset,
-            "has_more": offset + len(transactions) < total}
+    return {**page_body("transactions", transactions, total, limit, offset), "wallet": wallet}

@@ -10,7 +10,7 @@ from quart_schema import tag, validate_request
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.events import EVENT_TYPES
 from api.schemas import InboundError as Error
-from api.types import pagination, parse_uuid
+from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_response
 from api.webhook_subscriptions import service
 from api.webhook_subscriptions.schemas import (
@@ -75,8 +75,7 @@ async def list_subscriptions() -> dict[str, Any]:
     """List the sub-account's webhook subscriptions, newest first."""
     limit, offset = pagination(request.args)
     items, total = await service.list_subscriptions(tenant_scope(), limit, offset)
-    return {"status": "success", "subscriptions": items, "total": total, "limit": limit,
-            "offset": offset, "has_more": offset + len(items) < total}
+    return page_body("subscriptions", items, total, limit, offset)
 
 
 @blueprint.delete("/webhook-subscriptions/<subscription_id>")

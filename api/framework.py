@@ -85,8 +85,8 @@ async def unhandled_error_response(app: Quart, error: Exception) -> Response:
 
 
 def use_request_model_loader(loader: Callable[..., Any]) -> None:
-    """Make quart-schema's `validate_request`, `validate_querystring` and `validate_headers`
-    load their models with `loader`, called as quart-schema calls its own `model_load`:
+    """Make quart-schema's `validate_request` and `validate_querystring` load their models
+    with `loader`, called as quart-schema calls its own `model_load`:
     (data, model_class, exception_class, *, decamelize=..., preference=...). Process-wide."""
     quart_schema.validation.model_load = loader  # type: ignore[assignment]
 

@@ -58,8 +58,9 @@ def load_request_model(data: Any, model_class: Any, exception_class: type[Except
 
 
 def install_request_model_loading() -> None:
-    """Make quart-schema's request, query string and header validation use load_request_model
-    (every model here is pydantic: the app sets conversion_preference="pydantic")."""
+    """Make quart-schema's request and query string validation use load_request_model (every
+    model here is pydantic: the app sets conversion_preference="pydantic"); its header
+    validation does not load models this way."""
     use_request_model_loader(load_request_model)
 
 

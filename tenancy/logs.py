@@ -54,7 +54,7 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s",
                          datefmt="%Y-%m-%d %H:%M:%S")
 
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+    def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
         ids = [f"{name}={value}" for name in ("request_id", "sub_account_id")
                if (value := getattr(record, name, None))]

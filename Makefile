@@ -4,15 +4,28 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench fuzz clean
+.PHONY: run test install lint lock bench fuzz clean
 
-$(STAMP): pyproject.toml
+# Installs exactly the versions in requirements.lock (the ones the tests ran with), then the
+# project itself without resolving anything again; pip check fails when pyproject.toml asks
+# for something the lock lacks (run `make lock`).
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip check || { echo "requirements.lock does not satisfy pyproject.toml: make lock"; exit 1; }
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Refreshes requirements.lock from pyproject.toml (dev extra included), keeping the locked
+# versions that still fit; `make lock LOCK_ARGS=--upgrade` moves everything to the newest.
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/uv || $(BIN)/pip install --quiet uv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu $(LOCK_ARGS) -o requirements.lock
 
 run: $(STAMP)
 	$(BIN)/switchboard dev

@@ -22,17 +22,22 @@ from arq import create_pool as create_arq_pool
 from arq.connections import RedisSettings
 from pydantic import BaseModel
 from quart import Blueprint, Quart, Response, g, request, send_from_directory
-from quart.helpers import _split_blueprint_path
 from quart.json.provider import DefaultJSONProvider
 from quart.sessions import NullSession, SessionInterface
 from quart.wrappers import Request
-from quart.wrappers.request import Body
 from quart_schema import Info, QuartSchema
 from werkzeug.sansio.utils import get_content_length
 
 from api import idempotency, metrics
 from api.asgi import HTTPConnection
 from api.errors import register_error_handlers
+from api.framework import (
+    WholeBody,
+    drop_response_conversion,
+    json_response_value,
+    split_blueprint_path,
+    unproxied,
+)
 from api.openapi import SwitchboardOpenAPIProvider
 from api.ratelimit import RateLimiter
 from api.types import refuse_unstorable_text
@@ -68,7 +73,7 @@ class JSONProvider(DefaultJSONProvider):
         return self.encode(obj).decode()
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
-        body = self.encode(self._prepare_response_obj(args, kwargs))
+        body = self.encode(json_response_value(self, args, kwargs))
         return Response(body, mimetype="application/json")  # type: ignore[return-value]
 
 
@@ -122,14 +127,6 @@ class NoSessions(SessionInterface):
         return self.null
 
 
-class WholeBody(Body):
-    def whole(self) -> bytes | None:
-        """The body, if it has all arrived (and is within the size limit); else None."""
-        if self._complete.is_set() and self._must_raise is None:
-            return bytes(self._data)
-        return None
-
-
 class APIRequest(Request):
     body_class = WholeBody
 
@@ -165,7 +162,7 @@ class APIRequest(Request):
     def blueprints(self) -> list[str]:
         # Quart's runs an import statement on every call, and each request asks several times.
         name = self.blueprint
-        return _split_blueprint_path(name) if name is not None else []
+        return split_blueprint_path(name) if name is not None else []
 
     async def get_json(self, force: bool = False, silent: bool = False,
                        cache: bool = True) -> Any:
@@ -214,8 +211,7 @@ def create_app(settings: Settings | None = None,
     )
     # quart-schema wraps make_response to convert models on every response, building a
     # TypeAdapter each time; SwitchboardApp.make_response does what is needed of that.
-    if "make_response" in vars(app):
-        del app.make_response
+    drop_response_conversion(app)
     # After QuartSchema, which installs a provider of its own.
     app.json_provider_class = JSONProvider
     app.json = JSONProvider(app)
@@ -268,8 +264,8 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
     @app.before_request
     async def begin_request() -> None:
         # The objects behind the `request` and `g` proxies, looked up once.
-        current: APIRequest = request._get_current_object()  # type: ignore[attr-defined]
-        state = g._get_current_object()
+        current: APIRequest = unproxied(request)  # type: ignore[assignment]
+        state = unproxied(g)
         state.started = time.perf_counter()
         incoming = current.header_values.get("x-request-id", "")
         state.request_id = (incoming if REQUEST_ID.match(incoming)
@@ -283,7 +279,7 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
 
     @app.after_request
     async def end_request(response: Response) -> Response:
-        state = g._get_current_object()
+        state = unproxied(g)
         # Added, not set: nothing else writes these names, and set() scans every header.
         response.headers.extend([
             ("X-Request-ID", getattr(state, "request_id", None) or uuid.uuid4().hex),

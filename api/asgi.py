@@ -22,15 +22,16 @@ import contextlib
 from typing import Any, cast
 
 from hypercorn.typing import ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable
-from quart.asgi import ASGIHTTPConnection
 from quart.utils import encode_headers
 from quart.wrappers import Request, Response
 from quart.wrappers.response import DataBody
 
+from api.framework import QuartHTTPConnection, unhandled_error_response
+
 INLINE_BODY_SECONDS = 1.0
 
 
-class HTTPConnection(ASGIHTTPConnection):
+class HTTPConnection(QuartHTTPConnection):
     async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         messages: list[Any] = []
         whole = await self._read_at_once(receive, messages)
@@ -39,7 +40,7 @@ class HTTPConnection(ASGIHTTPConnection):
         if not whole:
             await super().__call__(_replaying(messages, receive), send)
             return
-        request = self._create_request_from_scope(send)
+        request = self.new_request(send)
         for message in messages:
             request.body.append(message.get("body", b""))
         request.body.set_complete()
@@ -73,24 +74,21 @@ class HTTPConnection(ASGIHTTPConnection):
         try:
             response = await self.app.handle_request(request)
         except Exception as error:
-            # Quart's own handling: a traceback page in debug or testing, else re-raised.
-            from quart.asgi import _handle_exception
-
-            response = await _handle_exception(self.app, error)
+            response = await unhandled_error_response(self.app, error)
         if isinstance(response, Response) and response.timeout != Ellipsis:
             timeout = cast(float | None, response.timeout)
         else:
             timeout = self.app.config["RESPONSE_TIMEOUT"]
         try:
             async with asyncio.timeout(timeout):
-                await self._send_response(send, response)
+                await self.send_response(send, response)
         except TimeoutError:
             pass
 
-    async def _send_response(self, send: ASGISendCallable, response: Any) -> None:
+    async def send_response(self, send: ASGISendCallable, response: Any) -> None:
         body = getattr(response, "response", None)
         if type(body) is not DataBody:  # streamed (or a werkzeug response): Quart's way
-            await super()._send_response(send, response)
+            await self.quart_send_response(send, response)
             return
         await send({"type": "http.response.start", "status": response.status_code,
                     "headers": encode_headers(response.headers)})

@@ -22,6 +22,7 @@ from prometheus_client import (
 from quart import Blueprint, Response, current_app, request
 from quart_schema import hide
 
+from api.framework import unproxied
 from tenancy.jobcounts import JOB_COUNTS_KEY
 
 blueprint = Blueprint("metrics", __name__)
@@ -57,7 +58,7 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 
 def observe(response: Response, started: float | None) -> None:
     """Count the answered request, time it, and write its access-log line."""
-    current = request._get_current_object()  # type: ignore[attr-defined]
+    current = unproxied(request)
     url_rule = current.url_rule
     # A client may send any token as a method: an unknown one must not make a new series.
     method = current.method if current.method in KNOWN_METHODS else "other"

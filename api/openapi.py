@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from quart_schema.openapi import OpenAPIProvider
-from quart_schema.validation import QUART_SCHEMA_RESPONSE_ATTRIBUTE
 from werkzeug.routing import Rule
 
 from api.auth import AUTH_ATTRIBUTE
 from api.contacts.body import OPTIONAL_BODY_ATTRIBUTE
+from api.framework import AppOpenAPIProvider, declared_response
 from api.types import INT_ARG_MAX, UUID_PATTERN
 from tenancy.tables.voice import LLM_PROVIDERS
 
@@ -124,8 +123,8 @@ def _body_required(func: Any, operation: dict[str, Any], components: dict[str, A
 
 
 def _paginated(func: Any) -> bool:
-    declared = getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).get(200)
-    fields = getattr(declared[0], "model_fields", {}) if declared else {}
+    declared = declared_response(func, 200)
+    fields = getattr(declared, "model_fields", {}) if declared else {}
     return {"limit", "offset"} <= set(fields)
 
 
@@ -286,7 +285,7 @@ def add_links(document: dict[str, Any]) -> None:
                     response["links"] = links
 
 
-class SwitchboardOpenAPIProvider(OpenAPIProvider):
+class SwitchboardOpenAPIProvider(AppOpenAPIProvider):
     def schema(self) -> dict[str, Any]:
         document = super().schema()
         json_schema_bounds(document)
@@ -296,7 +295,7 @@ class SwitchboardOpenAPIProvider(OpenAPIProvider):
 
     def build_paths(self, rule: Rule) -> tuple[dict, dict]:
         paths, components = super().build_paths(rule)
-        func = self._app.view_functions[rule.endpoint]
+        func = self.documented_app.view_functions[rule.endpoint]
         auth = getattr(func, AUTH_ATTRIBUTE, None)
         error_schema = "FunctionsError" if rule.rule.startswith("/functions/v1") else "InboundError"
         components.update(ERROR_SCHEMAS)

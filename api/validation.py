@@ -17,11 +17,12 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import quart_schema.validation
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from quart import Response, current_app, request
 from quart_schema.conversion import camel_to_snake
-from quart_schema.validation import QUART_SCHEMA_RESPONSE_ATTRIBUTE, ResponseSchemaValidationError
+from quart_schema.validation import ResponseSchemaValidationError
+
+from api.framework import declare_response, declared_response, use_request_model_loader
 
 log = logging.getLogger("switchboard.api")
 
@@ -32,9 +33,7 @@ def validate_response(model_class: type[BaseModel], status_code: int = 200) -> C
     """Declare that the route answers `status_code` with a body of `model_class`."""
 
     def decorator(func: F) -> F:
-        schemas = getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {})
-        schemas[status_code] = (model_class, None)
-        setattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, schemas)
+        declare_response(func, model_class, status_code)
         return func
 
     return decorator
@@ -59,9 +58,10 @@ def load_request_model(data: Any, model_class: Any, exception_class: type[Except
 
 
 def install_request_model_loading() -> None:
-    """Make quart-schema's request, query string and header validation use load_request_model
-    (every model here is pydantic: the app sets conversion_preference="pydantic")."""
-    quart_schema.validation.model_load = load_request_model  # type: ignore[assignment]
+    """Make quart-schema's request and query string validation use load_request_model (every
+    model here is pydantic: the app sets conversion_preference="pydantic"); its header
+    validation does not load models this way."""
+    use_request_model_loader(load_request_model)
 
 
 def _canonical(value: Any) -> Any:
@@ -74,23 +74,23 @@ def check_response(value: Any, status: int) -> None:
     if isinstance(value, Response) or request.url_rule is None:
         return
     view = current_app.view_functions.get(request.url_rule.endpoint)
-    declared = getattr(view, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).get(status)
+    declared = declared_response(view, status)
     if declared is None:
         return
-    adapter = _adapter(declared[0])
+    adapter = _adapter(declared)
     try:
         model = adapter.validate_python(value)
     except ValidationError as error:
         log.error("response of %s %s does not match %s: %s", request.method, request.url_rule,
-                  declared[0].__name__, error)
+                  declared.__name__, error)
         raise ResponseSchemaValidationError(error) from None
     sent, modelled = _canonical(value), _canonical(adapter.dump_python(model, exclude_unset=True))
     if sent != modelled:
         log.error("response of %s %s differs from what %s gives at %s",
-                  request.method, request.url_rule, declared[0].__name__,
+                  request.method, request.url_rule, declared.__name__,
                   ", ".join(_differences(sent, modelled)))
         raise ResponseSchemaValidationError(
-            ValueError(f"the body differs from its {declared[0].__name__} model"))
+            ValueError(f"the body differs from its {declared.__name__} model"))
 
 
 def _differences(sent: Any, modelled: Any, path: str = "body") -> list[str]:

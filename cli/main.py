@@ -408,11 +408,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def log_format(command: str | None) -> str:
+    """SWITCHBOARD_LOG_FORMAT when it is set; else text for `dev` writing to a terminal (a
+    person reads it), and JSON for everything else (a collector reads it)."""
+    settings = get_settings()
+    if "log_format" in settings.model_fields_set:
+        return settings.log_format
+    return "text" if command == "dev" and sys.stderr.isatty() else "json"
+
+
 def main(argv: list[str] | None = None) -> int:
     from tenancy.logs import configure_logging
 
-    configure_logging(get_settings().log_format)
     args = build_parser().parse_args(argv)
+    configure_logging(log_format(args.command))
     if getattr(args, "tenant", None):
         for value in args.tenant:
             try:

@@ -2,7 +2,10 @@
 
 The request and tenant are carried in context variables that the API sets once per request,
 so every log line written while serving it carries them. A redacting filter masks anything
-shaped like one of our keys or webhook secrets, as a last line of defence.
+shaped like one of our keys or webhook secrets, as a last line of defence. The text format
+(`switchboard dev` on a terminal, or SWITCHBOARD_LOG_FORMAT=text) is one line a person reads.
+Routine lines that repeat while nothing happens (the due-work sweeper's run every 5 seconds,
+alembic's set-up) are DEBUG, so an idle process is quiet at INFO.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TextIO
 
@@ -40,6 +44,58 @@ class ContextFilter(logging.Filter):
             if any(isinstance(a, str) and SECRET.search(a) for a in args):
                 record.args = tuple(redact(a) if isinstance(a, str) else a for a in args)
         return True
+
+
+class TextFormatter(logging.Formatter):
+    """time LEVEL logger: message, then `request_id=` and `sub_account_id=` when they are set
+    (a traceback, if any, on the lines below)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s",
+                         datefmt="%Y-%m-%d %H:%M:%S")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        ids = [f"{name}={value}" for name in ("request_id", "sub_account_id")
+               if (value := getattr(record, name, None))]
+        return f"{line} [{' '.join(ids)}]" if ids else line
+
+
+class Demote(logging.Filter):
+    """On a logger: its INFO records that `routine` picks become DEBUG records, written only
+    when DEBUG is on."""
+
+    def __init__(self, routine: Callable[[logging.LogRecord], bool]) -> None:
+        super().__init__()
+        self.routine = routine
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or not self.routine(record):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+# Due work is swept every 5 seconds (jobs/due.py SWEEP_DUE): arq logs each run's start and end.
+QUIET_CRON_JOBS = frozenset({"sweep_due"})
+ALEMBIC_SETUP = ("Context impl ", "Will assume ")
+
+
+def _quiet_cron_run(record: logging.LogRecord) -> bool:
+    # arq: "%6.2fs → %s(%s)%s" and "%6.2fs ← %s ● %s", the job's reference second.
+    args = record.args
+    return (isinstance(args, tuple) and len(args) > 1 and args[1] in QUIET_CRON_JOBS
+            and isinstance(record.msg, str) and record.msg.startswith("%6.2fs "))
+
+
+def _alembic_setup(record: logging.LogRecord) -> bool:
+    return record.name == "alembic.runtime.plugins" or (
+        isinstance(record.msg, str) and record.msg.startswith(ALEMBIC_SETUP))
+
+
+DEMOTED = {"arq.worker": Demote(_quiet_cron_run),
+           "alembic.runtime.plugins": Demote(_alembic_setup),
+           "alembic.runtime.migration": Demote(_alembic_setup)}
 
 
 class _Buffer(logging.Handler):
@@ -117,8 +173,7 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
             timestamp=False))
     else:
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(sub_account_id)s] %(message)s"))
+        handler.setFormatter(TextFormatter())
     if _writer is not None:
         _writer.stop()
     front = _Buffer()
@@ -133,7 +188,8 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     # (user:password@, ?token=). Deliveries are recorded per attempt in the database instead.
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     # alembic announces each plugin it loads at INFO: noise before every CLI command's answer.
-    logging.getLogger("alembic.runtime.plugins").setLevel(max(level, logging.WARNING))
+    for name, demote in DEMOTED.items():
+        logging.getLogger(name).addFilter(demote)
 
 
 def _stop_writer() -> None:

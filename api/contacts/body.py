@@ -13,8 +13,8 @@ from typing import Any
 
 from quart import request
 from quart_schema import RequestSchemaValidationError
-from quart_schema.validation import QUART_SCHEMA_REQUEST_ATTRIBUTE, DataSource
 
+from api.framework import declare_json_body
 from api.validation import load_request_model
 
 OPTIONAL_BODY_ATTRIBUTE = "_switchboard_optional_body"
@@ -22,7 +22,7 @@ OPTIONAL_BODY_ATTRIBUTE = "_switchboard_optional_body"
 
 def validate_optional_body(model_class: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(func, QUART_SCHEMA_REQUEST_ATTRIBUTE, (model_class, DataSource.JSON))
+        declare_json_body(func, model_class)
         setattr(func, OPTIONAL_BODY_ATTRIBUTE, True)
 
         @wraps(func)

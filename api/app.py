@@ -74,7 +74,7 @@ class JSONProvider(DefaultJSONProvider):
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
         body = self.encode(json_response_value(self, args, kwargs))
-        return Response(body, mimetype="application/json")  # type: ignore[return-value]
+        return Response(body, mimetype="application/json")
 
 
 class SwitchboardApp(Quart):
@@ -82,7 +82,7 @@ class SwitchboardApp(Quart):
         super().__init__(*args, **kwargs)
         self._coroutine_functions: set[Callable[..., Any]] = set()
 
-    def ensure_async(self, func: Callable[..., Any]) -> Callable[..., Any]:  # type: ignore[override]
+    def ensure_async(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """Quart's, remembering which plain functions are coroutine functions: it is asked for
         every hook and view of every request, and inspect answers slowly."""
         if func in self._coroutine_functions:
@@ -134,7 +134,8 @@ class APIRequest(Request):
                        parse_form_data: bool = False) -> str | bytes:
         """Quart's, without its asyncio.wait_for (a new task) when the body is already whole,
         as it almost always is here (api/asgi.py reads it before the handler runs)."""
-        whole = None if parse_form_data else self.body.whole()  # type: ignore[attr-defined]
+        whole: bytes | None = (None if parse_form_data
+                               else self.body.whole())  # type: ignore[attr-defined]
         if whole is None:
             return await super().get_data(cache, as_text, parse_form_data)
         if not cache:
@@ -236,7 +237,8 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         database_url, redis_url = resolve_urls(settings)
         app.config["DB_POOL"] = await create_pool(
             database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
-        client = aioredis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+        client = aioredis.from_url(  # type: ignore[no-untyped-call]  # redis-py: unannotated
+            redis_url, socket_timeout=2, socket_connect_timeout=2)
         app.config["REDIS"] = client
         app.config["ARQ"] = await create_arq_pool(RedisSettings.from_dsn(redis_url))
         principals = PrincipalCache(settings.auth_cache_seconds,

@@ -88,7 +88,7 @@ def use_request_model_loader(loader: Callable[..., Any]) -> None:
     """Make quart-schema's `validate_request` and `validate_querystring` load their models
     with `loader`, called as quart-schema calls its own `model_load`:
     (data, model_class, exception_class, *, decamelize=..., preference=...). Process-wide."""
-    quart_schema.validation.model_load = loader  # type: ignore[assignment]
+    setattr(quart_schema.validation, "model_load", loader)  # noqa: B010  (not exported)
 
 
 def drop_response_conversion(app: Quart) -> None:
@@ -110,7 +110,7 @@ def declare_response(func: Callable[..., Any], model_class: type, status_code: i
 def declared_response(func: Any, status_code: int) -> type | None:
     """The model `func` declares for `status_code`, or None."""
     declared = getattr(func, QUART_SCHEMA_RESPONSE_ATTRIBUTE, {}).get(status_code)
-    return None if declared is None else declared[0]  # type: ignore[no-any-return]
+    return None if declared is None else declared[0]
 
 
 def declare_json_body(func: Callable[..., Any], model_class: type) -> None:

@@ -293,7 +293,7 @@ class SwitchboardOpenAPIProvider(AppOpenAPIProvider):
         add_links(document)
         return document
 
-    def build_paths(self, rule: Rule) -> tuple[dict, dict]:
+    def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
         func = self.documented_app.view_functions[rule.endpoint]
         auth = getattr(func, AUTH_ATTRIBUTE, None)

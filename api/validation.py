@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from quart import Response, current_app, request
-from quart_schema.conversion import camel_to_snake
+from quart_schema.conversion import camel_to_snake  # type: ignore[attr-defined]
 from quart_schema.validation import ResponseSchemaValidationError
 
 from api.framework import declare_response, declared_response, use_request_model_loader

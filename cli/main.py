@@ -52,7 +52,7 @@ async def _serve_api(host: str, port: int, stop: asyncio.Event,
     config.graceful_timeout = 10
     app = build_app()
     _settle_garbage_collector()
-    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    await serve(app, config, shutdown_trigger=stop.wait)
 
 
 def _settle_garbage_collector() -> None:

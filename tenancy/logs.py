@@ -163,7 +163,7 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     global _writer
     # Records need no caller frame or thread: skipping them makes a log call cheap. (The process
     # id stays: hypercorn's own log format prints it.)
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)

@@ -11,7 +11,7 @@ import pytest
 
 from tenancy.settings import get_settings
 
-from .receiver import Receiver
+from tests.receiver import Receiver
 
 # Names under this zone are answered by the `dns` fixture (at the socket level, below our code).
 FAKE_ZONE = ".switchboard.test"

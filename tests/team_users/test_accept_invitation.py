@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from .conftest import ACCEPT, ADD_USER, create_sub_account, issue_key, token_in, unique_email
+from tests.foundation.conftest import ACCEPT, ADD_USER, create_sub_account, issue_key, token_in, unique_email
 
 
 async def invite(client, tenant, mailbox, role="sub_account_admin", **extra) -> tuple[str, str]:

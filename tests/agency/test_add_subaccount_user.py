@@ -10,7 +10,7 @@ import pytest
 
 from tenancy.keys import hash_token
 
-from .conftest import (
+from tests.foundation.conftest import (
     ACCEPT,
     ADD_USER,
     closed_port,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import CREATE, count_sub_accounts
+from tests.foundation.conftest import CREATE, count_sub_accounts
 
 API_VERSION = "2026.10.07"
 

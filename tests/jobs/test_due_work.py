@@ -21,7 +21,7 @@ from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 from tenancy.due import cancel_due, schedule_due
 
-from .helpers import deliveries, due_rows, emit_event, subscribe
+from tests.webhook_subscriptions.helpers import deliveries, due_rows, emit_event, subscribe
 
 RECORD_KIND = "test.record"
 FAIL_KIND = "test.fail"

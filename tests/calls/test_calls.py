@@ -11,7 +11,7 @@ import pytest
 
 from integrations.webhooks import sign
 
-from .conftest import (
+from tests.voice.conftest import (
     assign,
     balance,
     import_number,

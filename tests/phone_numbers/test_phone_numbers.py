@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from .conftest import assign, balance, import_number, make_agent, priced_tenant, table_rows
+from tests.voice.conftest import assign, balance, import_number, make_agent, priced_tenant, table_rows
 
 NUMBERS = "/webhooks/inbound/phone-numbers"
 FAILING = "+12125550199"

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .conftest import PLANS, SUB_ACCOUNTS, issue_key, new_agency
+from tests.foundation.conftest import PLANS, SUB_ACCOUNTS, issue_key, new_agency
 
 TEAM = "/webhooks/inbound/team-users"
 # A window far longer than any test, so no test straddles two windows.

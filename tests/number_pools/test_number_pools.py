@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from .conftest import import_number, table_rows
+from tests.voice.conftest import import_number, table_rows
 
 POOLS = "/webhooks/inbound/number-pools"
 

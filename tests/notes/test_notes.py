@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from .conftest import CONTACTS, create_contact, error_of
+from tests.contacts.conftest import CONTACTS, create_contact, error_of
 
 
 def notes_url(contact_id, note_id=None):

@@ -12,7 +12,7 @@ import pytest
 
 from tenancy.keys import hash_token
 
-from .conftest import (
+from tests.foundation.conftest import (
     CREATE,
     count_sub_accounts,
     create_plan,

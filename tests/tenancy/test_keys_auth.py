@@ -6,7 +6,7 @@ import pytest
 
 from tenancy.keys import hash_key
 
-from .conftest import SUB_ACCOUNTS
+from tests.foundation.conftest import SUB_ACCOUNTS
 
 TEAM = "/webhooks/inbound/team-users"
 

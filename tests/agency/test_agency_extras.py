@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from .conftest import PLANS, SUB_ACCOUNTS, create_plan, create_sub_account, new_agency
+from tests.foundation.conftest import PLANS, SUB_ACCOUNTS, create_plan, create_sub_account, new_agency
 
 # --- plans ----------------------------------------------------------------------------------
 

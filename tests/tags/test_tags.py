@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from .conftest import BASE, CONTACTS, create_contact, error_of, get_contact, tenant_sql
+from tests.contacts.conftest import BASE, CONTACTS, create_contact, error_of, get_contact, tenant_sql
 
 
 async def add(client, tenant, contact_id, body=None):

@@ -9,7 +9,7 @@ import pytest
 
 from tenancy.secrets import decrypt
 
-from .conftest import agent_body, connect, make_agent, table_rows
+from tests.voice.conftest import agent_body, connect, make_agent, table_rows
 
 CREATE = "/functions/v1/crm-api/create-agent"
 AGENTS = "/webhooks/inbound/agents"

@@ -1,4 +1,8 @@
-"""A loopback HTTP receiver for webhook tests: records every request, answers as scripted.
+"""Loopback HTTP receivers for webhook tests.
+
+`Receiver` (the `receiver` fixture of tests/conftest.py) records every request and answers as
+scripted. `RecordingReceiver` (contacts' `receiver`) answers a list of statuses, then 200.
+`PostBox` (the calls' `receiver`) is a Quart app that answers 204 and sets an event on arrival.
 
 Given a path's signing secret (`verify_with`), it checks each request on arrival with the
 `standardwebhooks` package, as a real client would (signature and timestamp tolerance), and
@@ -8,13 +12,24 @@ answers 401 to one that fails.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
 import json
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from quart import Quart, Response, request
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from tenancy.embedded import free_port
 
 
 @dataclass
@@ -113,3 +128,104 @@ def signature_valid(secret: str, request: Received) -> bool:
     except (WebhookVerificationError, ValueError):
         return False
     return True
+
+
+def signature_verifies(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """Standard Webhooks verification written from the spec (no timestamp tolerance): a check
+    independent of the `standardwebhooks` package that `signature_valid` uses."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    return any(hmac.compare_digest(expected, part.split(",", 1)[1])
+               for part in headers["webhook-signature"].split() if part.startswith("v1,"))
+
+
+class RecordingReceiver:
+    """Records every request; answers the scripted statuses first, then 200."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.statuses: list[int] = []
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> RecordingReceiver:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/hook"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            headers = {name.strip().lower(): value.strip() for name, _, value in
+                       (line.partition(":") for line in head[1:] if ":" in line)}
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            self.requests.append((headers, body))
+            status = self.statuses.pop(0) if self.statuses else 200
+            writer.write(f"HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                         .encode())
+            await writer.drain()
+        finally:
+            writer.close()
+
+
+@pytest.fixture(name="receiver")
+async def recording_receiver() -> AsyncIterator[RecordingReceiver]:
+    server = await RecordingReceiver().start()
+    yield server
+    assert server.server is not None
+    server.server.close()
+    await server.server.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Quart) -> AsyncIterator[str]:
+    """Serve `app` on 127.0.0.1 for the duration of the block; yields its base URL."""
+    config = Config()
+    port = free_port()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = None
+    config.errorlog = None
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            break
+        except OSError:
+            await asyncio.sleep(0.02)
+    try:
+        yield base
+    finally:
+        stop.set()
+        await task
+
+
+@dataclass
+class PostBox:
+    url: str
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@pytest.fixture(name="receiver")
+async def post_box() -> AsyncIterator[PostBox]:
+    """A webhook receiver on loopback that records every POST and answers 204."""
+    app = Quart("receiver")
+    box = PostBox("")
+
+    @app.post("/hook")
+    async def hook() -> Response:
+        box.received.append(({k.lower(): v for k, v in request.headers.items()},
+                             await request.get_data(as_text=False)))
+        box.arrived.set()
+        return Response("", status=204)
+
+    async with serving(app) as base:
+        box.url = f"{base}/hook"
+        yield box

@@ -9,19 +9,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tenancy.keys import hash_token
-
-from tests.foundation.conftest import (
+from tests.factories import (
     ACCEPT,
     ADD_USER,
-    closed_port,
     create_plan,
     create_sub_account,
-    email_text,
-    new_agency,
-    set_email_config,
-    token_in,
+    make_agency,
     unique_email,
 )
+from tests.helpers import closed_port, email_text, set_email_config, token_in
 
 
 def invite_body(sub_account: object, /, **overrides: object) -> dict:
@@ -242,7 +238,7 @@ async def test_sub_account_key_is_401(client, tenant):
 
 
 async def test_email_failure_is_502_with_token_and_invitation_kept(client, pool, mailbox):
-    agency = await new_agency(pool)
+    agency = await make_agency(pool)
     created = await create_sub_account(client, agency.headers)
     await set_email_config(pool, agency.id, "127.0.0.1", closed_port(),
                            "Broken <broken@agency.example>")
@@ -263,7 +259,7 @@ async def test_email_failure_is_502_with_token_and_invitation_kept(client, pool,
 
 
 async def test_create_with_email_down_still_creates_and_returns_token(client, pool):
-    agency = await new_agency(pool)
+    agency = await make_agency(pool)
     await set_email_config(pool, agency.id, "127.0.0.1", closed_port(),
                            "Broken <broken@agency.example>")
     created = await create_sub_account(client, agency.headers)

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.foundation.conftest import PLANS, SUB_ACCOUNTS, create_plan, create_sub_account, new_agency
+from tests.factories import PLANS, SUB_ACCOUNTS, create_plan, create_sub_account, make_agency
 
 # --- plans ----------------------------------------------------------------------------------
 
@@ -85,7 +85,7 @@ async def test_plans_need_agency_key(client, tenant):
 
 
 async def test_list_pages_with_total_and_has_more(client, pool):
-    agency = await new_agency(pool)
+    agency = await make_agency(pool)
     created = [await create_sub_account(client, agency.headers, name=f"List {i}")
                for i in range(5)]
     first = await (await client.get(f"{SUB_ACCOUNTS}?limit=2", headers=agency.headers)).get_json()

@@ -11,18 +11,8 @@ from decimal import Decimal
 import pytest
 
 from tenancy.keys import hash_token
-
-from tests.foundation.conftest import (
-    CREATE,
-    count_sub_accounts,
-    create_plan,
-    create_sub_account,
-    email_text,
-    new_agency,
-    set_email_config,
-    token_in,
-    unique_email,
-)
+from tests.factories import CREATE, create_plan, create_sub_account, make_agency, unique_email
+from tests.helpers import count_sub_accounts, email_text, set_email_config, token_in
 
 
 def parse_ts(value: str) -> datetime:
@@ -340,7 +330,7 @@ async def test_auth_is_checked_before_the_body(client):
 
 
 async def test_standard_plan_organisation_is_403_plan_not_allowed(client, pool):
-    standard = await new_agency(pool, plan_type="standard")
+    standard = await make_agency(pool, plan_type="standard")
     response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
                                  headers=standard.headers)
     assert response.status_code == 403
@@ -349,13 +339,13 @@ async def test_standard_plan_organisation_is_403_plan_not_allowed(client, pool):
 
 
 async def test_saas_organisation_may_provision(client, pool):
-    saas = await new_agency(pool, plan_type="saas")
+    saas = await make_agency(pool, plan_type="saas")
     await create_sub_account(client, saas.headers)
     assert await count_sub_accounts(pool, saas.id) == 1
 
 
 async def test_inactive_organisation_is_403_organisation_inactive(client, pool):
-    inactive = await new_agency(pool, is_active=False)
+    inactive = await make_agency(pool, active=False)
     response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
                                  headers=inactive.headers)
     assert response.status_code == 403
@@ -364,7 +354,7 @@ async def test_inactive_organisation_is_403_organisation_inactive(client, pool):
 
 
 async def test_sub_account_limit_reached_is_403(client, pool):
-    small = await new_agency(pool, max_sub_accounts=2)
+    small = await make_agency(pool, max_sub_accounts=2)
     await create_sub_account(client, small.headers)
     await create_sub_account(client, small.headers)
     response = await client.post(CREATE, json={"email": unique_email(), "name": "Third"},
@@ -375,7 +365,7 @@ async def test_sub_account_limit_reached_is_403(client, pool):
 
 
 async def test_zero_max_sub_accounts_refuses_the_first(client, pool):
-    none_allowed = await new_agency(pool, max_sub_accounts=0)
+    none_allowed = await make_agency(pool, max_sub_accounts=0)
     response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
                                  headers=none_allowed.headers)
     assert response.status_code == 403
@@ -383,7 +373,7 @@ async def test_zero_max_sub_accounts_refuses_the_first(client, pool):
 
 
 async def test_concurrent_creates_never_pass_max_sub_accounts(client, pool):
-    limited = await new_agency(pool, max_sub_accounts=3)
+    limited = await make_agency(pool, max_sub_accounts=3)
 
     async def create(i: int) -> int:
         response = await client.post(CREATE, json={"email": unique_email(), "name": f"Race {i}"},

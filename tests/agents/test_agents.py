@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from tenancy.secrets import decrypt
-
-from tests.voice.conftest import agent_body, connect, make_agent, table_rows
+from tests.factories import agent_body, connect, make_agent
+from tests.helpers import expect_error, tenant_sql
 
 CREATE = "/functions/v1/crm-api/create-agent"
 AGENTS = "/webhooks/inbound/agents"
@@ -35,16 +35,10 @@ async def create(client, tenant, **overrides):
     return await client.post(CREATE, json=agent_body(tenant, **overrides), headers=tenant.headers)
 
 
-async def error_of(response, status, code):
-    body = await response.get_json()
-    assert response.status_code == status, body
-    assert body["success"] is False if "success" in body else body["status"] == "error"
-    assert body["error"]["code"] == code, body
-    return body
 
 
 async def agent_count(pool, tenant):
-    return (await table_rows(pool, tenant, "SELECT count(*) AS n FROM agents"))[0]["n"]
+    return (await tenant_sql(pool, tenant, "SELECT count(*) AS n FROM agents"))[0]["n"]
 
 
 async def test_create_agent_is_201_with_id_name_is_active_created_at(client, tenant):
@@ -70,7 +64,7 @@ async def test_create_agent_is_active_false_is_kept(client, tenant):
 async def test_create_agent_missing_required_field_is_400(client, pool, tenant, field):
     await connect(client, tenant)
     response = await create(client, tenant, **{field: ...})
-    body = await error_of(response, 400, "validation_error")
+    body = await expect_error(response, 400, "validation_error")
     assert field in [detail["field"] for detail in body["error"]["details"]]
     assert await agent_count(pool, tenant) == 0
 
@@ -87,7 +81,7 @@ async def test_create_agent_missing_required_field_is_400(client, pool, tenant, 
 async def test_create_agent_invalid_value_is_400(client, pool, tenant, field, value):
     await connect(client, tenant)
     response = await create(client, tenant, **{field: value})
-    body = await error_of(response, 400, "validation_error")
+    body = await expect_error(response, 400, "validation_error")
     assert field in [detail["field"] for detail in body["error"]["details"]]
     assert await agent_count(pool, tenant) == 0
 
@@ -103,7 +97,7 @@ async def test_create_agent_backchanneling_spelled_otherwise_is_not_accepted(cli
     body = agent_body(tenant, backcchanneling=...)
     body["backchanneling"] = True
     response = await client.post(CREATE, json=body, headers=tenant.headers)
-    details = (await error_of(response, 400, "validation_error"))["error"]["details"]
+    details = (await expect_error(response, 400, "validation_error"))["error"]["details"]
     assert [d["field"] for d in details] == ["backcchanneling"]
 
 
@@ -123,7 +117,7 @@ async def test_create_agent_conditional_field_missing_or_invalid_is_400(
         client, pool, tenant, overrides, field):
     await connect(client, tenant)
     response = await create(client, tenant, **overrides)
-    body = await error_of(response, 400, "validation_error")
+    body = await expect_error(response, 400, "validation_error")
     assert field in [detail["field"] for detail in body["error"]["details"]]
     assert await agent_count(pool, tenant) == 0
 
@@ -154,7 +148,7 @@ async def test_create_agent_voicemail_hangup_needs_no_message(client, tenant):
 async def test_create_agent_unknown_model_is_400(client, tenant):
     await connect(client, tenant)
     response = await create(client, tenant, llm_model="gpt-3")
-    body = await error_of(response, 400, "validation_error")
+    body = await expect_error(response, 400, "validation_error")
     assert body["error"]["details"][0]["field"] == "llm_model"
 
 
@@ -172,28 +166,28 @@ async def test_create_agent_model_of_unconnected_provider_is_400(client, pool, t
     for other in others:
         await connect(client, tenant, other)
     response = await create(client, tenant, llm_model=MODELS[provider][0])
-    await error_of(response, 400, "llm_provider_not_connected")
+    await expect_error(response, 400, "llm_provider_not_connected")
     assert await agent_count(pool, tenant) == 0
 
 
 @pytest.mark.parametrize("field", ["organization_id", "sub_account_id"])
 async def test_create_agent_non_uuid_scope_id_is_400_invalid_uuid(client, tenant, field):
     await connect(client, tenant)
-    await error_of(await create(client, tenant, **{field: "not-a-uuid"}), 400, "invalid_uuid")
+    await expect_error(await create(client, tenant, **{field: "not-a-uuid"}), 400, "invalid_uuid")
 
 
 async def test_create_agent_other_organisation_is_403(client, pool, tenant, tenant_second):
     await connect(client, tenant)
     response = await create(client, tenant, organization_id=str(tenant_second.organisation.id))
-    await error_of(response, 403, "forbidden")
+    await expect_error(response, 403, "forbidden")
     assert await agent_count(pool, tenant) == 0
 
 
 async def test_create_agent_other_sub_account_is_403(client, pool, tenant, tenant_second):
     await connect(client, tenant)
-    await error_of(await create(client, tenant, sub_account_id=str(tenant_second.id)), 403,
+    await expect_error(await create(client, tenant, sub_account_id=str(tenant_second.id)), 403,
                    "forbidden")
-    await error_of(await create(client, tenant, sub_account_id=str(uuid.uuid4())), 403,
+    await expect_error(await create(client, tenant, sub_account_id=str(uuid.uuid4())), 403,
                    "forbidden")
     assert await agent_count(pool, tenant) == 0
     assert await agent_count(pool, tenant_second) == 0
@@ -201,13 +195,13 @@ async def test_create_agent_other_sub_account_is_403(client, pool, tenant, tenan
 
 async def test_create_agent_without_key_is_401(client, tenant):
     response = await client.post(CREATE, json=agent_body(tenant))
-    await error_of(response, 401, "missing_api_key")
+    await expect_error(response, 401, "missing_api_key")
 
 
 async def test_create_agent_with_agency_key_is_401(client, tenant):
     response = await client.post(CREATE, json=agent_body(tenant),
                                  headers=tenant.organisation.headers)
-    await error_of(response, 401, "invalid_api_key")
+    await expect_error(response, 401, "invalid_api_key")
 
 
 async def test_create_agent_private_webhook_url_is_checked_by_setting(client, app, tenant):
@@ -220,7 +214,7 @@ async def test_create_agent_private_webhook_url_is_checked_by_setting(client, ap
                                 webhook_url="http://127.0.0.1:9/hook")
     finally:
         settings.allow_private_webhooks = saved
-    await error_of(response, 400, "webhook_url_not_allowed")
+    await expect_error(response, 400, "webhook_url_not_allowed")
 
 
 # --- reads ------------------------------------------------------------------------------------
@@ -269,18 +263,18 @@ async def test_list_agents_limit_over_100_is_400(client, tenant):
 
 async def test_get_agent_invalid_id_is_400(client, tenant):
     response = await client.get(f"{AGENTS}/nope", headers=tenant.headers)
-    await error_of(response, 400, "invalid_uuid")
+    await expect_error(response, 400, "invalid_uuid")
 
 
 async def test_get_agent_missing_is_404(client, tenant):
     response = await client.get(f"{AGENTS}/{uuid.uuid4()}", headers=tenant.headers)
-    await error_of(response, 404, "not_found")
+    await expect_error(response, 404, "not_found")
 
 
 async def test_get_agent_of_another_sub_account_is_404(client, tenant, tenant_second):
     other = await make_agent(client, tenant_second)
     response = await client.get(f"{AGENTS}/{other}", headers=tenant.headers)
-    await error_of(response, 404, "not_found")
+    await expect_error(response, 404, "not_found")
     listed = await (await client.get(AGENTS, headers=tenant.headers)).get_json()
     assert listed["agents"] == []
 
@@ -296,7 +290,7 @@ async def test_connect_provider_stores_key_and_never_echoes_it(client, pool, ten
     assert "sk-ant-secret-123" not in text
     assert await response.get_json() == {"status": "success", "provider": "anthropic",
                                          "connected": True}
-    rows = await table_rows(pool, tenant, "SELECT provider, api_key FROM integrations")
+    rows = await tenant_sql(pool, tenant, "SELECT provider, api_key FROM integrations")
     # Stored encrypted (CONTRACT 8).
     assert [(r["provider"], decrypt(r["api_key"])) for r in rows] == \
         [("anthropic", "sk-ant-secret-123")]
@@ -313,25 +307,25 @@ async def test_connect_provider_again_replaces_the_key(client, pool, tenant):
         response = await client.put("/webhooks/inbound/integrations/openai",
                                     json={"api_key": key}, headers=tenant.headers)
         assert response.status_code == 200
-    rows = await table_rows(pool, tenant, "SELECT api_key FROM integrations")
+    rows = await tenant_sql(pool, tenant, "SELECT api_key FROM integrations")
     assert [decrypt(r["api_key"]) for r in rows] == ["sk-second"]
 
 
 async def test_connect_unknown_provider_is_404(client, tenant):
     response = await client.put("/webhooks/inbound/integrations/mistral",
                                 json={"api_key": "x"}, headers=tenant.headers)
-    await error_of(response, 404, "not_found")
+    await expect_error(response, 404, "not_found")
 
 
 @pytest.mark.parametrize("body", [{}, {"api_key": ""}, {"api_key": "  "}, {"api_key": 5}])
 async def test_connect_provider_without_key_is_400(client, tenant, body):
     response = await client.put("/webhooks/inbound/integrations/openai", json=body,
                                 headers=tenant.headers)
-    await error_of(response, 400, "validation_error")
+    await expect_error(response, 400, "validation_error")
 
 
 async def test_connect_provider_of_one_sub_account_does_not_connect_another(
         client, tenant, tenant_second):
     await connect(client, tenant_second)
     response = await create(client, tenant)
-    await error_of(response, 400, "llm_provider_not_connected")
+    await expect_error(response, 400, "llm_provider_not_connected")

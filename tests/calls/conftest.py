@@ -1,3 +1,3 @@
-"""Fixtures of the former voice folder (moved into tests/factories.py and tests/conftest.py next)."""
+"""Fixtures of the call tests: the post-call webhook lands in a receiver that answers 204."""
 
-from tests.voice.conftest import receiver, worker  # noqa: F401  (fixtures)
+from tests.receiver import post_box  # noqa: F401  (`receiver`)

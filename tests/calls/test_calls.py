@@ -10,16 +10,8 @@ from collections import Counter
 import pytest
 
 from integrations.webhooks import sign
-
-from tests.voice.conftest import (
-    assign,
-    balance,
-    import_number,
-    make_agent,
-    make_contact,
-    priced_tenant,
-    table_rows,
-)
+from tests.factories import assign, import_number, make_agent, make_contact, priced_tenant
+from tests.helpers import balance, expect_error, tenant_sql
 
 CALLS = "/webhooks/inbound/calls"
 WAIT_SECONDS = 90
@@ -29,16 +21,10 @@ def call_url(contact_id):
     return f"/webhooks/inbound/contacts/{contact_id}/call"
 
 
-async def error_of(response, status, code):
-    body = await response.get_json()
-    assert response.status_code == status, body
-    assert body["status"] == "error"
-    assert body["error"]["code"] == code, body
-    return body
 
 
 async def call_count(pool, tenant):
-    return (await table_rows(pool, tenant, "SELECT count(*) AS n FROM calls"))[0]["n"]
+    return (await tenant_sql(pool, tenant, "SELECT count(*) AS n FROM calls"))[0]["n"]
 
 
 async def ready_agent(client, tenant, number="+14155550123", **overrides):
@@ -102,17 +88,17 @@ async def test_completed_call_is_charged_per_started_minute(client, pool, agency
     call_id = (await (await place(client, tenant, contact_id, agent_id)).get_json())["call_id"]
     await wait_for_end(client, tenant, call_id)
     assert await balance(pool, tenant) == 9.75
-    ledger = await table_rows(pool, tenant, "SELECT amount, reference_id FROM "
+    ledger = await tenant_sql(pool, tenant, "SELECT amount, reference_id FROM "
                               "wallet_transactions WHERE reference_type = 'call'")
     assert [(float(r["amount"]), str(r["reference_id"])) for r in ledger] == [(-0.25, call_id)]
-    row = (await table_rows(pool, tenant, "SELECT billed_minutes FROM calls"))[0]
+    row = (await tenant_sql(pool, tenant, "SELECT billed_minutes FROM calls"))[0]
     assert row["billed_minutes"] == 1
 
 
 async def test_call_the_wallet_cannot_cover_is_402_and_not_placed(client, pool, agency, worker):
     tenant = await priced_tenant(client, agency, call_per_minute=0.25)
     agent_id, contact_id = await ready_agent(client, tenant)
-    await error_of(await place(client, tenant, contact_id, agent_id), 402, "insufficient_funds")
+    await expect_error(await place(client, tenant, contact_id, agent_id), 402, "insufficient_funds")
     assert await call_count(pool, tenant) == 0
 
 
@@ -139,7 +125,7 @@ async def test_agent_without_webhook_sends_none(client, pool, tenant, worker):
     agent_id, contact_id = await ready_agent(client, tenant)
     call_id = (await (await place(client, tenant, contact_id, agent_id)).get_json())["call_id"]
     await wait_for_end(client, tenant, call_id)
-    rows = await table_rows(pool, tenant, "SELECT count(*) AS n FROM webhook_deliveries")
+    rows = await tenant_sql(pool, tenant, "SELECT count(*) AS n FROM webhook_deliveries")
     assert rows[0]["n"] == 0
 
 
@@ -167,7 +153,7 @@ async def test_pool_spreads_50_concurrent_calls_evenly(client, pool, tenant, wor
     responses = await asyncio.gather(*[
         place(client, tenant, contact_id, agent_id, pool_id=pool_id) for _ in range(50)])
     assert [r.status_code for r in responses] == [200] * 50
-    rows = await table_rows(pool, tenant, "SELECT id, from_number FROM calls")
+    rows = await tenant_sql(pool, tenant, "SELECT id, from_number FROM calls")
     assert Counter(r["from_number"] for r in rows) == {number: 10 for number in numbers}
     for row in rows:
         await wait_for_end(client, tenant, row["id"])
@@ -203,7 +189,7 @@ async def test_pool_whose_numbers_were_released_is_400(client, pool, tenant, wor
     assert (await client.delete(f"/webhooks/inbound/phone-numbers/{number_id}",
                                 headers=tenant.headers)).status_code == 200
     contact_id = await make_contact(client, tenant)
-    await error_of(await place(client, tenant, contact_id, agent_id, pool_id=pool_id), 400,
+    await expect_error(await place(client, tenant, contact_id, agent_id, pool_id=pool_id), 400,
                    "number_pool_empty")
     assert await call_count(pool, tenant) == 0
 
@@ -214,49 +200,49 @@ async def test_pool_whose_numbers_were_released_is_400(client, pool, tenant, wor
 async def test_call_invalid_contact_id_is_400(client, tenant):
     response = await client.post(call_url("nope"), json={"agent_id": str(uuid.uuid4())},
                                  headers=tenant.headers)
-    await error_of(response, 400, "invalid_uuid")
+    await expect_error(response, 400, "invalid_uuid")
 
 
 @pytest.mark.parametrize("body", [{"agent_id": "nope"}, {"agent_id": str(uuid.uuid4()),
                                                          "pool_id": "nope"}])
 async def test_call_invalid_agent_or_pool_id_is_400(client, tenant, body):
     response = await client.post(call_url(uuid.uuid4()), json=body, headers=tenant.headers)
-    await error_of(response, 400, "invalid_uuid")
+    await expect_error(response, 400, "invalid_uuid")
 
 
 @pytest.mark.parametrize("body", [{}, {"agent_id": 5}, {"agent_id": None}])
 async def test_call_missing_agent_id_is_400(client, tenant, body):
     response = await client.post(call_url(uuid.uuid4()), json=body, headers=tenant.headers)
-    await error_of(response, 400, "validation_error")
+    await expect_error(response, 400, "validation_error")
 
 
 async def test_call_contact_without_phone_is_400(client, pool, tenant, worker):
     agent_id, _ = await ready_agent(client, tenant)
     contact_id = await make_contact(client, tenant, phone=None)
-    await error_of(await place(client, tenant, contact_id, agent_id), 400,
+    await expect_error(await place(client, tenant, contact_id, agent_id), 400,
                    "contact_has_no_phone")
     assert await call_count(pool, tenant) == 0
 
 
 async def test_call_missing_contact_or_agent_is_404(client, pool, tenant, worker):
     agent_id, contact_id = await ready_agent(client, tenant)
-    await error_of(await place(client, tenant, str(uuid.uuid4()), agent_id), 404, "not_found")
-    await error_of(await place(client, tenant, contact_id, str(uuid.uuid4())), 404, "not_found")
-    await error_of(await place(client, tenant, contact_id, agent_id, pool_id=str(uuid.uuid4())),
+    await expect_error(await place(client, tenant, str(uuid.uuid4()), agent_id), 404, "not_found")
+    await expect_error(await place(client, tenant, contact_id, str(uuid.uuid4())), 404, "not_found")
+    await expect_error(await place(client, tenant, contact_id, agent_id, pool_id=str(uuid.uuid4())),
                    404, "not_found")
     assert await call_count(pool, tenant) == 0
 
 
 async def test_call_inactive_agent_is_400(client, pool, tenant, worker):
     agent_id, contact_id = await ready_agent(client, tenant, is_active=False)
-    await error_of(await place(client, tenant, contact_id, agent_id), 400, "agent_inactive")
+    await expect_error(await place(client, tenant, contact_id, agent_id), 400, "agent_inactive")
     assert await call_count(pool, tenant) == 0
 
 
 async def test_call_agent_without_number_and_no_pool_is_400(client, pool, tenant):
     agent_id = await make_agent(client, tenant)
     contact_id = await make_contact(client, tenant)
-    await error_of(await place(client, tenant, contact_id, agent_id), 400,
+    await expect_error(await place(client, tenant, contact_id, agent_id), 400,
                    "agent_has_no_number")
     assert await call_count(pool, tenant) == 0
 
@@ -270,21 +256,21 @@ async def test_call_with_another_sub_accounts_records_is_404(client, pool, tenan
                                 json={"name": "Theirs", "phone_number_ids": [their_number]},
                                 headers=tenant_second.headers)
     their_pool = (await created.get_json())["pool"]["id"]
-    await error_of(await place(client, tenant, their_contact, agent_id), 404, "not_found")
-    await error_of(await place(client, tenant, contact_id, their_agent), 404, "not_found")
-    await error_of(await place(client, tenant, contact_id, agent_id, pool_id=their_pool), 404,
+    await expect_error(await place(client, tenant, their_contact, agent_id), 404, "not_found")
+    await expect_error(await place(client, tenant, contact_id, their_agent), 404, "not_found")
+    await expect_error(await place(client, tenant, contact_id, agent_id, pool_id=their_pool), 404,
                    "not_found")
     assert await call_count(pool, tenant) == 0
     assert await call_count(pool, tenant_second) == 0
     # And their calls are not ours to read.
     their_call = (await (await place(client, tenant_second, their_contact, their_agent)
                          ).get_json())["call_id"]
-    await error_of(await client.get(f"{CALLS}/{their_call}", headers=tenant.headers), 404,
+    await expect_error(await client.get(f"{CALLS}/{their_call}", headers=tenant.headers), 404,
                    "not_found")
     await wait_for_end(client, tenant_second, their_call)
 
 
 async def test_get_call_invalid_id_is_400_and_missing_is_404(client, tenant):
-    await error_of(await client.get(f"{CALLS}/x", headers=tenant.headers), 400, "invalid_uuid")
-    await error_of(await client.get(f"{CALLS}/{uuid.uuid4()}", headers=tenant.headers), 404,
+    await expect_error(await client.get(f"{CALLS}/x", headers=tenant.headers), 400, "invalid_uuid")
+    await expect_error(await client.get(f"{CALLS}/{uuid.uuid4()}", headers=tenant.headers), 404,
                    "not_found")

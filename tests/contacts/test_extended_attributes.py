@@ -6,16 +6,8 @@ import uuid
 
 import pytest
 
-from .conftest import (
-    BASE,
-    CONTACTS,
-    create_contact,
-    error_of,
-    get_contact,
-    make_member,
-    tenant_sql,
-    unique_email,
-)
+from tests.factories import BASE, CONTACTS, create_contact, make_member, unique_email
+from tests.helpers import error_code, get_contact, tenant_sql
 
 FIELDS = f"{BASE}/custom-fields"
 COMPANIES = f"{BASE}/companies"
@@ -80,7 +72,7 @@ async def test_duplicate_custom_field_key_is_409(client, tenant):
     response = await client.post(FIELDS, json={"key": "tier", "name": "T", "field_type": "text"},
                                  headers=tenant.headers)
     assert response.status_code == 409
-    assert await error_of(response) == "custom_field_key_taken"
+    assert await error_code(response) == "custom_field_key_taken"
 
 
 @pytest.mark.parametrize("body", [
@@ -99,7 +91,7 @@ async def test_duplicate_custom_field_key_is_409(client, tenant):
 async def test_invalid_custom_field_is_400(client, tenant, body):
     response = await client.post(FIELDS, json=body, headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_custom_fields_without_key_are_401(client):
@@ -145,7 +137,7 @@ async def test_unknown_key_is_400(client, tenant, fields):
                                                  "custom_field_values": {"nope": "x"}},
                                  headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_inactive_key_is_400(client, tenant, fields, pool):
@@ -226,7 +218,7 @@ async def test_invalid_company_is_400(client, tenant):
     for body in ({}, {"name": ""}, {"name": "  "}, {"name": 1}, {"name": "x" * 201}, [1]):
         response = await client.post(COMPANIES, json=body, headers=tenant.headers)
         assert response.status_code == 400, body
-        assert await error_of(response) == "validation_error"
+        assert await error_code(response) == "validation_error"
 
 
 async def test_companies_without_key_are_401(client):
@@ -256,7 +248,7 @@ async def test_company_id_not_a_uuid_is_400(client, tenant):
     response = await client.post(CONTACTS, json={"email": unique_email(), "company_id": "acme"},
                                  headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_company_of_another_sub_account_is_400(client, tenant, tenant_second):
@@ -304,7 +296,7 @@ async def test_unknown_or_malformed_user_is_400(client, tenant):
                                                      "assigned_user_id": value},
                                      headers=tenant.headers)
         assert response.status_code == 400
-        assert await error_of(response) == code
+        assert await error_code(response) == code
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -323,7 +315,7 @@ async def test_invalid_status_is_400(client, tenant, status):
     response = await client.post(CONTACTS, json={"email": unique_email(), "status": status},
                                  headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
     contact_id = await create_contact(client, tenant)
     response = await client.patch(f"{CONTACTS}/{contact_id}", json={"status": status},
                                   headers=tenant.headers)

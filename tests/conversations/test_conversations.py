@@ -9,15 +9,8 @@ from decimal import Decimal
 from api.conversations.signing import HEADER, sign
 from tenancy.db import tenant_transaction
 from tenancy.embedded import free_port
-from tests.campaigns.conftest import (
-    EMAIL_PRICE,
-    SMS_PRICE,
-    add_contact,
-    balance,
-    contact_email,
-    credit,
-    error_code,
-)
+from tests.factories import EMAIL_PRICE, SMS_PRICE, add_contact, credit
+from tests.helpers import balance, contact_email, error_code
 
 HISTORY = "/functions/v1/crm-api/get-contact-messages"
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.foundation.conftest import CREATE, count_sub_accounts
+from tests.factories import CREATE
+from tests.helpers import count_sub_accounts
 
 API_VERSION = "2026.10.07"
 

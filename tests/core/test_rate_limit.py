@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from tests.foundation.conftest import PLANS, SUB_ACCOUNTS, issue_key, new_agency
+from tests.factories import PLANS, SUB_ACCOUNTS, issue_key, make_agency
 
 TEAM = "/webhooks/inbound/team-users"
 # A window far longer than any test, so no test straddles two windows.
@@ -50,7 +50,7 @@ async def test_remaining_counts_down(migrated, client, tenant):
 
 
 async def test_error_answers_of_a_keyed_request_carry_headers(migrated, pool):
-    agency = await new_agency(pool)
+    agency = await make_agency(pool)
     async with limited_app(5) as limited:
         response = await limited.post(PLANS, json={"slug": 5}, headers=agency.headers)
     assert response.status_code == 400
@@ -83,7 +83,7 @@ async def test_over_the_limit_is_429_with_retry_after(migrated, client, tenant):
 
 
 async def test_429_under_functions_uses_success_false(migrated, pool):
-    agency = await new_agency(pool)
+    agency = await make_agency(pool)
     async with limited_app(1) as limited:
         assert (await limited.get(SUB_ACCOUNTS, headers=agency.headers)).status_code == 200
         response = await limited.get(SUB_ACCOUNTS, headers=agency.headers)
@@ -93,7 +93,7 @@ async def test_429_under_functions_uses_success_false(migrated, pool):
 
 
 async def test_refused_request_changes_nothing(migrated, pool):
-    agency = await new_agency(pool)
+    agency = await make_agency(pool)
     async with limited_app(1) as limited:
         await limited.get(SUB_ACCOUNTS, headers=agency.headers)
         response = await limited.post(PLANS, json={"slug": "late", "name": "Late"},

@@ -5,7 +5,6 @@ after a charge or a commit, unbounded metric labels, and the team-users list env
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -15,20 +14,14 @@ from api.campaigns.mime import CampaignHeaders
 from integrations.email import SMTPConfig, build_message
 from tenancy import tenant_ops
 from tenancy.db import tenant_transaction
-from tests.conftest import Agency, Mailbox, Tenant, make_tenant
-from tests.hardening.conftest import snapshot
+from tests.conftest import Mailbox
+from tests.factories import Agency, Tenant, make_tenant
+from tests.helpers import error_of, snapshot
 
 BASE = "/webhooks/inbound"
 INJECTED = ["Sale\r\nReply-To: x@evil.example\r\nX-Evil: 1", "Sale\nBcc: x@evil.example",
             "tab\there", "nul-free \x0b vertical tab", "line\u2028separator", "del \x7f"]
 
-
-async def error_of(response: Any, *statuses: int) -> dict[str, Any]:
-    text = await response.get_data(as_text=True)
-    assert response.status_code in statuses, text
-    body = json.loads(text)
-    assert "Traceback" not in text and "SELECT" not in text
-    return body["error"]  # type: ignore[no-any-return]
 
 
 async def add_contact(pool: Any, tenant: Tenant, email: str | None = None) -> uuid.UUID:
@@ -251,7 +244,7 @@ async def test_wallet_credit_that_would_overflow_the_balance_is_400(
     ("voice_activity_timeout", 99)])
 async def test_agent_timeouts_past_their_bounds_are_400(client: Any, tenant: Tenant,
                                                         field: str, value: Any) -> None:
-    from tests.voice.conftest import agent_body
+    from tests.factories import agent_body
 
     body = {**agent_body(tenant), field: value}
     response = await client.post("/functions/v1/crm-api/create-agent", json=body,

@@ -7,8 +7,9 @@ import pytest
 from integrations.telephony import TelephonyError
 from integrations.telephony.twilio import TwilioTelephony
 from tenancy.settings import get_settings
+from tests.factories import make_contact
+from tests.receiver import serving
 
-from tests.voice.conftest import make_contact, serving
 from .fake_twilio import FakeTwilio, twilio_app
 
 VOICE_URL = "https://bridge.example.com/twilio/voice"

@@ -17,8 +17,10 @@ from integrations.telephony import (
 )
 from integrations.telephony.twilio import TwilioTelephony
 from tests.conftest import running_worker
+from tests.factories import assign, make_agent, make_contact, priced_tenant
+from tests.helpers import balance
+from tests.receiver import serving
 
-from tests.voice.conftest import assign, balance, make_agent, make_contact, priced_tenant, serving
 from .fake_twilio import FakeTwilio, twilio_app
 
 VOICE_URL = "https://bridge.example.com/twilio/voice"

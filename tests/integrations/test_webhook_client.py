@@ -8,7 +8,6 @@ import pytest
 
 from integrations import webhooks
 from integrations.webhooks import TargetNotAllowed
-
 from tests.receiver import signature_valid
 
 

@@ -12,14 +12,8 @@ import asyncpg
 import pytest
 
 from tenancy.db import tenant_transaction
-from tests.money.conftest import (
-    DUE,
-    INVOICES,
-    ITEMS,
-    add_contact,
-    create_invoice,
-    stored_invoice,
-)
+from tests.factories import DUE, INVOICES, ITEMS, create_invoice, insert_contact
+from tests.helpers import error_code, stored_invoice
 
 INVOICE_FIELDS = {"id", "invoice_number", "contact_id", "quote_id", "amount", "status",
                   "issued_at", "due_date", "paid_at", "payment_method", "notes", "items",
@@ -29,7 +23,7 @@ TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 @pytest.fixture
 async def contact(pool, tenant):
-    return await add_contact(pool, tenant)
+    return await insert_contact(pool, tenant)
 
 
 @pytest.fixture
@@ -40,9 +34,6 @@ async def invoice(client, tenant, contact):
 async def patch(client, tenant, invoice_id, body):
     return await client.patch(f"{INVOICES}/{invoice_id}", json=body, headers=tenant.headers)
 
-
-async def error_code(response):
-    return (await response.get_json())["error"]["code"]
 
 
 async def mark_paid(client, tenant, invoice_id, method="card"):
@@ -115,7 +106,7 @@ async def test_create_for_unknown_contact_is_404(client, tenant):
 
 async def test_create_for_another_sub_accounts_contact_is_404(client, pool, tenant,
                                                               tenant_second):
-    foreign = await add_contact(pool, tenant_second)
+    foreign = await insert_contact(pool, tenant_second)
 
     response = await client.post(INVOICES, json={"contact_id": str(foreign), "items": ITEMS,
                                                  "due_date": DUE}, headers=tenant.headers)
@@ -171,7 +162,7 @@ async def test_invoice_numbers_count_per_sub_account(client, pool, tenant, tenan
     await create_invoice(client, tenant, contact)
     await create_invoice(client, tenant, contact)
 
-    other = await create_invoice(client, tenant_second, await add_contact(pool, tenant_second))
+    other = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     assert other["invoice_number"] == "INV-000001"
 
@@ -245,7 +236,7 @@ async def test_get_unknown_invoice_is_404(client, tenant):
 
 
 async def test_get_another_sub_accounts_invoice_is_404(client, pool, tenant, tenant_second):
-    foreign = await create_invoice(client, tenant_second, await add_contact(pool, tenant_second))
+    foreign = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     response = await client.get(f"{INVOICES}/{foreign['id']}", headers=tenant.headers)
 
@@ -299,7 +290,7 @@ async def test_patch_accepts_200_items(client, tenant, invoice):
 
 
 async def test_patch_contact_id_bills_another_contact(client, pool, tenant, invoice):
-    other = await add_contact(pool, tenant)
+    other = await insert_contact(pool, tenant)
 
     response = await patch(client, tenant, invoice["id"], {"contact_id": str(other)})
 
@@ -528,7 +519,7 @@ async def test_patch_unknown_invoice_is_404(client, tenant):
 
 async def test_patch_another_sub_accounts_invoice_is_404_and_changes_nothing(
         client, pool, tenant, tenant_second):
-    foreign = await create_invoice(client, tenant_second, await add_contact(pool, tenant_second))
+    foreign = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     response = await patch(client, tenant, foreign["id"], {"notes": "mine now"})
 
@@ -545,7 +536,7 @@ async def test_patch_unknown_contact_is_404(client, tenant, invoice):
 
 async def test_patch_another_sub_accounts_contact_is_404_and_changes_nothing(
         client, pool, tenant, tenant_second, invoice):
-    foreign = await add_contact(pool, tenant_second)
+    foreign = await insert_contact(pool, tenant_second)
 
     response = await patch(client, tenant, invoice["id"], {"contact_id": str(foreign),
                                                            "notes": "x"})
@@ -665,7 +656,7 @@ async def test_payment_link_invoice_id_not_uuid_is_400(client, tenant):
 
 async def test_payment_link_for_another_sub_accounts_invoice_is_404(client, pool, tenant,
                                                                     tenant_second):
-    foreign = await create_invoice(client, tenant_second, await add_contact(pool, tenant_second))
+    foreign = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     response = await payment_link(client, tenant, foreign["id"])
 
@@ -739,7 +730,7 @@ async def test_mark_paid_of_unknown_invoice_is_404(client, tenant):
 
 async def test_mark_paid_of_another_sub_accounts_invoice_is_404(client, pool, tenant,
                                                                 tenant_second):
-    foreign = await create_invoice(client, tenant_second, await add_contact(pool, tenant_second))
+    foreign = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     response = await mark_paid(client, tenant, foreign["id"])
 

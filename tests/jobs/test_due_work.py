@@ -20,8 +20,8 @@ from jobs.due import DueHandler
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 from tenancy.due import cancel_due, schedule_due
-
-from tests.webhook_subscriptions.helpers import deliveries, due_rows, emit_event, subscribe
+from tests.factories import emit_event, subscribe
+from tests.helpers import deliveries, due_rows
 
 RECORD_KIND = "test.record"
 FAIL_KIND = "test.fail"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.contacts.conftest import CONTACTS, create_contact, error_of
+from tests.factories import CONTACTS, create_contact
+from tests.helpers import error_code
 
 
 def notes_url(contact_id, note_id=None):
@@ -55,7 +56,7 @@ async def test_invalid_content_is_400(client, tenant):
                  {"content": 5}, {"content": None}, [1], "text"):
         response = await client.post(notes_url(contact_id), json=body, headers=tenant.headers)
         assert response.status_code == 400, body
-        assert await error_of(response) == "validation_error"
+        assert await error_code(response) == "validation_error"
     assert (await list_notes(client, tenant, contact_id))["note_count"] == 0
 
 
@@ -63,20 +64,20 @@ async def test_create_without_body_is_400(client, tenant):
     contact_id = await create_contact(client, tenant)
     response = await client.post(notes_url(contact_id), headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_create_non_uuid_is_400(client, tenant):
     response = await client.post(notes_url("x"), json={"content": "a"}, headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_create_on_unknown_contact_is_404(client, tenant):
     response = await client.post(notes_url(uuid.uuid4()), json={"content": "a"},
                                  headers=tenant.headers)
     assert response.status_code == 404
-    assert await error_of(response) == "not_found"
+    assert await error_code(response) == "not_found"
 
 
 async def test_create_without_key_is_401(client):
@@ -141,7 +142,7 @@ async def test_delete_already_deleted_is_404(client, tenant):
     await client.delete(notes_url(contact_id, note["id"]), headers=tenant.headers)
     response = await client.delete(notes_url(contact_id, note["id"]), headers=tenant.headers)
     assert response.status_code == 404
-    assert await error_of(response) == "not_found"
+    assert await error_code(response) == "not_found"
 
 
 async def test_delete_note_of_another_contact_is_404_and_keeps_it(client, tenant):
@@ -164,7 +165,7 @@ async def test_delete_non_uuid_ids_are_400(client, tenant):
     for url in (notes_url(contact_id, "nope"), notes_url("nope", uuid.uuid4())):
         response = await client.delete(url, headers=tenant.headers)
         assert response.status_code == 400
-        assert await error_of(response) == "invalid_uuid"
+        assert await error_code(response) == "invalid_uuid"
 
 
 async def test_delete_without_key_is_401(client):

@@ -6,20 +6,16 @@ import uuid
 
 import pytest
 
-from tests.voice.conftest import import_number, table_rows
+from tests.factories import import_number
+from tests.helpers import expect_error, tenant_sql
 
 POOLS = "/webhooks/inbound/number-pools"
 
 
-async def error_of(response, status, code):
-    body = await response.get_json()
-    assert response.status_code == status, body
-    assert body["error"]["code"] == code, body
-    return body
 
 
 async def pool_count(pool, tenant):
-    return (await table_rows(pool, tenant, "SELECT count(*) AS n FROM number_pools"))[0]["n"]
+    return (await tenant_sql(pool, tenant, "SELECT count(*) AS n FROM number_pools"))[0]["n"]
 
 
 async def test_create_pool_is_201_with_its_numbers_in_order(client, tenant, worker):
@@ -44,14 +40,14 @@ async def test_create_pool_is_201_with_its_numbers_in_order(client, tenant, work
 ])
 async def test_create_pool_invalid_body_is_400(client, pool, tenant, body):
     response = await client.post(POOLS, json=body, headers=tenant.headers)
-    await error_of(response, 400, "validation_error")
+    await expect_error(response, 400, "validation_error")
     assert await pool_count(pool, tenant) == 0
 
 
 async def test_create_pool_non_uuid_number_id_is_400(client, pool, tenant):
     response = await client.post(POOLS, json={"name": "Pool", "phone_number_ids": ["nope"]},
                                  headers=tenant.headers)
-    await error_of(response, 400, "invalid_uuid")
+    await expect_error(response, 400, "invalid_uuid")
     assert await pool_count(pool, tenant) == 0
 
 
@@ -59,7 +55,7 @@ async def test_create_pool_unknown_number_is_404(client, pool, tenant, worker):
     own = await import_number(client, tenant, "+14155550101")
     response = await client.post(POOLS, json={"name": "Pool", "phone_number_ids":
                                               [own, str(uuid.uuid4())]}, headers=tenant.headers)
-    await error_of(response, 404, "not_found")
+    await expect_error(response, 404, "not_found")
     assert await pool_count(pool, tenant) == 0
 
 
@@ -68,7 +64,7 @@ async def test_create_pool_with_another_sub_accounts_number_is_404(client, pool,
     other = await import_number(client, tenant_second, "+14155550101")
     response = await client.post(POOLS, json={"name": "Pool", "phone_number_ids": [other]},
                                  headers=tenant.headers)
-    await error_of(response, 404, "not_found")
+    await expect_error(response, 404, "not_found")
     assert await pool_count(pool, tenant) == 0
 
 
@@ -78,12 +74,12 @@ async def test_create_pool_with_a_released_number_is_404(client, tenant, worker)
                                 headers=tenant.headers)).status_code == 200
     response = await client.post(POOLS, json={"name": "Pool", "phone_number_ids": [number_id]},
                                  headers=tenant.headers)
-    await error_of(response, 404, "not_found")
+    await expect_error(response, 404, "not_found")
 
 
 async def test_get_pool_invalid_id_is_400_and_missing_is_404(client, tenant):
-    await error_of(await client.get(f"{POOLS}/x", headers=tenant.headers), 400, "invalid_uuid")
-    await error_of(await client.get(f"{POOLS}/{uuid.uuid4()}", headers=tenant.headers), 404,
+    await expect_error(await client.get(f"{POOLS}/x", headers=tenant.headers), 400, "invalid_uuid")
+    await expect_error(await client.get(f"{POOLS}/{uuid.uuid4()}", headers=tenant.headers), 404,
                    "not_found")
 
 
@@ -92,7 +88,7 @@ async def test_pool_of_another_sub_account_is_404(client, tenant, tenant_second,
     created = await client.post(POOLS, json={"name": "Theirs", "phone_number_ids": [other]},
                                 headers=tenant_second.headers)
     pool_id = (await created.get_json())["pool"]["id"]
-    await error_of(await client.get(f"{POOLS}/{pool_id}", headers=tenant.headers), 404,
+    await expect_error(await client.get(f"{POOLS}/{pool_id}", headers=tenant.headers), 404,
                    "not_found")
 
 

@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tests.voice.conftest import assign, balance, import_number, make_agent, priced_tenant, table_rows
+from tests.factories import assign, import_number, make_agent, priced_tenant
+from tests.helpers import balance, expect_error, tenant_sql
 
 NUMBERS = "/webhooks/inbound/phone-numbers"
 FAILING = "+12125550199"
@@ -18,16 +19,10 @@ def parse_time(value):
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-async def error_of(response, status, code):
-    body = await response.get_json()
-    assert response.status_code == status, body
-    assert body["status"] == "error"
-    assert body["error"]["code"] == code, body
-    return body
 
 
 async def number_rows(pool, tenant):
-    return await table_rows(pool, tenant, "SELECT * FROM phone_numbers ORDER BY created_at")
+    return await tenant_sql(pool, tenant, "SELECT * FROM phone_numbers ORDER BY created_at")
 
 
 async def purchase(client, tenant, **body):
@@ -72,7 +67,7 @@ async def test_purchase_never_gives_a_number_twice_nor_0199(client, tenant, work
 @pytest.mark.parametrize("area_code", ["12", "1234", "012", "abc", 415])
 async def test_purchase_invalid_area_code_is_400(client, pool, tenant, area_code):
     response = await purchase(client, tenant, area_code=area_code)
-    await error_of(response, 400, "validation_error")
+    await expect_error(response, 400, "validation_error")
     assert await number_rows(pool, tenant) == []
 
 
@@ -82,7 +77,7 @@ async def test_purchase_charges_the_plans_monthly_price(client, pool, agency, wo
     assert response.status_code == 201
     number_id = (await response.get_json())["phone_number"]["id"]
     assert await balance(pool, tenant) == 12.5
-    ledger = await table_rows(pool, tenant, "SELECT amount, reference_type, reference_id "
+    ledger = await tenant_sql(pool, tenant, "SELECT amount, reference_type, reference_id "
                               "FROM wallet_transactions WHERE amount < 0")
     assert [(float(r["amount"]), r["reference_type"], str(r["reference_id"]))
             for r in ledger] == [(-7.5, "phone_number", number_id)]
@@ -92,7 +87,7 @@ async def test_purchase_wallet_cannot_cover_is_402_and_nothing_bought(client, po
                                                                       worker):
     tenant = await priced_tenant(client, agency, credit=5, phone_number_monthly=7.5)
     response = await purchase(client, tenant)
-    await error_of(response, 402, "insufficient_funds")
+    await expect_error(response, 402, "insufficient_funds")
     assert await number_rows(pool, tenant) == []
     assert await balance(pool, tenant) == 5
 
@@ -106,7 +101,7 @@ async def test_purchase_without_worker_times_out_as_502_and_buys_nothing(
         client, pool, tenant, monkeypatch):
     monkeypatch.setenv("SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS", "1")
     response = await purchase(client, tenant)
-    await error_of(response, 502, "provider_error")
+    await expect_error(response, 502, "provider_error")
     assert await number_rows(pool, tenant) == []
 
 
@@ -129,21 +124,21 @@ async def test_import_is_201_not_purchased_without_billing_dates(client, pool, t
 async def test_import_not_e164_is_400(client, pool, tenant, value):
     response = await client.post(f"{NUMBERS}/import", json={"phone_number": value},
                                  headers=tenant.headers)
-    await error_of(response, 400, "validation_error")
+    await expect_error(response, 400, "validation_error")
     assert await number_rows(pool, tenant) == []
 
 
 @pytest.mark.parametrize("body", [{}, {"phone_number": 14155552671}, {"phone_number": None}])
 async def test_import_missing_or_non_string_number_is_400(client, tenant, body):
     response = await client.post(f"{NUMBERS}/import", json=body, headers=tenant.headers)
-    await error_of(response, 400, "validation_error")
+    await expect_error(response, 400, "validation_error")
 
 
 async def test_import_a_number_already_held_is_409(client, pool, tenant, worker):
     await import_number(client, tenant, "+14155552671")
     response = await client.post(f"{NUMBERS}/import", json={"phone_number": "+14155552671"},
                                  headers=tenant.headers)
-    await error_of(response, 409, "phone_number_exists")
+    await expect_error(response, 409, "phone_number_exists")
     assert len(await number_rows(pool, tenant)) == 1
 
 
@@ -193,12 +188,12 @@ async def test_get_number_returns_it(client, tenant, worker):
 
 
 async def test_get_number_invalid_id_is_400(client, tenant):
-    await error_of(await client.get(f"{NUMBERS}/123", headers=tenant.headers), 400,
+    await expect_error(await client.get(f"{NUMBERS}/123", headers=tenant.headers), 400,
                    "invalid_uuid")
 
 
 async def test_get_number_missing_is_404(client, tenant):
-    await error_of(await client.get(f"{NUMBERS}/{uuid.uuid4()}", headers=tenant.headers), 404,
+    await expect_error(await client.get(f"{NUMBERS}/{uuid.uuid4()}", headers=tenant.headers), 404,
                    "not_found")
 
 
@@ -207,15 +202,15 @@ async def test_numbers_of_another_sub_account_behave_as_missing(client, pool, te
     other = await import_number(client, tenant_second, "+14155552671")
     other_agent = await make_agent(client, tenant_second)
     mine = await make_agent(client, tenant)
-    await error_of(await client.get(f"{NUMBERS}/{other}", headers=tenant.headers), 404,
+    await expect_error(await client.get(f"{NUMBERS}/{other}", headers=tenant.headers), 404,
                    "not_found")
-    await error_of(await assign(client, tenant, other, mine), 404, "not_found")
-    await error_of(await client.delete(f"{NUMBERS}/{other}", headers=tenant.headers), 404,
+    await expect_error(await assign(client, tenant, other, mine), 404, "not_found")
+    await expect_error(await client.delete(f"{NUMBERS}/{other}", headers=tenant.headers), 404,
                    "not_found")
     listed = await (await client.get(NUMBERS, headers=tenant.headers)).get_json()
     assert listed["phone_numbers"] == []
     own = await import_number(client, tenant, "+14155550123")
-    await error_of(await assign(client, tenant, own, other_agent), 404, "not_found")
+    await expect_error(await assign(client, tenant, own, other_agent), 404, "not_found")
     rows = await number_rows(pool, tenant_second)
     assert rows[0]["is_active"] and rows[0]["agent_id"] is None
 
@@ -243,7 +238,7 @@ async def test_assign_to_another_agent_is_409(client, pool, tenant, worker):
     second = await make_agent(client, tenant)
     number_id = await import_number(client, tenant, "+14155552671")
     assert (await assign(client, tenant, number_id, first)).status_code == 200
-    await error_of(await assign(client, tenant, number_id, second), 409,
+    await expect_error(await assign(client, tenant, number_id, second), 409,
                    "phone_number_assigned_elsewhere")
     assert str((await number_rows(pool, tenant))[0]["agent_id"]) == first
 
@@ -251,25 +246,25 @@ async def test_assign_to_another_agent_is_409(client, pool, tenant, worker):
 async def test_assign_invalid_uuids_are_400(client, tenant, worker):
     agent_id = await make_agent(client, tenant)
     number_id = await import_number(client, tenant, "+14155552671")
-    await error_of(await assign(client, tenant, "nope", agent_id), 400, "invalid_uuid")
-    await error_of(await assign(client, tenant, number_id, "nope"), 400, "invalid_uuid")
+    await expect_error(await assign(client, tenant, "nope", agent_id), 400, "invalid_uuid")
+    await expect_error(await assign(client, tenant, number_id, "nope"), 400, "invalid_uuid")
     response = await client.post(f"{NUMBERS}/{number_id}/agent", json={},
                                  headers=tenant.headers)
-    await error_of(response, 400, "validation_error")
+    await expect_error(response, 400, "validation_error")
 
 
 async def test_assign_missing_number_or_agent_is_404(client, tenant, worker):
     agent_id = await make_agent(client, tenant)
     number_id = await import_number(client, tenant, "+14155552671")
-    await error_of(await assign(client, tenant, str(uuid.uuid4()), agent_id), 404, "not_found")
-    await error_of(await assign(client, tenant, number_id, str(uuid.uuid4())), 404, "not_found")
+    await expect_error(await assign(client, tenant, str(uuid.uuid4()), agent_id), 404, "not_found")
+    await expect_error(await assign(client, tenant, number_id, str(uuid.uuid4())), 404, "not_found")
 
 
 async def test_assign_when_provisioning_fails_is_502_and_nothing_changes(client, pool, tenant,
                                                                         worker):
     agent_id = await make_agent(client, tenant)
     number_id = await import_number(client, tenant, FAILING)
-    await error_of(await assign(client, tenant, number_id, agent_id), 502, "provider_error")
+    await expect_error(await assign(client, tenant, number_id, agent_id), 502, "provider_error")
     row = (await number_rows(pool, tenant))[0]
     assert row["agent_id"] is None and row["dispatch_rule_id"] is None
     number = (await (await client.get(f"{NUMBERS}/{number_id}",
@@ -283,7 +278,7 @@ async def test_assign_without_worker_times_out_as_502_and_changes_nothing(
     number_id = await import_number(client, tenant, "+14155552671")
     worker.allow_pick_jobs = False
     monkeypatch.setenv("SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS", "1")
-    await error_of(await assign(client, tenant, number_id, agent_id), 502, "provider_error")
+    await expect_error(await assign(client, tenant, number_id, agent_id), 502, "provider_error")
     assert (await number_rows(pool, tenant))[0]["agent_id"] is None
 
 
@@ -303,7 +298,7 @@ async def test_release_purchased_number(client, pool, tenant, worker):
     row = (await number_rows(pool, tenant))[0]
     assert row["is_active"] is False and row["agent_id"] is None
     assert row["next_billing_date"] is None and row["released_at"] is not None
-    await error_of(await client.get(f"{NUMBERS}/{bought['id']}", headers=tenant.headers), 404,
+    await expect_error(await client.get(f"{NUMBERS}/{bought['id']}", headers=tenant.headers), 404,
                    "not_found")
 
 
@@ -332,7 +327,7 @@ async def test_release_when_provider_fails_is_502_and_the_number_is_kept(client,
                                                                         worker):
     number_id = await import_number(client, tenant, FAILING)
     response = await client.delete(f"{NUMBERS}/{number_id}", headers=tenant.headers)
-    await error_of(response, 502, "provider_error")
+    await expect_error(response, 502, "provider_error")
     row = (await number_rows(pool, tenant))[0]
     assert row["is_active"] is True and row["released_at"] is None
     listed = await (await client.get(NUMBERS, headers=tenant.headers)).get_json()
@@ -340,9 +335,9 @@ async def test_release_when_provider_fails_is_502_and_the_number_is_kept(client,
 
 
 async def test_release_invalid_id_is_400_and_missing_is_404(client, tenant):
-    await error_of(await client.delete(f"{NUMBERS}/x", headers=tenant.headers), 400,
+    await expect_error(await client.delete(f"{NUMBERS}/x", headers=tenant.headers), 400,
                    "invalid_uuid")
-    await error_of(await client.delete(f"{NUMBERS}/{uuid.uuid4()}", headers=tenant.headers),
+    await expect_error(await client.delete(f"{NUMBERS}/{uuid.uuid4()}", headers=tenant.headers),
                    404, "not_found")
 
 
@@ -350,7 +345,7 @@ async def test_release_twice_is_404(client, tenant, worker):
     number_id = await import_number(client, tenant, "+14155552671")
     assert (await client.delete(f"{NUMBERS}/{number_id}", headers=tenant.headers)
             ).status_code == 200
-    await error_of(await client.delete(f"{NUMBERS}/{number_id}", headers=tenant.headers), 404,
+    await expect_error(await client.delete(f"{NUMBERS}/{number_id}", headers=tenant.headers), 404,
                    "not_found")
 
 
@@ -377,7 +372,7 @@ async def bill_now(pool, tenant, number_id):
 
 
 async def ledger(pool, tenant):
-    return await table_rows(pool, tenant, "SELECT amount, status, description FROM "
+    return await tenant_sql(pool, tenant, "SELECT amount, status, description FROM "
                             "wallet_transactions WHERE amount < 0 ORDER BY created_at")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.campaigns.conftest import add_contact, error_code
+from tests.factories import add_contact
+from tests.helpers import error_code
 
 SMART_LISTS = "/webhooks/inbound/smart-lists"
 

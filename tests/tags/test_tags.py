@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.contacts.conftest import BASE, CONTACTS, create_contact, error_of, get_contact, tenant_sql
+from tests.factories import BASE, CONTACTS, create_contact
+from tests.helpers import error_code, get_contact, tenant_sql
 
 
 async def add(client, tenant, contact_id, body=None):
@@ -70,7 +71,7 @@ async def test_add_no_tags_is_400_tags_required(client, tenant):
     for body in (None, {}, {"tags": []}, {"tag": "  "}, {"tags": ["", " "]}, {"tag": None}):
         response = await add(client, tenant, contact_id, body)
         assert response.status_code == 400, body
-        assert await error_of(response) == "tags_required"
+        assert await error_code(response) == "tags_required"
 
 
 async def test_add_wrong_types_are_400_validation_error(client, tenant):
@@ -78,26 +79,26 @@ async def test_add_wrong_types_are_400_validation_error(client, tenant):
     for body in ({"tags": "vip"}, {"tag": 1}, {"tags": [1]}, [1], "vip"):
         response = await add(client, tenant, contact_id, body)
         assert response.status_code == 400, body
-        assert await error_of(response) == "validation_error"
+        assert await error_code(response) == "validation_error"
 
 
 async def test_add_too_long_tag_is_400(client, tenant):
     contact_id = await create_contact(client, tenant)
     response = await add(client, tenant, contact_id, {"tag": "x" * 101})
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_add_non_uuid_is_400(client, tenant):
     response = await add(client, tenant, "nope", {"tag": "a"})
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_add_unknown_contact_is_404(client, tenant):
     response = await add(client, tenant, uuid.uuid4(), {"tag": "a"})
     assert response.status_code == 404
-    assert await error_of(response) == "not_found"
+    assert await error_code(response) == "not_found"
 
 
 async def test_add_without_key_is_401(client):
@@ -139,20 +140,20 @@ async def test_remove_no_tags_is_400_tags_required(client, tenant):
     for body in (None, {}, {"tags": []}, {"tag": ""}):
         response = await remove(client, tenant, contact_id, body)
         assert response.status_code == 400, body
-        assert await error_of(response) == "tags_required"
+        assert await error_code(response) == "tags_required"
 
 
 async def test_remove_wrong_types_are_400_validation_error(client, tenant):
     contact_id = await create_contact(client, tenant)
     response = await remove(client, tenant, contact_id, {"tags": [{"a": 1}]})
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_remove_non_uuid_is_400(client, tenant):
     response = await remove(client, tenant, "nope", {"tag": "a"})
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_remove_unknown_contact_is_404(client, tenant):

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from tests.foundation.conftest import ACCEPT, ADD_USER, create_sub_account, issue_key, token_in, unique_email
+from tests.factories import ACCEPT, ADD_USER, create_sub_account, issue_key, unique_email
+from tests.helpers import token_in
 
 
 async def invite(client, tenant, mailbox, role="sub_account_admin", **extra) -> tuple[str, str]:

@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from tests.ops.conftest import switchboard
+from tests.helpers import switchboard
 
 
 def _one_line_refusal(done: object, *words: str) -> str:

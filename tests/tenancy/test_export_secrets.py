@@ -14,8 +14,8 @@ from cryptography.fernet import Fernet
 
 from tenancy import tenant_ops
 from tenancy.settings import get_settings
-from tests.ops.conftest import populate, switchboard
-from tests.voice.conftest import agent_body
+from tests.factories import agent_body, populate
+from tests.helpers import switchboard
 
 BASE = "/webhooks/inbound"
 

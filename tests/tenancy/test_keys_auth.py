@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenancy.keys import hash_key
-
-from tests.foundation.conftest import SUB_ACCOUNTS
+from tests.factories import SUB_ACCOUNTS
 
 TEAM = "/webhooks/inbound/team-users"
 

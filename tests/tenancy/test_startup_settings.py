@@ -111,7 +111,7 @@ CONTACTS = "/webhooks/inbound/contacts"
 
 async def test_keys_made_under_the_previous_pepper_keep_working(client, pool, agency,
                                                                pepper) -> None:
-    from tests.conftest import make_tenant
+    from tests.factories import make_tenant
 
     old = get_settings().key_pepper
     tenant = await make_tenant(client, agency)

@@ -10,7 +10,7 @@ import pytest
 
 from api.wallet import service as wallet
 from tenancy.db import create_pool, tenant_transaction
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 
 
 async def test_search_path_is_reset_when_the_tenant_transaction_ends(migrated, tenant) -> None:

@@ -15,7 +15,8 @@ from arq.connections import RedisSettings
 from tenancy import tenant_ops
 from tenancy.schema import tenant_head
 from tenancy.tables import control_metadata
-from tests.ops.conftest import WALLET, populate, schema_exists, snapshot, switchboard
+from tests.factories import WALLET, populate
+from tests.helpers import printed_rows, schema_exists, switchboard
 
 
 async def _status_of(client: Any, tenant: Any) -> int:
@@ -174,7 +175,7 @@ async def test_export_purge_import_round_trips_every_row_and_the_key_works_again
     # Given a sub-account with data, exported through the CLI.
     populated = await populate(client, pool)
     tenant = populated.tenant
-    before = await snapshot(pool, tenant)
+    before = await printed_rows(pool, tenant)
     assert before["messages"] and before["wallet_transactions"] and before["control.users"]
     export = tmp_path / "tenant.jsonl"
     done = switchboard(servers, "tenants", "export", str(tenant.id), "--out", str(export))
@@ -187,7 +188,7 @@ async def test_export_purge_import_round_trips_every_row_and_the_key_works_again
     done = switchboard(servers, "tenants", "import", str(export))
     assert done.returncode == 0, done.stderr
     # Then every row is back as it was, and its key answers again.
-    assert await snapshot(pool, tenant) == before
+    assert await printed_rows(pool, tenant) == before
     response = await client.get(WALLET, headers=tenant.headers)
     assert response.status_code == 200
     assert (await response.get_json())["wallet"]["balance"] == 13.0

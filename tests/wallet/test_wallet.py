@@ -10,7 +10,7 @@ import pytest
 
 from api.wallet import service as wallet
 from tenancy.db import tenant_transaction
-from tests.money.conftest import WALLET, credit
+from tests.factories import WALLET, credit
 
 
 async def test_get_wallet_of_a_new_sub_account_is_empty(client, tenant):

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 
 from tenancy.db import tenant_transaction
-from tests.conftest import Agency, make_tenant
-from tests.hardening.conftest import Live, live  # noqa: F401  (fixture)
+from tests.factories import Agency, make_tenant
+from tests.helpers import Live
 
 PRICE = Decimal("0.35")
 

@@ -6,17 +6,8 @@ import json
 
 from integrations.webhooks import new_secret
 from tenancy.db import tenant_transaction
-
-from .helpers import (
-    SUBSCRIPTIONS,
-    attempts,
-    deliveries,
-    due_rows,
-    emit_event,
-    emit_target,
-    next_attempt_delay,
-    subscribe,
-)
+from tests.factories import SUBSCRIPTIONS, emit_event, emit_target, subscribe
+from tests.helpers import attempts, deliveries, due_rows, next_attempt_delay
 from tests.receiver import signature_valid
 
 

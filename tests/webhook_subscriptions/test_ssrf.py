@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from .helpers import SUBSCRIPTIONS, attempts, deliveries, emit_event, subscribe
+from tests.factories import SUBSCRIPTIONS, emit_event, subscribe
+from tests.helpers import attempts, deliveries, error_of
 
 AGENT = "/functions/v1/crm-api/create-agent"
 
@@ -49,10 +50,6 @@ def agent_body(tenant: Any, webhook_url: str) -> dict[str, Any]:
     }
 
 
-async def error_of(response: Any) -> dict[str, Any]:
-    assert response.status_code == 400, await response.get_data(as_text=True)
-    return (await response.get_json())["error"]  # type: ignore[no-any-return]
-
 
 async def subscription_count(client: Any, tenant: Any) -> int:
     listed = await client.get(SUBSCRIPTIONS, headers=tenant.headers)
@@ -65,7 +62,7 @@ async def test_subscription_to_loopback_in_any_form_is_refused(client, tenant, r
     url = f"http://{host}:{receiver.port}/hook"
     response = await client.post(SUBSCRIPTIONS, json={"url": url, "events": ["contact.updated"]},
                                  headers=tenant.headers)
-    assert (await error_of(response))["code"] == "webhook_url_not_allowed"
+    assert (await error_of(response, 400))["code"] == "webhook_url_not_allowed"
     assert await subscription_count(client, tenant) == 0
     assert receiver.connections == 0
 
@@ -75,7 +72,7 @@ async def test_agent_webhook_to_loopback_in_any_form_is_refused(client, tenant, 
                                                                 private_off, host):
     url = f"http://{host}:{receiver.port}/hook"
     response = await client.post(AGENT, json=agent_body(tenant, url), headers=tenant.headers)
-    assert (await error_of(response))["code"] == "webhook_url_not_allowed"
+    assert (await error_of(response, 400))["code"] == "webhook_url_not_allowed"
     listed = await client.get("/webhooks/inbound/agents", headers=tenant.headers)
     assert (await listed.get_json())["total"] == 0
     assert receiver.connections == 0
@@ -85,7 +82,7 @@ async def test_agent_webhook_to_loopback_in_any_form_is_refused(client, tenant, 
 async def test_subscription_url_with_a_control_character_is_400_naming_url(client, tenant, url):
     response = await client.post(SUBSCRIPTIONS, json={"url": url, "events": ["contact.updated"]},
                                  headers=tenant.headers)
-    error = await error_of(response)
+    error = await error_of(response, 400)
     assert error["code"] == "validation_error"
     assert [detail["field"] for detail in error["details"]] == ["url"]
     assert await subscription_count(client, tenant) == 0
@@ -94,7 +91,7 @@ async def test_subscription_url_with_a_control_character_is_400_naming_url(clien
 @pytest.mark.parametrize("url", CONTROL_CHARACTER_URLS)
 async def test_agent_webhook_url_with_a_control_character_is_400_naming_it(client, tenant, url):
     response = await client.post(AGENT, json=agent_body(tenant, url), headers=tenant.headers)
-    error = await error_of(response)
+    error = await error_of(response, 400)
     assert error["code"] == "validation_error"
     assert "webhook_url" in [detail["field"] for detail in error["details"]]
 

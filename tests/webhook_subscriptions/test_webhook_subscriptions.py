@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from .helpers import SUBSCRIPTIONS, subscribe
+from tests.factories import SUBSCRIPTIONS, subscribe
 
 
 async def test_create_subscription_returns_id_url_events_and_secret(client, tenant):

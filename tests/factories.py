@@ -209,13 +209,29 @@ async def make_contact(client: Any, tenant: Any, phone: str | None = "+141555526
     return await create_contact(client, tenant, **body)
 
 
-async def insert_contact(pool: asyncpg.Pool, tenant: Any, email: str | None = None) -> uuid.UUID:
+async def insert_contact(pool: asyncpg.Pool, tenant: Any, email: str | None = None, *,
+                         phone: str | None = None) -> uuid.UUID:
     """A contact written straight into the tenant's schema (no API, no events)."""
     async with tenant_transaction(pool, tenant.schema) as conn:
         contact_id: uuid.UUID = await conn.fetchval(
-            "INSERT INTO contacts (name, email) VALUES ($1, $2) RETURNING id",
-            "Ada Lovelace", email or f"ada-{uuid.uuid4().hex[:10]}@example.com")
+            "INSERT INTO contacts (name, email, phone) VALUES ($1, $2, $3) RETURNING id",
+            "Ada Lovelace", email or f"ada-{uuid.uuid4().hex[:10]}@example.com", phone)
     return contact_id
+
+
+async def define_custom_field(client: Any, tenant: Any, **body: Any) -> dict[str, Any]:
+    """A custom field definition (named after its key unless `name` is given)."""
+    body.setdefault("name", body["key"].title())
+    response = await client.post(f"{BASE}/custom-fields", json=body, headers=tenant.headers)
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    return (await response.get_json())["custom_field"]  # type: ignore[no-any-return]
+
+
+async def create_company(client: Any, tenant: Any, name: str = "Acme") -> dict[str, Any]:
+    response = await client.post(f"{BASE}/companies", json={"name": name},
+                                 headers=tenant.headers)
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    return (await response.get_json())["company"]  # type: ignore[no-any-return]
 
 
 # --- agents and numbers -------------------------------------------------------------------------

@@ -278,13 +278,13 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def switchboard(servers: Any, *args: str,
-                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def switchboard(servers: Any, *args: str, env: dict[str, str] | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run `switchboard ARGS...` as an operator would, against the test servers."""
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
            **(env or {})}
     return subprocess.run([*SWITCHBOARD, *args], env=env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 @dataclass

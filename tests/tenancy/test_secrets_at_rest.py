@@ -9,7 +9,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from tests.factories import (
     make_contact,
     make_tenant,
 )
+from tests.helpers import switchboard
 from tests.receiver import post_box  # noqa: F401  (the `receiver` this test posts to: answers 204)
 
 BASE = "/webhooks/inbound"
@@ -179,13 +179,6 @@ async def test_secrets_are_stored_as_fernet_tokens_under_the_first_key(
 # --- rotation -----------------------------------------------------------------------------------
 
 
-def _switchboard(servers: Any, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        env={**os.environ, "DATABASE_URL": servers.database_url,
-             "REDIS_URL": servers.redis_url, **env},
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-
 
 async def test_rotate_re_encrypts_every_secret_under_the_first_key(
         client: Any, pool: Any, servers: Any, mailbox: Any, worker: Any,
@@ -201,7 +194,7 @@ async def test_rotate_re_encrypts_every_secret_under_the_first_key(
     os.environ["SWITCHBOARD_SECRETS_KEY"] = both
     get_settings.cache_clear()
     try:
-        done = _switchboard(servers, "secrets", "rotate")
+        done = switchboard(servers, "secrets", "rotate", timeout=300)
         assert done.returncode == 0, done.stderr
         assert "re-encrypted" in done.stderr.splitlines()[-1]
         # Then the new key alone reads every stored secret; the old one none.
@@ -217,7 +210,7 @@ async def test_rotate_re_encrypts_every_secret_under_the_first_key(
         # Back to the session's key for the tests that follow.
         os.environ["SWITCHBOARD_SECRETS_KEY"] = f"{old},{new}"
         get_settings.cache_clear()
-        done = _switchboard(servers, "secrets", "rotate")
+        done = switchboard(servers, "secrets", "rotate", timeout=300)
         os.environ["SWITCHBOARD_SECRETS_KEY"] = saved
         get_settings.cache_clear()
     assert done.returncode == 0, done.stderr
@@ -292,13 +285,14 @@ async def test_migrate_needs_the_key_and_encrypts_existing_secrets(
     assert _exposed(await _text_columns(servers.direct_url), found) == sorted(found)
 
     # When `switchboard migrate` runs without the key, then it refuses with one line.
-    refused = _switchboard(servers, "migrate", SWITCHBOARD_SECRETS_KEY="",
-                           SWITCHBOARD_DATA_DIR=str(tmp_path))  # no kept dev settings there
+    # (SWITCHBOARD_DATA_DIR: no kept dev settings there)
+    refused = switchboard(servers, "migrate", timeout=300, env={
+        "SWITCHBOARD_SECRETS_KEY": "", "SWITCHBOARD_DATA_DIR": str(tmp_path)})
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]
     assert "SWITCHBOARD_SECRETS_KEY" in refused.stderr and "Traceback" not in refused.stderr
     # And with it, every stored secret is encrypted, and the API works on as before.
-    done = _switchboard(servers, "migrate")
+    done = switchboard(servers, "migrate", timeout=300)
     assert done.returncode == 0, done.stderr
     assert not _exposed(await _text_columns(servers.direct_url), found)
     replay = await client.post(f"/functions/v1/agency/sub-accounts/{tenant.id}/api-keys",
@@ -317,7 +311,7 @@ async def test_rotate_encrypts_plain_text_an_older_release_wrote_during_the_upgr
     await pool.execute(f'UPDATE "{tenant.schema}".webhook_subscriptions SET secret = $1 '
                        "WHERE id = $2", plain, uuid.UUID(subscription["subscription"]["id"]))
     # When `switchboard secrets rotate` runs, then it is encrypted like every other.
-    done = _switchboard(servers, "secrets", "rotate")
+    done = switchboard(servers, "secrets", "rotate", timeout=300)
     assert done.returncode == 0, done.stderr
     stored = await pool.fetchval(f'SELECT secret FROM "{tenant.schema}".webhook_subscriptions '
                                  "WHERE id = $1", uuid.UUID(subscription["subscription"]["id"]))

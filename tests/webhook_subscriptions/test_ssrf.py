@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.factories import SUBSCRIPTIONS, emit_event, subscribe
+from tests.factories import SUBSCRIPTIONS, agent_body, emit_event, subscribe
 from tests.helpers import attempts, deliveries, error_of
 
 AGENT = "/functions/v1/crm-api/create-agent"
@@ -39,16 +39,6 @@ def private_off(app: Any, monkeypatch: pytest.MonkeyPatch, worker_env: Any) -> N
     worker_env(SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS="false")
 
 
-def agent_body(tenant: Any, webhook_url: str) -> dict[str, Any]:
-    return {
-        "name": "Sales agent", "voice_id": "alloy", "max_duration": 10, "temperature": 0.7,
-        "silence_timeout": 5, "voice_activity_timeout": 300, "llm_model": "gpt-4o",
-        "language": "en-US", "background_noise": False, "voicemail_detection": False,
-        "backcchanneling": True, "organization_id": str(tenant.organisation.id),
-        "sub_account_id": str(tenant.id), "webhook": True, "webhook_url": webhook_url,
-        "recording": True,
-    }
-
 
 
 async def subscription_count(client: Any, tenant: Any) -> int:
@@ -71,7 +61,8 @@ async def test_subscription_to_loopback_in_any_form_is_refused(client, tenant, r
 async def test_agent_webhook_to_loopback_in_any_form_is_refused(client, tenant, receiver,
                                                                 private_off, host):
     url = f"http://{host}:{receiver.port}/hook"
-    response = await client.post(AGENT, json=agent_body(tenant, url), headers=tenant.headers)
+    body = agent_body(tenant, webhook=True, webhook_url=url)
+    response = await client.post(AGENT, json=body, headers=tenant.headers)
     assert (await error_of(response, 400))["code"] == "webhook_url_not_allowed"
     listed = await client.get("/webhooks/inbound/agents", headers=tenant.headers)
     assert (await listed.get_json())["total"] == 0
@@ -90,7 +81,8 @@ async def test_subscription_url_with_a_control_character_is_400_naming_url(clien
 
 @pytest.mark.parametrize("url", CONTROL_CHARACTER_URLS)
 async def test_agent_webhook_url_with_a_control_character_is_400_naming_it(client, tenant, url):
-    response = await client.post(AGENT, json=agent_body(tenant, url), headers=tenant.headers)
+    body = agent_body(tenant, webhook=True, webhook_url=url)
+    response = await client.post(AGENT, json=body, headers=tenant.headers)
     error = await error_of(response, 400)
     assert error["code"] == "validation_error"
     assert "webhook_url" in [detail["field"] for detail in error["details"]]

@@ -1,4 +1,4 @@
-"""Test servers and factories.
+"""Test servers and the fixtures every folder shares (factories: tests/factories.py).
 
 One PostgreSQL (embedded, or the one DATABASE_URL names) with a fresh database per run, built by
 the real migrations; one Redis (embedded, or REDIS_URL); one real SMTP server (aiosmtpd) on
@@ -17,9 +17,10 @@ import contextlib
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes
 from email.message import Message
@@ -32,6 +33,9 @@ from cryptography.fernet import Fernet
 
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.settings import get_settings
+from tests.factories import Agency, Tenant, make_agency, make_priced_tenant, make_tenant
+from tests.helpers import Live, live_system
+from tests.receiver import Receiver
 
 # A random pepper and secrets key for the run (unless set), as `switchboard dev` makes them: serve,
 # worker and migrate refuse to start without them, and every process a test starts inherits them.
@@ -282,59 +286,7 @@ async def _drain_background_work(request: pytest.FixtureRequest) -> AsyncIterato
         await client.aclose()
 
 
-# --- factories --------------------------------------------------------------------------------
-
-
-@dataclass
-class Agency:
-    id: uuid.UUID
-    key: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"x-api-key": self.key}
-
-
-@dataclass
-class Tenant:
-    id: uuid.UUID
-    organisation: Agency
-    key: str
-    schema: str
-    slug: str
-    owner_email: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"x-api-key": self.key}
-
-
-async def make_agency(pool: asyncpg.Pool, *, plan_type: str = "white_label",
-                      max_sub_accounts: int = 100, active: bool = True) -> Agency:
-    from tenancy.organisations import create_organisation
-
-    organisation_id, key = await create_organisation(
-        pool, f"Agency {uuid.uuid4().hex[:8]}", plan_type, max_sub_accounts, active)
-    return Agency(organisation_id, key)
-
-
-async def make_tenant(client: Any, agency: Agency, *, name: str | None = None,
-                      plan: str | None = None) -> Tenant:
-    owner = f"owner-{uuid.uuid4().hex[:10]}@example.com"
-    body: dict[str, Any] = {"email": owner, "name": name or f"Tenant {uuid.uuid4().hex[:8]}"}
-    if plan is not None:
-        body["plan"] = plan
-    response = await client.post("/functions/v1/create-subaccount-webhook", json=body,
-                                 headers=agency.headers)
-    assert response.status_code == 201, await response.get_data(as_text=True)
-    created = await response.get_json()
-    sub_account_id = uuid.UUID(created["sub_account_id"])
-    response = await client.post(f"/functions/v1/agency/sub-accounts/{sub_account_id}/api-keys",
-                                 headers=agency.headers)
-    assert response.status_code == 201
-    key = (await response.get_json())["api_key"]
-    return Tenant(sub_account_id, agency, key, f"t_{sub_account_id.hex}",
-                  created["sub_account_slug"], owner)
+# --- shared fixtures: the `x` / `x_second` pairs (another organisation's sub-account) ---------
 
 
 @pytest.fixture
@@ -356,3 +308,78 @@ async def tenant(client: Any, agency: Agency) -> Tenant:
 async def tenant_second(client: Any, agency_second: Agency) -> Tenant:
     """A sub-account of another organisation: its ids must behave as missing to `tenant`."""
     return await make_tenant(client, agency_second)
+
+
+@pytest.fixture
+async def tenant_priced(client: Any, agency: Agency) -> Tenant:
+    """A sub-account on a plan that rebills email and SMS (EMAIL_PRICE, SMS_PRICE)."""
+    return await make_priced_tenant(client, agency)
+
+
+# --- shared fixtures: a running worker, a webhook receiver, settings and names ---------------
+
+
+@pytest.fixture
+async def worker(migrated: str, servers: Servers) -> AsyncIterator[Any]:
+    """The real arq worker (not burst), running in this process until the test ends."""
+    async with running_worker(migrated, servers.redis_url) as running:
+        yield running
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A scripted webhook receiver on loopback (tests/receiver.py; contacts and calls use
+    their own kinds, named `receiver` too, from their conftest files)."""
+    server = await Receiver().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def worker_env() -> Iterator[Callable[..., None]]:
+    """Override environment settings for workers started in this test; restored afterwards."""
+    saved: dict[str, str | None] = {}
+
+    def apply(**values: str) -> None:
+        for key, value in values.items():
+            saved.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+        get_settings.cache_clear()
+
+    yield apply
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    get_settings.cache_clear()
+
+
+# Names under this zone are answered by the `dns` fixture (at the socket level, below our code).
+FAKE_ZONE = ".switchboard.test"
+
+
+@pytest.fixture
+def dns(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], None]:
+    """`dns(name, address)` makes `name` resolve to `address` from now on; any other name
+    under FAKE_ZONE does not resolve (at once, whatever the machine's DNS)."""
+    records: dict[str, str] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name.endswith(FAKE_ZONE):
+            if name not in records:
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            return real(records[name], port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return records.__setitem__
+
+
+@pytest.fixture
+def live(servers: Servers, mailbox: Mailbox, migrated: str, tmp_path: Path) -> Iterator[Live]:
+    """`switchboard serve` as a subprocess (no worker), its output kept."""
+    with live_system(servers, mailbox, tmp_path, with_worker=False) as system:
+        yield system

@@ -13,15 +13,10 @@ from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 from tenancy.due import DueWork
 from tenancy.settings import Settings
-from tests.campaigns.conftest import (
-    CAMPAIGNS,
-    EMAIL_PRICE,
-    SMS_PRICE,
-    add_contact,
+from tests.factories import CAMPAIGNS, EMAIL_PRICE, SMS_PRICE, add_contact, create_campaign, credit
+from tests.helpers import (
     balance,
     contact_email,
-    create_campaign,
-    credit,
     get_campaign,
     ledger,
     recipients,

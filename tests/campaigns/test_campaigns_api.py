@@ -8,15 +8,8 @@ from datetime import timedelta
 
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
-from tests.campaigns.conftest import (
-    CAMPAIGNS,
-    add_contact,
-    create_campaign,
-    error_code,
-    get_campaign,
-    schedule,
-    soon,
-)
+from tests.factories import CAMPAIGNS, add_contact, create_campaign
+from tests.helpers import error_code, get_campaign, schedule, soon
 
 LATER = timedelta(hours=1)
 

@@ -12,15 +12,8 @@ import time
 import uuid
 
 from jobs import due
-from tests.campaigns.conftest import (
-    add_contact,
-    contact_email,
-    create_campaign,
-    get_campaign,
-    schedule,
-    soon,
-    wait_for_status,
-)
+from tests.factories import add_contact, create_campaign
+from tests.helpers import contact_email, get_campaign, schedule, soon, wait_for_status
 
 SWEEP_BOUND_SECONDS = 20
 

@@ -25,17 +25,8 @@ import pytest
 
 from tenancy.db import tenant_transaction
 from tenancy.embedded import free_port
-from tests.campaigns.conftest import (
-    add_contact,
-    create_campaign,
-    credit,
-    get_campaign,
-    ledger,
-    recipients,
-    schedule,
-    soon,
-    wait_for_status,
-)
+from tests.factories import add_contact, create_campaign, credit
+from tests.helpers import get_campaign, ledger, recipients, schedule, soon, wait_for_status
 
 ACCEPT_FIRST = 10
 RECIPIENTS = 30

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from .conftest import CONTACTS, create_contact, get_contact, tenant_sql, unique_email, unique_phone
+from tests.factories import CONTACTS, create_contact, unique_email, unique_phone
+from tests.helpers import get_contact, tenant_sql
 
 
 async def test_50_concurrent_creates_with_one_email_make_one_contact(client, tenant, pool):

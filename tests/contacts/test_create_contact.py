@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .conftest import CONTACTS, create_contact, error_of, get_contact, unique_email, unique_phone
+from tests.factories import CONTACTS, create_contact, unique_email, unique_phone
+from tests.helpers import error_code, get_contact
 
 
 async def post(client, tenant, body=None, **kwargs):
@@ -109,7 +110,7 @@ async def test_invalid_email_is_dropped_on_create(client, tenant):
 async def test_no_body_is_400_email_or_phone_required(client, tenant):
     response = await post(client, tenant)
     assert response.status_code == 400
-    assert await error_of(response) == "contacts_email_or_phone_required"
+    assert await error_code(response) == "contacts_email_or_phone_required"
 
 
 async def test_empty_json_body_is_400_email_or_phone_required(client, tenant):
@@ -117,13 +118,13 @@ async def test_empty_json_body_is_400_email_or_phone_required(client, tenant):
         response = await client.post(CONTACTS, data=raw, headers={
             **tenant.headers, "content-type": "application/json"})
         assert response.status_code == 400, raw
-        assert await error_of(response) == "contacts_email_or_phone_required"
+        assert await error_code(response) == "contacts_email_or_phone_required"
 
 
 async def test_only_unusable_email_and_phone_is_400(client, tenant):
     response = await post(client, tenant, {"email": "nope@", "phone": "12345", "name": "X"})
     assert response.status_code == 400
-    assert await error_of(response) == "contacts_email_or_phone_required"
+    assert await error_code(response) == "contacts_email_or_phone_required"
 
 
 async def test_match_by_email_case_insensitive_is_200_and_updates(client, tenant):
@@ -163,7 +164,7 @@ async def test_match_taking_a_phone_another_contact_holds_is_409(client, tenant)
     await create_contact(client, tenant, phone=phone)
     response = await post(client, tenant, {"email": email, "phone": phone, "first_name": "Q"})
     assert response.status_code == 409
-    assert await error_of(response) == "contact_phone_conflict"
+    assert await error_code(response) == "contact_phone_conflict"
     contact = await get_contact(client, tenant, matched)
     assert contact["phone"] is None and contact["first_name"] is None
 
@@ -194,14 +195,14 @@ async def test_body_not_an_object_is_400_validation_error(client, tenant):
     for body in ([1, 2], "text", 5):
         response = await post(client, tenant, body)
         assert response.status_code == 400
-        assert await error_of(response) == "validation_error"
+        assert await error_code(response) == "validation_error"
 
 
 async def test_invalid_json_is_400_invalid_json(client, tenant):
     response = await client.post(CONTACTS, data="{not json", headers={
         **tenant.headers, "content-type": "application/json"})
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_json"
+    assert await error_code(response) == "invalid_json"
 
 
 async def test_wrong_types_are_400_validation_error_with_details(client, tenant):
@@ -220,10 +221,10 @@ async def test_wrong_types_are_400_validation_error_with_details(client, tenant)
 async def test_too_long_name_is_400(client, tenant):
     response = await post(client, tenant, {"email": unique_email(), "name": "x" * 201})
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_missing_key_is_401(client):
     response = await client.post(CONTACTS, json={"email": unique_email()})
     assert response.status_code == 401
-    assert await error_of(response) == "missing_api_key"
+    assert await error_code(response) == "missing_api_key"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import BASE, CONTACTS, create_contact, error_of, get_contact
+from tests.factories import BASE, CONTACTS, create_contact
+from tests.helpers import error_code, get_contact
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ async def test_other_sub_accounts_ids_are_404_on_every_operation(client, tenant,
         kwargs = {"json": body} if body is not None else {}
         response = await client.open(url, method=method, headers=tenant.headers, **kwargs)
         assert response.status_code == 404, (method, url)
-        assert await error_of(response) == "not_found"
+        assert await error_code(response) == "not_found"
     contact = await get_contact(client, tenant_second, contact_id)
     assert (contact["first_name"], contact["tags"]) == ("Theirs", ["keep"])
     response = await client.get(f"{CONTACTS}/{contact_id}/notes", headers=tenant_second.headers)
@@ -83,5 +84,5 @@ async def test_over_the_rate_limit_every_operation_is_429(client, tenant):
             kwargs = {"json": body} if body is not None else {}
             response = await limited.open(url, method=method, headers=tenant.headers, **kwargs)
             assert response.status_code == 429, (method, url)
-            assert await error_of(response) == "rate_limited"
+            assert await error_code(response) == "rate_limited"
     assert (await get_contact(client, tenant, contact_id))["tags"] == []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from .conftest import CONTACTS, create_contact, error_of, tenant_sql
+from tests.factories import CONTACTS, create_contact
+from tests.helpers import error_code, tenant_sql
 
 
 async def test_delete_is_200_and_the_contact_is_gone(client, tenant):
@@ -40,7 +41,7 @@ async def test_delete_while_referenced_is_409_and_keeps_the_contact(client, tena
                      uuid.UUID(contact_id), "Demo")
     response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 409
-    assert await error_of(response) == "contact_referenced"
+    assert await error_code(response) == "contact_referenced"
     assert (await client.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
             ).status_code == 200
 
@@ -59,13 +60,13 @@ async def test_delete_once_the_reference_is_gone_succeeds(client, tenant, pool):
 async def test_delete_non_uuid_is_400(client, tenant):
     response = await client.delete(f"{CONTACTS}/xyz", headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_delete_unknown_is_404(client, tenant):
     response = await client.delete(f"{CONTACTS}/{uuid.uuid4()}", headers=tenant.headers)
     assert response.status_code == 404
-    assert await error_of(response) == "not_found"
+    assert await error_code(response) == "not_found"
 
 
 async def test_delete_twice_is_404(client, tenant):
@@ -87,4 +88,4 @@ async def test_any_no_action_reference_blocks_delete_with_409(client, tenant, po
     await tenant_sql(pool, tenant, "INSERT INTO later_feature VALUES ($1)", uuid.UUID(contact_id))
     response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 409
-    assert await error_of(response) == "contact_referenced"
+    assert await error_code(response) == "contact_referenced"

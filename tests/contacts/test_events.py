@@ -7,8 +7,9 @@ import json
 import pytest
 
 from integrations.webhooks import new_secret
-
-from .conftest import CONTACTS, create_contact, get_contact, signature_verifies, tenant_sql
+from tests.factories import CONTACTS, create_contact
+from tests.helpers import get_contact, tenant_sql
+from tests.receiver import signature_verifies
 
 SUBSCRIPTIONS = "/webhooks/inbound/webhook-subscriptions"
 

@@ -1,4 +1,5 @@
-"""Custom fields, companies, and a contact's extended attributes (SPEC Contact, CONTRACT 4, 5)."""
+"""A contact's extended attributes: custom field values, company, assigned user, status
+(SPEC Contact, CONTRACT 4, 5)."""
 
 from __future__ import annotations
 
@@ -6,105 +7,32 @@ import uuid
 
 import pytest
 
-from .conftest import (
+from tests.factories import (
     BASE,
     CONTACTS,
+    create_company,
     create_contact,
-    error_of,
-    get_contact,
+    define_custom_field,
     make_member,
-    tenant_sql,
     unique_email,
 )
+from tests.helpers import error_code, get_contact, tenant_sql
 
 FIELDS = f"{BASE}/custom-fields"
 COMPANIES = f"{BASE}/companies"
 
 
-async def define(client, tenant, **body):
-    body.setdefault("name", body["key"].title())
-    response = await client.post(FIELDS, json=body, headers=tenant.headers)
-    assert response.status_code == 201, await response.get_data(as_text=True)
-    return (await response.get_json())["custom_field"]
-
-
-async def company(client, tenant, name="Acme"):
-    response = await client.post(COMPANIES, json={"name": name}, headers=tenant.headers)
-    assert response.status_code == 201, await response.get_data(as_text=True)
-    return (await response.get_json())["company"]
-
-
 @pytest.fixture
 async def fields(client, tenant):
-    await define(client, tenant, key="notes_text", field_type="text")
-    await define(client, tenant, key="score", field_type="number")
-    await define(client, tenant, key="opted_in", field_type="boolean")
-    await define(client, tenant, key="birthday", field_type="date")
-    await define(client, tenant, key="tier", field_type="select", options=["gold", "silver"])
-    await define(client, tenant, key="topics", field_type="multi_select",
-                 options=["sales", "support", "billing"])
-    await define(client, tenant, key="crm_id", field_type="text", read_only=True)
-
-
-# --- custom field definitions ------------------------------------------------------------------
-
-
-async def test_create_custom_field_is_201(client, tenant):
-    response = await client.post(FIELDS, json={"key": "tier", "name": "Tier",
-                                               "field_type": "select",
-                                               "options": ["gold", "silver"]},
-                                 headers=tenant.headers)
-    assert response.status_code == 201
-    body = await response.get_json()
-    assert body["status"] == "success"
-    field = body["custom_field"]
-    assert (field["key"], field["name"], field["field_type"], field["options"],
-            field["read_only"], field["is_active"]) == (
-        "tier", "Tier", "select", ["gold", "silver"], False, True)
-    uuid.UUID(field["id"])
-
-
-async def test_list_custom_fields_paginates(client, tenant):
-    for key in ("a_one", "a_two", "a_three"):
-        await define(client, tenant, key=key, field_type="text")
-    response = await client.get(f"{FIELDS}?limit=2", headers=tenant.headers)
-    body = await response.get_json()
-    assert [f["key"] for f in body["custom_fields"]] == ["a_three", "a_two"]
-    assert (body["total"], body["limit"], body["offset"], body["has_more"]) == (3, 2, 0, True)
-    response = await client.get(f"{FIELDS}?limit=101", headers=tenant.headers)
-    assert response.status_code == 400
-
-
-async def test_duplicate_custom_field_key_is_409(client, tenant):
-    await define(client, tenant, key="tier", field_type="text")
-    response = await client.post(FIELDS, json={"key": "tier", "name": "T", "field_type": "text"},
-                                 headers=tenant.headers)
-    assert response.status_code == 409
-    assert await error_of(response) == "custom_field_key_taken"
-
-
-@pytest.mark.parametrize("body", [
-    {"key": "Bad Key", "name": "x", "field_type": "text"},
-    {"key": "ok", "name": "  ", "field_type": "text"},
-    {"key": "ok", "name": "x", "field_type": "colour"},
-    {"key": "ok", "name": "x", "field_type": "select"},
-    {"key": "ok", "name": "x", "field_type": "select", "options": []},
-    {"key": "ok", "name": "x", "field_type": "select", "options": ["a", "a"]},
-    {"key": "ok", "name": "x", "field_type": "select", "options": ["a", " "]},
-    {"key": "ok", "name": "x", "field_type": "text", "options": ["a"]},
-    {"key": "ok", "name": "x", "field_type": "text", "read_only": "yes"},
-    {"name": "x", "field_type": "text"},
-    [1],
-])
-async def test_invalid_custom_field_is_400(client, tenant, body):
-    response = await client.post(FIELDS, json=body, headers=tenant.headers)
-    assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
-
-
-async def test_custom_fields_without_key_are_401(client):
-    assert (await client.get(FIELDS)).status_code == 401
-    assert (await client.post(FIELDS, json={})).status_code == 401
+    await define_custom_field(client, tenant, key="notes_text", field_type="text")
+    await define_custom_field(client, tenant, key="score", field_type="number")
+    await define_custom_field(client, tenant, key="opted_in", field_type="boolean")
+    await define_custom_field(client, tenant, key="birthday", field_type="date")
+    await define_custom_field(client, tenant, key="tier", field_type="select",
+                              options=["gold", "silver"])
+    await define_custom_field(client, tenant, key="topics", field_type="multi_select",
+                              options=["sales", "support", "billing"])
+    await define_custom_field(client, tenant, key="crm_id", field_type="text", read_only=True)
 
 
 # --- custom field values -----------------------------------------------------------------------
@@ -145,7 +73,7 @@ async def test_unknown_key_is_400(client, tenant, fields):
                                                  "custom_field_values": {"nope": "x"}},
                                  headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_inactive_key_is_400(client, tenant, fields, pool):
@@ -204,37 +132,10 @@ async def test_match_on_create_merges_values(client, tenant, fields):
         "tier": "gold", "score": 3}
 
 
-# --- companies ---------------------------------------------------------------------------------
-
-
-async def test_create_company_is_201(client, tenant):
-    response = await client.post(COMPANIES, json={"name": " Acme Ltd "}, headers=tenant.headers)
-    assert response.status_code == 201
-    body = await response.get_json()
-    assert body["status"] == "success" and body["company"]["name"] == "Acme Ltd"
-    assert set(body["company"]) == {"id", "name", "created_at", "updated_at"}
-
-
-async def test_list_companies_newest_first(client, tenant):
-    first, second = await company(client, tenant, "One"), await company(client, tenant, "Two")
-    body = await (await client.get(COMPANIES, headers=tenant.headers)).get_json()
-    assert [c["id"] for c in body["companies"]] == [second["id"], first["id"]]
-    assert (body["total"], body["has_more"]) == (2, False)
-
-
-async def test_invalid_company_is_400(client, tenant):
-    for body in ({}, {"name": ""}, {"name": "  "}, {"name": 1}, {"name": "x" * 201}, [1]):
-        response = await client.post(COMPANIES, json=body, headers=tenant.headers)
-        assert response.status_code == 400, body
-        assert await error_of(response) == "validation_error"
-
-
-async def test_companies_without_key_are_401(client):
-    assert (await client.get(COMPANIES)).status_code == 401
-
+# --- a contact's company ----------------------------------------------------------------------
 
 async def test_company_id_links_and_null_clears(client, tenant):
-    acme = await company(client, tenant)
+    acme = await create_company(client, tenant)
     contact_id = await create_contact(client, tenant, company_id=acme["id"])
     assert (await get_contact(client, tenant, contact_id))["company_id"] == acme["id"]
     await client.patch(f"{CONTACTS}/{contact_id}", json={"company_id": None},
@@ -256,11 +157,11 @@ async def test_company_id_not_a_uuid_is_400(client, tenant):
     response = await client.post(CONTACTS, json={"email": unique_email(), "company_id": "acme"},
                                  headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_company_of_another_sub_account_is_400(client, tenant, tenant_second):
-    theirs = await company(client, tenant_second)
+    theirs = await create_company(client, tenant_second)
     contact_id = await create_contact(client, tenant)
     response = await client.patch(f"{CONTACTS}/{contact_id}", json={"company_id": theirs["id"]},
                                   headers=tenant.headers)
@@ -304,7 +205,7 @@ async def test_unknown_or_malformed_user_is_400(client, tenant):
                                                      "assigned_user_id": value},
                                      headers=tenant.headers)
         assert response.status_code == 400
-        assert await error_of(response) == code
+        assert await error_code(response) == code
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -323,7 +224,7 @@ async def test_invalid_status_is_400(client, tenant, status):
     response = await client.post(CONTACTS, json={"email": unique_email(), "status": status},
                                  headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
     contact_id = await create_contact(client, tenant)
     response = await client.patch(f"{CONTACTS}/{contact_id}", json={"status": status},
                                   headers=tenant.headers)

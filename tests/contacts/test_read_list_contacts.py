@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from .conftest import CONTACTS, create_contact, error_of
+from tests.factories import CONTACTS, create_contact
+from tests.helpers import error_code
 
 
 async def page(client, tenant, query=""):
@@ -80,7 +81,7 @@ async def test_limit_rule(client, tenant, query, expected):
 async def test_bad_offset_is_400(client, tenant, offset):
     response = await client.get(f"{CONTACTS}?offset={offset}", headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_list_without_key_is_401(client):
@@ -102,13 +103,13 @@ async def test_get_returns_the_contact(client, tenant):
 async def test_get_non_uuid_is_400_invalid_uuid(client, tenant):
     response = await client.get(f"{CONTACTS}/not-a-uuid", headers=tenant.headers)
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_get_unknown_is_404(client, tenant):
     response = await client.get(f"{CONTACTS}/{uuid.uuid4()}", headers=tenant.headers)
     assert response.status_code == 404
-    assert await error_of(response) == "not_found"
+    assert await error_code(response) == "not_found"
 
 
 async def test_get_without_key_is_401(client):

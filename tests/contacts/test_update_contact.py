@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from .conftest import CONTACTS, create_contact, error_of, get_contact, unique_email, unique_phone
+from tests.factories import CONTACTS, create_contact, unique_email, unique_phone
+from tests.helpers import error_code, get_contact
 
 
 async def patch(client, tenant, contact_id, body=None, **kwargs):
@@ -79,7 +80,7 @@ async def test_patch_invalid_email_is_400(client, tenant):
     contact_id = await create_contact(client, tenant)
     response = await patch(client, tenant, contact_id, {"email": "no-at-sign"})
     assert response.status_code == 400
-    assert await error_of(response) == "validation_error"
+    assert await error_code(response) == "validation_error"
 
 
 async def test_patch_tags_replace_the_set_normalised(client, tenant):
@@ -101,7 +102,7 @@ async def test_patch_tags_not_strings_is_400(client, tenant):
     for bad in ("vip", [1], None, {"a": 1}):
         response = await patch(client, tenant, contact_id, {"tags": bad})
         assert response.status_code == 400, bad
-        assert await error_of(response) == "validation_error"
+        assert await error_code(response) == "validation_error"
 
 
 async def test_patch_source_is_applied(client, tenant):
@@ -129,7 +130,7 @@ async def test_patch_removing_both_email_and_phone_is_400(client, tenant):
     contact_id = await create_contact(client, tenant, email=unique_email())
     response = await patch(client, tenant, contact_id, {"email": None})
     assert response.status_code == 400
-    assert await error_of(response) == "contacts_email_or_phone_required"
+    assert await error_code(response) == "contacts_email_or_phone_required"
 
 
 async def test_patch_nothing_to_update_is_400(client, tenant):
@@ -137,14 +138,14 @@ async def test_patch_nothing_to_update_is_400(client, tenant):
     for body in ({}, {"unknown": 1}, {"id": str(uuid.uuid4())}):
         response = await patch(client, tenant, contact_id, body)
         assert response.status_code == 400, body
-        assert await error_of(response) == "nothing_to_update"
+        assert await error_code(response) == "nothing_to_update"
 
 
 async def test_patch_without_body_is_400_nothing_to_update(client, tenant):
     contact_id = await create_contact(client, tenant)
     response = await patch(client, tenant, contact_id)
     assert response.status_code == 400
-    assert await error_of(response) == "nothing_to_update"
+    assert await error_code(response) == "nothing_to_update"
 
 
 async def test_patch_phone_held_by_another_contact_is_409(client, tenant):
@@ -153,7 +154,7 @@ async def test_patch_phone_held_by_another_contact_is_409(client, tenant):
     other = await create_contact(client, tenant)
     response = await patch(client, tenant, other, {"phone": phone, "address": "x"})
     assert response.status_code == 409
-    assert await error_of(response) == "contact_phone_conflict"
+    assert await error_code(response) == "contact_phone_conflict"
     assert (await get_contact(client, tenant, other))["address"] is None
 
 
@@ -163,7 +164,7 @@ async def test_patch_email_held_by_another_contact_is_409(client, tenant):
     other = await create_contact(client, tenant)
     response = await patch(client, tenant, other, {"email": email.upper()})
     assert response.status_code == 409
-    assert await error_of(response) == "contact_email_conflict"
+    assert await error_code(response) == "contact_email_conflict"
 
 
 async def test_patch_own_phone_again_is_fine(client, tenant):
@@ -175,13 +176,13 @@ async def test_patch_own_phone_again_is_fine(client, tenant):
 async def test_patch_non_uuid_is_400(client, tenant):
     response = await patch(client, tenant, "1234", {"address": "x"})
     assert response.status_code == 400
-    assert await error_of(response) == "invalid_uuid"
+    assert await error_code(response) == "invalid_uuid"
 
 
 async def test_patch_unknown_is_404(client, tenant):
     response = await patch(client, tenant, uuid.uuid4(), {"address": "x"})
     assert response.status_code == 404
-    assert await error_of(response) == "not_found"
+    assert await error_code(response) == "not_found"
 
 
 async def test_patch_wrong_types_are_400(client, tenant):
@@ -189,7 +190,7 @@ async def test_patch_wrong_types_are_400(client, tenant):
     for body in ({"name": 1}, {"phone": 1}, {"status": ["x"]}, [1], "x"):
         response = await patch(client, tenant, contact_id, body)
         assert response.status_code == 400, body
-        assert await error_of(response) == "validation_error"
+        assert await error_code(response) == "validation_error"
 
 
 async def test_patch_without_key_is_401(client):

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import uuid
 
-from tests.conftest import make_agency
+from tests.factories import make_agency
 
 
 def _plan(slug: str, name: str = "Gold") -> dict:

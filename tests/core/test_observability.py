@@ -12,7 +12,7 @@ import time
 import httpx
 
 from tenancy.embedded import free_port
-from tests.conftest import make_agency
+from tests.factories import make_agency
 
 
 async def test_metrics_count_requests_by_route_and_status(client, tenant) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from api.ratelimit import MAX_LEASE
-from tests.delivery.receiver import Receiver
+from tests.receiver import Receiver
 
 from .conftest import BASE, assert_unavailable, eventually, make_sub_account
 

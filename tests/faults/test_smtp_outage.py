@@ -1,7 +1,7 @@
 """The SMTP server down.
 
 - add-subaccount-user with the email server down answers 502 with the invitation token kept:
-  tests/foundation/test_add_subaccount_user.py::test_email_failure_is_502_with_token_and_invitation_kept
+  tests/agency/test_add_subaccount_user.py::test_email_failure_is_502_with_token_and_invitation_kept
   (and ::test_create_with_email_down_still_creates_and_returns_token); not repeated here.
 - A worker killed with SIGKILL mid-campaign and restarted: tests/campaigns/test_worker_crash.py.
 - Here: a campaign sent while the SMTP server is down keeps `sending` and sends nothing (the

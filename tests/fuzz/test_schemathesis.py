@@ -44,7 +44,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tenancy.embedded import free_port
-from tests.conftest import make_agency
+from tests.factories import make_agency
 
 MAX_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_EXAMPLES", "100"))
 STATEFUL_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_STATEFUL_EXAMPLES", "40"))

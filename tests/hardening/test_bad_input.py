@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from tenancy.settings import get_settings
-from tests.conftest import Tenant
-from tests.hardening.conftest import Live, snapshot
+from tests.factories import Tenant
+from tests.helpers import Live, error_code, snapshot
 
 BASE = "/webhooks/inbound"
 CONTACTS = f"{BASE}/contacts"
@@ -23,15 +23,6 @@ SQL_META = ["'; DROP TABLE contacts; --", "100% off", "snake_case_", "back\\slas
 UNICODE = ["emoji 😀👩‍👩‍👧‍👦", "مرحبا بالعالم", "e\u0301\u0301 combining", "\u202eRTL override",
            "zero\u200bwidth", "𝕳𝖆𝖑𝖑𝖔 astral", "\ufeffbom"]
 
-
-async def error_of(response: Any, *statuses: int) -> str:
-    text = await response.get_data(as_text=True)
-    assert response.status_code in statuses, text
-    body = json.loads(text)
-    assert body["status"] == "error", body
-    assert set(body["error"]) >= {"code", "message"}
-    assert "Traceback" not in text and "SELECT" not in text
-    return str(body["error"]["code"])
 
 
 async def contact_count(pool: Any, tenant: Tenant) -> int:
@@ -50,7 +41,7 @@ async def test_body_over_the_limit_is_413(client: Any, pool: Any, tenant: Tenant
     body = json.dumps({"email": email(), "address": "x" * limit}).encode()
     response = await client.post(CONTACTS, data=body, headers={
         **tenant.headers, "Content-Type": "application/json"})
-    assert await error_of(response, 413) == "payload_too_large"
+    assert await error_code(response, 413) == "payload_too_large"
     assert await contact_count(pool, tenant) == 0
 
 
@@ -133,7 +124,7 @@ async def test_deeply_nested_json_is_400(client: Any, pool: Any, tenant: Tenant,
                                          nested: str) -> None:
     response = await client.post(CONTACTS, data=nested, headers={
         **tenant.headers, "Content-Type": "application/json"})
-    await error_of(response, 400, 422)
+    await error_code(response, 400, 422)
     assert await contact_count(pool, tenant) == 0
 
 
@@ -149,7 +140,7 @@ async def test_deeply_nested_json_is_400(client: Any, pool: Any, tenant: Tenant,
 async def test_huge_arrays_are_4xx(client: Any, pool: Any, tenant: Tenant, path: str,
                                    body: Any) -> None:
     before = await snapshot(pool, tenant)
-    await error_of(await client.post(path, json=body, headers=tenant.headers), 400, 413)
+    await error_code(await client.post(path, json=body, headers=tenant.headers), 400, 413)
     assert await snapshot(pool, tenant) == before
 
 
@@ -159,7 +150,7 @@ async def test_huge_tag_list_on_a_contact_is_4xx(client: Any, pool: Any, tenant:
     response = await client.post(f"{CONTACTS}/{contact_id}/tags",
                                  json={"tags": [f"t{i}" for i in range(50_000)]},
                                  headers=tenant.headers)
-    await error_of(response, 400, 413, 422)
+    await error_code(response, 400, 413, 422)
     assert await snapshot(pool, tenant) == before
 
 
@@ -181,7 +172,7 @@ async def test_wrong_content_type_on_a_json_post_is_4xx(
     if content_type:
         headers["Content-Type"] = content_type
     before = await snapshot(pool, tenant)
-    await error_of(await client.post(path, data=body, headers=headers), 400, 415)
+    await error_code(await client.post(path, data=body, headers=headers), 400, 415)
     assert await snapshot(pool, tenant) == before
 
 
@@ -210,7 +201,7 @@ async def test_wrong_content_type_on_functions_route_is_4xx_in_its_envelope(
 async def test_malformed_json_is_400(client: Any, pool: Any, tenant: Tenant, raw: bytes) -> None:
     response = await client.post(CONTACTS, data=raw, headers={
         **tenant.headers, "Content-Type": "application/json"})
-    await error_of(response, 400)
+    await error_code(response, 400)
     assert await contact_count(pool, tenant) == 0
 
 
@@ -241,17 +232,17 @@ async def test_nul_and_lone_surrogates_are_400(client: Any, pool: Any, tenant: T
         values = (email(), raw) if template.count("%s") == 2 else (raw,)
         response = await client.post(path, data=template % values, headers={
             **tenant.headers, "Content-Type": "application/json"})
-        assert await error_of(response, 400) == "validation_error"
+        assert await error_code(response, 400) == "validation_error"
     response = await client.patch(f"{CONTACTS}/{contact_id}",
                                   data='{"last_name": ' + raw + '}',
                                   headers={**tenant.headers, "Content-Type": "application/json"})
-    await error_of(response, 400)
+    await error_code(response, 400)
     assert await snapshot(pool, tenant) == before
 
 
 async def test_nul_in_the_path_or_query_is_400(client: Any, tenant: Tenant) -> None:
-    await error_of(await client.get(f"{CONTACTS}/a%00b", headers=tenant.headers), 400, 404)
-    await error_of(await client.get(f"{CONTACTS}?search=a%00b", headers=tenant.headers), 400)
+    await error_code(await client.get(f"{CONTACTS}/a%00b", headers=tenant.headers), 400, 404)
+    await error_code(await client.get(f"{CONTACTS}?search=a%00b", headers=tenant.headers), 400)
 
 
 async def test_overlong_name_is_400_and_nothing_is_stored(client: Any, pool: Any,
@@ -259,10 +250,10 @@ async def test_overlong_name_is_400_and_nothing_is_stored(client: Any, pool: Any
     for field in ("first_name", "last_name", "name", "address", "source"):
         response = await client.post(CONTACTS, json={"email": email(), field: "x" * 900_000},
                                      headers=tenant.headers)
-        await error_of(response, 400, 413)
+        await error_code(response, 400, 413)
     response = await client.post(f"{BASE}/companies", json={"name": "x" * 900_000},
                                  headers=tenant.headers)
-    await error_of(response, 400, 413)
+    await error_code(response, 400, 413)
     assert await contact_count(pool, tenant) == 0
 
 

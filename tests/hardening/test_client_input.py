@@ -5,7 +5,6 @@ after a charge or a commit, unbounded metric labels, and the team-users list env
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -15,43 +14,16 @@ from api.campaigns.mime import CampaignHeaders
 from integrations.email import SMTPConfig, build_message
 from tenancy import tenant_ops
 from tenancy.db import tenant_transaction
-from tests.conftest import Agency, Mailbox, Tenant, make_tenant
-from tests.hardening.conftest import snapshot
+from tests.conftest import Mailbox
+from tests.factories import Agency, Tenant, insert_contact, priced_tenant, unique_phone
+from tests.helpers import error_of, snapshot
 
 BASE = "/webhooks/inbound"
 INJECTED = ["Sale\r\nReply-To: x@evil.example\r\nX-Evil: 1", "Sale\nBcc: x@evil.example",
             "tab\there", "nul-free \x0b vertical tab", "line\u2028separator", "del \x7f"]
 
 
-async def error_of(response: Any, *statuses: int) -> dict[str, Any]:
-    text = await response.get_data(as_text=True)
-    assert response.status_code in statuses, text
-    body = json.loads(text)
-    assert "Traceback" not in text and "SELECT" not in text
-    return body["error"]  # type: ignore[no-any-return]
 
-
-async def add_contact(pool: Any, tenant: Tenant, email: str | None = None) -> uuid.UUID:
-    async with tenant_transaction(pool, tenant.schema) as conn:
-        contact_id: uuid.UUID = await conn.fetchval(
-            "INSERT INTO contacts (name, email, phone) VALUES ($1, $2, $3) RETURNING id",
-            "Ada", email or f"ada-{uuid.uuid4().hex[:8]}@example.com",
-            f"+1202555{uuid.uuid4().int % 10000:04d}")
-    return contact_id
-
-
-async def priced_tenant(client: Any, agency: Agency, balance: float = 10) -> Tenant:
-    """A sub-account whose plan charges 0.5 a message, with `balance` in its wallet."""
-    slug = f"priced-{uuid.uuid4().hex[:8]}"
-    response = await client.post("/functions/v1/agency/plans", headers=agency.headers, json={
-        "slug": slug, "name": "Priced", "rebilling": {"email_per_message": 0.5,
-                                                      "sms_per_message": 0.5}})
-    assert response.status_code == 201, await response.get_data(as_text=True)
-    tenant = await make_tenant(client, agency, plan=slug)
-    response = await client.post(f"/functions/v1/agency/sub-accounts/{tenant.id}/wallet/credit",
-                                 json={"amount": balance}, headers=agency.headers)
-    assert response.status_code == 200
-    return tenant
 
 
 async def balance_of(client: Any, tenant: Tenant) -> float:
@@ -78,9 +50,10 @@ async def test_campaign_subject_with_control_characters_is_400_and_stores_nothin
 @pytest.mark.parametrize("subject", INJECTED[:3])
 async def test_message_subject_with_control_characters_is_400_no_charge_no_email(
         client: Any, pool: Any, agency: Agency, mailbox: Mailbox, subject: str) -> None:
-    tenant = await priced_tenant(client, agency)
+    tenant = await priced_tenant(client, agency, credit=10, email_per_message=0.5,
+                                  sms_per_message=0.5)
     address = f"to-{uuid.uuid4().hex[:8]}@example.com"
-    contact_id = await add_contact(pool, tenant, address)
+    contact_id = await insert_contact(pool, tenant, address, phone=unique_phone())
     before = await snapshot(pool, tenant)
 
     response = await client.post(f"{BASE}/contacts/{contact_id}/messages", headers=tenant.headers,
@@ -148,8 +121,9 @@ def test_email_builders_refuse_header_text_with_control_characters() -> None:
 
 async def test_a_failure_after_the_charge_refunds_it_and_marks_the_message_failed(
         client: Any, pool: Any, agency: Agency, monkeypatch: pytest.MonkeyPatch) -> None:
-    tenant = await priced_tenant(client, agency)
-    contact_id = await add_contact(pool, tenant)
+    tenant = await priced_tenant(client, agency, credit=10, email_per_message=0.5,
+                                  sms_per_message=0.5)
+    contact_id = await insert_contact(pool, tenant, phone=unique_phone())
 
     class BrokenCarrier:
         async def send_sms(self, *args: Any) -> str:
@@ -225,7 +199,7 @@ async def test_largest_offset_is_an_empty_page(client: Any, tenant: Tenant) -> N
 @pytest.mark.parametrize("quantity", [10**26, 1_000_001])
 async def test_invoice_quantity_past_its_bound_is_400(client: Any, pool: Any, tenant: Tenant,
                                                       quantity: int) -> None:
-    contact_id = await add_contact(pool, tenant)
+    contact_id = await insert_contact(pool, tenant, phone=unique_phone())
     before = await snapshot(pool, tenant)
     response = await client.post(f"{BASE}/invoices", headers=tenant.headers, json={
         "contact_id": str(contact_id), "due_date": "2026-12-31",
@@ -251,7 +225,7 @@ async def test_wallet_credit_that_would_overflow_the_balance_is_400(
     ("voice_activity_timeout", 99)])
 async def test_agent_timeouts_past_their_bounds_are_400(client: Any, tenant: Tenant,
                                                         field: str, value: Any) -> None:
-    from tests.voice.conftest import agent_body
+    from tests.factories import agent_body
 
     body = {**agent_body(tenant), field: value}
     response = await client.post("/functions/v1/crm-api/create-agent", json=body,

@@ -12,8 +12,8 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from tests.hardening.conftest import Live
 from tests.hardening.test_bad_input import CONTACTS, _live_tenant_key, _raw_request, email
+from tests.helpers import Live
 
 
 def _contacts(live: Live, key: str) -> list[dict[str, Any]]:

@@ -20,8 +20,8 @@ import pytest
 
 from cli.wiring import build_app as create_app
 from tenancy.clock import utcnow
-from tests.conftest import Tenant
-from tests.hardening.conftest import snapshot
+from tests.factories import Tenant
+from tests.helpers import snapshot
 
 BASE = "/webhooks/inbound"
 
@@ -82,14 +82,14 @@ async def note(client: Any, b: Tenant) -> Record:
 
 
 async def agent(client: Any, b: Tenant) -> Record:
-    from tests.voice.conftest import make_agent
+    from tests.factories import make_agent
 
     agent_id = await make_agent(client, b, name="Beatrix agent")
     return Record({"agent_id": agent_id}, {agent_id, "Beatrix agent"} | _b_values(b))
 
 
 async def phone_number(client: Any, b: Tenant) -> Record:
-    from tests.voice.conftest import import_number
+    from tests.factories import import_number
 
     number = "+14155550166"
     number_id = await import_number(client, b, number)
@@ -109,7 +109,7 @@ async def number_pool(client: Any, b: Tenant) -> Record:
 
 
 async def call(client: Any, b: Tenant) -> Record:
-    from tests.voice.conftest import assign
+    from tests.factories import assign
 
     record = await phone_number(client, b)
     assert (await assign(client, b, record.params["number_id"],
@@ -384,7 +384,7 @@ async def test_agency_key_of_another_organisation_cannot_add_users_to_its_sub_ac
 
 async def test_sub_account_key_cannot_create_an_agent_in_another_sub_account(
         client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
-    from tests.voice.conftest import agent_body, connect
+    from tests.factories import agent_body, connect
 
     await connect(client, tenant)
     before = await snapshot(pool, tenant_second)
@@ -504,7 +504,7 @@ async def _invite_to_b(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str
 
 def _agent_for(field_name: str) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
     async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
-        from tests.voice.conftest import agent_body, connect
+        from tests.factories import agent_body, connect
 
         await connect(client, a)
         value = str(b.id) if field_name == "sub_account_id" else str(b.organisation.id)
@@ -575,7 +575,7 @@ async def _pool_of_b_numbers(client: Any, a: Tenant, b: Tenant
 
 async def _assign_b_agent(client: Any, a: Tenant, b: Tenant
                           ) -> tuple[str, dict[str, Any], set[str]]:
-    from tests.voice.conftest import import_number
+    from tests.factories import import_number
 
     b_agent = await agent(client, b)
     a_number = await import_number(client, a, "+14155550177")

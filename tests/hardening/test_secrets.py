@@ -20,9 +20,9 @@ import httpx
 
 from tenancy.keys import hash_key
 from tenancy.secrets import encrypt
-from tests.conftest import Tenant
-from tests.contacts.conftest import Receiver
-from tests.hardening.conftest import live_system
+from tests.factories import Tenant
+from tests.helpers import live_system
+from tests.receiver import RecordingReceiver
 
 BASE = "/webhooks/inbound"
 PEPPER = "pepper-" + secrets.token_hex(24)
@@ -72,7 +72,7 @@ async def test_no_secret_appears_in_the_output_of_serve_and_worker(
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
            "SMTP_HOST": mailbox.host, "SMTP_PORT": str(mailbox.port), **env_extra}
     found: set[str] = {PEPPER}
-    receiver = await Receiver().start()
+    receiver = await RecordingReceiver().start()
     receiver.statuses = [500, 503]  # two failed attempts first: retries are logged too
     try:
         with live_system(servers, mailbox, tmp_path, **env_extra) as live:
@@ -92,7 +92,7 @@ async def test_no_secret_appears_in_the_output_of_serve_and_worker(
 
 
 async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
-                    receiver: Receiver) -> set[str]:
+                    receiver: RecordingReceiver) -> set[str]:
     """Drive the system the way clients do; answer every secret value produced or sent."""
     found: set[str] = set()
     organisation = await asyncio.to_thread(_create_organisation, env)

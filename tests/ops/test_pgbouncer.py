@@ -25,7 +25,8 @@ import pytest
 
 from tenancy.db import asyncpg_dsn, session_url, tenant_transaction
 from tenancy.settings import get_settings
-from tests.conftest import Servers, Tenant
+from tests.conftest import Servers
+from tests.factories import Tenant
 
 CONTACTS = "/webhooks/inbound/contacts"
 

@@ -22,8 +22,8 @@ import httpx
 from tenancy.migrate import migrate_tenants
 from tenancy.schema import MIGRATIONS_DIR, sqlalchemy_url, tenant_head
 from tenancy.settings import get_settings
-from tests.conftest import Tenant, make_tenant
-from tests.hardening.conftest import live_system
+from tests.factories import Tenant, make_tenant
+from tests.helpers import live_system
 
 CONTACTS = "/webhooks/inbound/contacts"
 

@@ -39,6 +39,18 @@ def validate_response(model_class: type[BaseModel], status_code: int = 200) -> C
     return decorator
 
 
+def validate_errors(model_class: type[BaseModel], *status_codes: int) -> Callable[[F], F]:
+    """Declare that the route answers each of `status_codes` with an error body of
+    `model_class` (one line for a route's refusals instead of one decorator each)."""
+
+    def decorator(func: F) -> F:
+        for status_code in status_codes:
+            declare_response(func, model_class, status_code)
+        return func
+
+    return decorator
+
+
 @functools.cache
 def _adapter(model_class: Any) -> TypeAdapter[Any]:
     return TypeAdapter(model_class)

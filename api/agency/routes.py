@@ -27,7 +27,7 @@ from api.agency.schemas import (
 from api.auth import AGENCY, principal, requires
 from api.schemas import FunctionsError
 from api.types import normalise_email, page_fields, pagination, parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from tenancy.errors import APIError
 from tenancy.invitations import accept_invitation
 from tenancy.provisioning import NewSubAccount, provision_sub_account
@@ -60,10 +60,7 @@ def _email(raw: str | None) -> str:
 @requires(AGENCY)
 @validate_request(CreateSubAccountRequest)
 @validate_response(CreateSubAccountResponse, 201)
-@validate_response(FunctionsError, 400)
-@validate_response(FunctionsError, 401)
-@validate_response(FunctionsError, 403)
-@validate_response(FunctionsError, 404)
+@validate_errors(FunctionsError, 400, 401, 403, 404)
 async def create_subaccount_webhook(data: CreateSubAccountRequest) -> tuple[dict[str, Any], int]:
     """Provision a sub-account, optionally linked to a CRM location, and invite its owner."""
     email = _email(data.email)
@@ -82,10 +79,7 @@ async def create_subaccount_webhook(data: CreateSubAccountRequest) -> tuple[dict
 @requires(AGENCY)
 @validate_request(AddSubAccountUserRequest)
 @validate_response(AddSubAccountUserResponse, 201)
-@validate_response(FunctionsError, 400)
-@validate_response(FunctionsError, 403)
-@validate_response(FunctionsError, 404)
-@validate_response(FunctionsError, 409)
+@validate_errors(FunctionsError, 400, 403, 404, 409)
 @validate_response(InvitationEmailFailed, 502)
 async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict[str, Any], int]:
     """Invite a user to a sub-account of the agency (an open invitation is refreshed)."""
@@ -105,8 +99,7 @@ async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict[str,
 @tag(["Sub-Account Users"])
 @validate_request(AcceptInvitationRequest)
 @validate_response(AcceptInvitationResponse, 200)
-@validate_response(FunctionsError, 404)
-@validate_response(FunctionsError, 410)
+@validate_errors(FunctionsError, 404, 410)
 async def accept(data: AcceptInvitationRequest) -> dict[str, Any]:
     """Accept an invitation by its token (no API key): the user becomes a member."""
     result = await accept_invitation(_pool(), data.token.strip(), data.first_name, data.last_name)

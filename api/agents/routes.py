@@ -18,7 +18,7 @@ from api.auth import SUB_ACCOUNT, principal, requires, tenant_scope
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import page_body, pagination, parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("agents", __name__)
@@ -35,8 +35,7 @@ def _with_scope(agent: dict[str, Any]) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_request(CreateAgentRequest)
 @validate_response(AgentCreated, 201)
-@validate_response(FunctionsError, 400)
-@validate_response(FunctionsError, 403)
+@validate_errors(FunctionsError, 400, 403)
 async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
     """Create an AI voice agent in the key's sub-account."""
     await service.check_fields(
@@ -68,8 +67,7 @@ async def list_agents() -> dict[str, Any]:
 @tag(["Agents"])
 @requires(SUB_ACCOUNT)
 @validate_response(AgentResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def get_agent(agent_id: str) -> dict[str, Any]:
     """Read one agent, including its post-call webhook signing secret."""
     agent = await service.get_agent(tenant_scope(), parse_uuid(agent_id))

@@ -12,7 +12,7 @@ from api.calls import service
 from api.calls.schemas import CallPlaced, CallResponse, PlaceCallRequest
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("calls", __name__, url_prefix="/webhooks/inbound")
 
@@ -22,9 +22,7 @@ blueprint = Blueprint("calls", __name__, url_prefix="/webhooks/inbound")
 @requires(SUB_ACCOUNT)
 @validate_request(PlaceCallRequest)
 @validate_response(CallPlaced, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 402)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 402, 404)
 async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
     """Place an outbound AI call to the contact's phone on file."""
     contact_uuid = parse_uuid(contact_id)
@@ -39,8 +37,7 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
 @tag(["Calls"])
 @requires(SUB_ACCOUNT)
 @validate_response(CallResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def get_call(call_id: str) -> dict[str, Any]:
     """Read a call: its status and, once ended, its duration, transcript and recording."""
     call = await service.get_call(tenant_scope(),

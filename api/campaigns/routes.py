@@ -20,7 +20,7 @@ from api.campaigns.schemas import (
 from api.contacts.body import validate_optional_body
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from tenancy.clock import utcnow
 from tenancy.errors import APIError
 
@@ -68,8 +68,7 @@ def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
 @requires(SUB_ACCOUNT)
 @validate_request(CreateCampaignRequest)
 @validate_response(CampaignResponse, 201)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def create_campaign(data: CreateCampaignRequest) -> tuple[dict[str, Any], int]:
     """Create a draft campaign (content may come later; schedule checks it)."""
     campaign = await service.create_campaign(tenant_scope(), _new_campaign(data))
@@ -80,8 +79,7 @@ async def create_campaign(data: CreateCampaignRequest) -> tuple[dict[str, Any], 
 @tag(["Campaigns"])
 @requires(SUB_ACCOUNT)
 @validate_response(CampaignResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def get_campaign(campaign_id: str) -> dict[str, Any]:
     """Read a campaign with its live counters (progress, contacted, success, pending, ...)."""
     campaign = await service.get_campaign(tenant_scope(), parse_uuid(campaign_id))
@@ -93,9 +91,7 @@ async def get_campaign(campaign_id: str) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_request(ScheduleRequest)
 @validate_response(CampaignResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
-@validate_response(Error, 409)
+@validate_errors(Error, 400, 404, 409)
 async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict[str, Any]:
     """Schedule a draft campaign or reschedule a scheduled one; it is sent at start_date."""
     campaign_uuid = parse_uuid(campaign_id)
@@ -108,9 +104,7 @@ async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict[str
 @tag(["Campaigns"])
 @requires(SUB_ACCOUNT)
 @validate_response(CampaignResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
-@validate_response(Error, 409)
+@validate_errors(Error, 400, 404, 409)
 async def cancel_campaign(campaign_id: str) -> dict[str, Any]:
     """Cancel a draft or scheduled campaign; nothing of it is sent."""
     campaign = await service.cancel_campaign(tenant_scope(), parse_uuid(campaign_id))
@@ -122,9 +116,7 @@ async def cancel_campaign(campaign_id: str) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_optional_body(ResumeRequest)
 @validate_response(CampaignResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
-@validate_response(Error, 409)
+@validate_errors(Error, 400, 404, 409)
 async def resume_campaign(campaign_id: str, data: ResumeRequest) -> dict[str, Any]:
     """Resume a paused campaign at a future start_date, or at once without one."""
     campaign_uuid = parse_uuid(campaign_id)

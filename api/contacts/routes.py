@@ -21,7 +21,7 @@ from api.contacts.schemas import (
 )
 from api.schemas import InboundError as Error
 from api.types import offset_arg, page_body, parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("contacts", __name__, url_prefix="/webhooks/inbound")
 
@@ -57,8 +57,7 @@ async def list_contacts() -> dict[str, Any]:
 @validate_optional_body(CreateContactRequest)
 @validate_response(ContactCreated, 201)
 @validate_response(ContactCreated, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 409)
+@validate_errors(Error, 400, 409)
 async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], int]:
     """Create a contact, or match one by email, then phone, and update it."""
     created, contact_id = await service.create_or_match(tenant_scope(), data)
@@ -70,8 +69,7 @@ async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], in
 @tag(["Contacts"])
 @requires(SUB_ACCOUNT)
 @validate_response(ContactResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def get_contact(contact_id: str) -> dict[str, Any]:
     """Read one contact."""
     contact = await service.get_contact(tenant_scope(), parse_uuid(contact_id))
@@ -83,9 +81,7 @@ async def get_contact(contact_id: str) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_optional_body(UpdateContactRequest)
 @validate_response(ContactUpdated, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
-@validate_response(Error, 409)
+@validate_errors(Error, 400, 404, 409)
 async def update_contact(contact_id: str, data: UpdateContactRequest) -> dict[str, Any]:
     """Change only the fields present; tags replaces the whole set."""
     contact_uuid = parse_uuid(contact_id)
@@ -97,9 +93,7 @@ async def update_contact(contact_id: str, data: UpdateContactRequest) -> dict[st
 @tag(["Contacts"])
 @requires(SUB_ACCOUNT)
 @validate_response(ContactDeleted, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
-@validate_response(Error, 409)
+@validate_errors(Error, 400, 404, 409)
 async def delete_contact(contact_id: str) -> dict[str, Any]:
     """Delete a contact and its notes; refused while other records reference it."""
     contact_uuid = parse_uuid(contact_id)

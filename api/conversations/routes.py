@@ -23,7 +23,7 @@ from api.errors import validation_details
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("conversations", __name__)
@@ -41,10 +41,7 @@ def _pool() -> asyncpg.Pool:
 @requires(SUB_ACCOUNT)
 @validate_request(SendMessageRequest)
 @validate_response(SentMessageResponse, 201)
-@validate_response(Error, 400)
-@validate_response(Error, 402)
-@validate_response(Error, 404)
-@validate_response(Error, 502)
+@validate_errors(Error, 400, 402, 404, 502)
 async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[str, Any], int]:
     """Send an SMS or email to the contact, charged to the wallet, kept in its conversation."""
     contact_uuid = parse_uuid(contact_id)
@@ -62,8 +59,7 @@ async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[
 @tag(["Conversations"])
 @requires(SUB_ACCOUNT)
 @validate_response(ContactMessages, 200)
-@validate_response(FunctionsError, 400)
-@validate_response(FunctionsError, 404)
+@validate_errors(FunctionsError, 400, 404)
 async def get_contact_messages(contact_id: str) -> dict[str, Any]:
     """The contact's messages, newest first (limit 1..200, default 50; offset)."""
     contact_uuid = parse_uuid(contact_id, "contact_id")
@@ -76,9 +72,7 @@ async def get_contact_messages(contact_id: str) -> dict[str, Any]:
 @blueprint.post("/webhooks/providers/sandbox/sms/<sub_account_id>")
 @tag(["Messages"])
 @validate_response(InboundSmsReceived, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 401)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 401, 404)
 async def sandbox_inbound_sms(sub_account_id: str) -> dict[str, Any]:
     """The sandbox SMS provider's webhook: an inbound text joins the sender's conversation.
 

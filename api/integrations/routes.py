@@ -11,7 +11,7 @@ from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.integrations import service
 from api.integrations.schemas import Connected, ConnectRequest, IntegrationList
 from api.schemas import InboundError as Error
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("integrations", __name__, url_prefix="/webhooks/inbound")
 
@@ -21,8 +21,7 @@ blueprint = Blueprint("integrations", __name__, url_prefix="/webhooks/inbound")
 @requires(SUB_ACCOUNT)
 @validate_request(ConnectRequest)
 @validate_response(Connected, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def connect(provider: str, data: ConnectRequest) -> dict[str, Any]:
     """Connect (or re-key) an LLM provider: openai, anthropic, google, deepseek or grok."""
     await service.connect(tenant_scope(), provider, data.api_key)

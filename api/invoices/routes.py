@@ -18,7 +18,7 @@ from api.invoices.schemas import (
 )
 from api.schemas import InboundError as ErrorResponse
 from api.types import parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
@@ -44,8 +44,7 @@ def _changes(data: UpdateInvoiceRequest) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_request(CreateInvoiceRequest)
 @validate_response(InvoiceResponse, 201)
-@validate_response(ErrorResponse, 400)
-@validate_response(ErrorResponse, 404)
+@validate_errors(ErrorResponse, 400, 404)
 async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], int]:
     """Create a pending invoice for a contact, numbered INV-000001 onwards per sub-account."""
     contact_id = parse_uuid(data.contact_id, "contact_id")
@@ -60,8 +59,7 @@ async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], in
 @tag(["Invoices"])
 @requires(SUB_ACCOUNT)
 @validate_response(InvoiceResponse, 200)
-@validate_response(ErrorResponse, 400)
-@validate_response(ErrorResponse, 404)
+@validate_errors(ErrorResponse, 400, 404)
 async def get_invoice(invoice_id: str) -> dict[str, Any]:
     """Read one invoice."""
     invoice = await service.get_invoice(tenant_scope(), parse_uuid(invoice_id))
@@ -73,9 +71,7 @@ async def get_invoice(invoice_id: str) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_request(UpdateInvoiceRequest)
 @validate_response(UpdatedInvoiceResponse, 200)
-@validate_response(ErrorResponse, 400)
-@validate_response(ErrorResponse, 404)
-@validate_response(ErrorResponse, 409)
+@validate_errors(ErrorResponse, 400, 404, 409)
 async def update_invoice(invoice_id: str, data: UpdateInvoiceRequest) -> dict[str, Any]:
     """Change only the fields sent; a changed amount clears the payment link."""
     parsed_id = parse_uuid(invoice_id)
@@ -88,9 +84,7 @@ async def update_invoice(invoice_id: str, data: UpdateInvoiceRequest) -> dict[st
 @tag(["Invoices"])
 @requires(SUB_ACCOUNT)
 @validate_response(InvoiceResponse, 200)
-@validate_response(ErrorResponse, 400)
-@validate_response(ErrorResponse, 404)
-@validate_response(ErrorResponse, 409)
+@validate_errors(ErrorResponse, 400, 404, 409)
 async def create_payment_link(invoice_id: str) -> dict[str, Any]:
     """Issue a payment link for a pending invoice (replacing any earlier link)."""
     invoice = await service.create_payment_link(tenant_scope(), parse_uuid(invoice_id),
@@ -103,9 +97,7 @@ async def create_payment_link(invoice_id: str) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_request(MarkPaidRequest)
 @validate_response(InvoiceResponse, 200)
-@validate_response(ErrorResponse, 400)
-@validate_response(ErrorResponse, 404)
-@validate_response(ErrorResponse, 409)
+@validate_errors(ErrorResponse, 400, 404, 409)
 async def mark_paid(invoice_id: str, data: MarkPaidRequest) -> dict[str, Any]:
     """Record the payment of a pending invoice: it becomes paid, with paid_at set."""
     invoice = await service.mark_paid(tenant_scope(), parse_uuid(invoice_id),

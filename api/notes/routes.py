@@ -12,7 +12,7 @@ from api.notes import service
 from api.notes.schemas import CreateNoteRequest, NoteCreated, NoteDeleted, NoteList
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("notes", __name__, url_prefix="/webhooks/inbound")
 
@@ -22,8 +22,7 @@ blueprint = Blueprint("notes", __name__, url_prefix="/webhooks/inbound")
 @requires(SUB_ACCOUNT)
 @validate_request(CreateNoteRequest)
 @validate_response(NoteCreated, 201)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def create_note(contact_id: str, data: CreateNoteRequest) -> tuple[dict[str, Any], int]:
     """Add a note to a contact (kept locally, not mirrored to external CRMs)."""
     note = await service.create_note(tenant_scope(), parse_uuid(contact_id),
@@ -35,8 +34,7 @@ async def create_note(contact_id: str, data: CreateNoteRequest) -> tuple[dict[st
 @tag(["Notes"])
 @requires(SUB_ACCOUNT)
 @validate_response(NoteList, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def list_notes(contact_id: str) -> dict[str, Any]:
     """List a contact's active notes, newest first."""
     contact_uuid = parse_uuid(contact_id)
@@ -49,8 +47,7 @@ async def list_notes(contact_id: str) -> dict[str, Any]:
 @tag(["Notes"])
 @requires(SUB_ACCOUNT)
 @validate_response(NoteDeleted, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def delete_note(contact_id: str, note_id: str) -> dict[str, Any]:
     """Soft-delete a note of the contact."""
     contact_uuid, note_uuid = parse_uuid(contact_id), parse_uuid(note_id, "noteId")

@@ -12,7 +12,7 @@ from api.number_pools import service
 from api.number_pools.schemas import CreatePoolRequest, PoolResponse
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("number_pools", __name__, url_prefix="/webhooks/inbound")
 
@@ -22,8 +22,7 @@ blueprint = Blueprint("number_pools", __name__, url_prefix="/webhooks/inbound")
 @requires(SUB_ACCOUNT)
 @validate_request(CreatePoolRequest)
 @validate_response(PoolResponse, 201)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def create_number_pool(data: CreatePoolRequest) -> tuple[dict[str, Any], int]:
     """Create a pool of the sub-account's numbers, used round-robin as caller ID."""
     ids = [parse_uuid(value, f"phone_number_ids[{index}]")
@@ -36,8 +35,7 @@ async def create_number_pool(data: CreatePoolRequest) -> tuple[dict[str, Any], i
 @tag(["Number pools"])
 @requires(SUB_ACCOUNT)
 @validate_response(PoolResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def get_number_pool(pool_id: str) -> dict[str, Any]:
     """Read a pool and its active numbers in round-robin order."""
     found = await service.get_pool(tenant_scope(), parse_uuid(pool_id))

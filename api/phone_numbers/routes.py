@@ -21,7 +21,7 @@ from api.phone_numbers.schemas import (
 )
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("phone_numbers", __name__, url_prefix="/webhooks/inbound")
 
@@ -44,8 +44,7 @@ async def list_phone_numbers() -> dict[str, Any]:
 @tag(["Phone numbers"])
 @requires(SUB_ACCOUNT)
 @validate_response(PhoneNumberResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def get_phone_number(number_id: str) -> dict[str, Any]:
     """Read one phone number."""
     number = await service.get_number(tenant_scope(), parse_uuid(number_id))
@@ -57,10 +56,7 @@ async def get_phone_number(number_id: str) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_optional_body(PurchaseRequest)
 @validate_response(PhoneNumberResponse, 201)
-@validate_response(Error, 400)
-@validate_response(Error, 402)
-@validate_response(Error, 409)
-@validate_response(Error, 502)
+@validate_errors(Error, 400, 402, 409, 502)
 async def purchase_phone_number(data: PurchaseRequest) -> tuple[dict[str, Any], int]:
     """Buy a number from the carrier; the first month is charged to the wallet."""
     number = await service.purchase(tenant_scope(), _arq(), data.area_code)
@@ -72,9 +68,7 @@ async def purchase_phone_number(data: PurchaseRequest) -> tuple[dict[str, Any], 
 @requires(SUB_ACCOUNT)
 @validate_request(ImportRequest)
 @validate_response(PhoneNumberResponse, 201)
-@validate_response(Error, 400)
-@validate_response(Error, 409)
-@validate_response(Error, 502)
+@validate_errors(Error, 400, 409, 502)
 async def import_phone_number(data: ImportRequest) -> tuple[dict[str, Any], int]:
     """Import a number the sub-account already holds elsewhere (not billed)."""
     number = await service.import_number(tenant_scope(), _arq(), data.phone_number)
@@ -86,10 +80,7 @@ async def import_phone_number(data: ImportRequest) -> tuple[dict[str, Any], int]
 @requires(SUB_ACCOUNT)
 @validate_request(AssignRequest)
 @validate_response(Assigned, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
-@validate_response(Error, 409)
-@validate_response(Error, 502)
+@validate_errors(Error, 400, 404, 409, 502)
 async def assign_phone_number(number_id: str, data: AssignRequest) -> dict[str, Any]:
     """Assign the number to an agent so that inbound calls route to it."""
     number_uuid = parse_uuid(number_id)
@@ -102,9 +93,7 @@ async def assign_phone_number(number_id: str, data: AssignRequest) -> dict[str, 
 @tag(["Phone numbers"])
 @requires(SUB_ACCOUNT)
 @validate_response(Released, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
-@validate_response(Error, 502)
+@validate_errors(Error, 400, 404, 502)
 async def release_phone_number(number_id: str) -> dict[str, Any]:
     """Release a number permanently; any assigned agent loses it at once."""
     result = await service.release(tenant_scope(), _arq(), parse_uuid(number_id))

@@ -13,7 +13,7 @@ from api.schemas import InboundError as Error
 from api.smart_lists import service
 from api.smart_lists.schemas import CreateSmartListRequest, SmartListPage, SmartListResponse
 from api.types import page_body, pagination, parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("smart_lists", __name__, url_prefix="/webhooks/inbound")
@@ -51,8 +51,7 @@ async def list_smart_lists() -> dict[str, Any]:
 @tag(["Smart Lists"])
 @requires(SUB_ACCOUNT)
 @validate_response(SmartListResponse, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def get_smart_list(smart_list_id: str) -> dict[str, Any]:
     """Read a smart list with the number of contacts in it now."""
     smart_list = await service.get_smart_list(tenant_scope(), parse_uuid(smart_list_id))

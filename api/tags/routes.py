@@ -14,7 +14,7 @@ from api.schemas import InboundError as Error
 from api.tags import service
 from api.tags.schemas import TagsAdded, TagsRemoved, TagsRequest, TagSummary
 from api.types import parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from tenancy.errors import APIError
 
 blueprint = Blueprint("tags", __name__, url_prefix="/webhooks/inbound")
@@ -42,8 +42,7 @@ async def list_tags() -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_optional_body(TagsRequest)
 @validate_response(TagsAdded, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def add_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
     """Merge tags into a contact's set; contact.updated fires only when the set changes."""
     contact_uuid = parse_uuid(contact_id)
@@ -57,8 +56,7 @@ async def add_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_optional_body(TagsRequest)
 @validate_response(TagsRemoved, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def remove_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
     """Remove tags from a contact (case-insensitive); tags it does not carry are ignored."""
     contact_uuid = parse_uuid(contact_id)

@@ -11,7 +11,7 @@ from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.events import EVENT_TYPES
 from api.schemas import InboundError as Error
 from api.types import page_body, pagination, parse_uuid
-from api.validation import validate_response
+from api.validation import validate_errors, validate_response
 from api.webhook_subscriptions import service
 from api.webhook_subscriptions.schemas import (
     CreateSubscriptionRequest,
@@ -82,8 +82,7 @@ async def list_subscriptions() -> dict[str, Any]:
 @tag(["Webhook Subscriptions"])
 @requires(SUB_ACCOUNT)
 @validate_response(SubscriptionDeleted, 200)
-@validate_response(Error, 400)
-@validate_response(Error, 404)
+@validate_errors(Error, 400, 404)
 async def delete_subscription(subscription_id: str) -> dict[str, Any]:
     """Delete a subscription: it receives nothing more, pending deliveries are cancelled."""
     sub_id = parse_uuid(subscription_id, "id")

@@ -46,6 +46,8 @@ from schemathesis.specs.openapi.checks import (
 from tenancy.embedded import free_port
 from tests.factories import make_agency
 
+pytestmark = pytest.mark.fuzz
+
 MAX_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_EXAMPLES", "100"))
 STATEFUL_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_STATEFUL_EXAMPLES", "40"))
 # The `fuzz_long` tests (make fuzz): many more examples, longer stateful scenarios.

@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from cli.arguments import uuid_argument
 from tenancy import due
 
 FIELDS = ("id", "sub_account_id", "kind", "ref_id", "failures", "attempts", "failed_at",
@@ -66,20 +67,14 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return 0
 
 
-def _uuid(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a UUID: {value}") from None
-
 
 def add_commands(sub: Any) -> None:
     group = sub.add_parser("due-work", help="due work that kept failing: list it, run it again")
     commands = group.add_subparsers(dest="due_work_command", required=True)
     failed = commands.add_parser("failed", help="one line (or JSON object) per failed item")
-    failed.add_argument("--sub-account", type=_uuid, metavar="SUB_ACCOUNT_ID")
+    failed.add_argument("--sub-account", type=uuid_argument, metavar="SUB_ACCOUNT_ID")
     failed.add_argument("--json", action="store_true", help="one JSON object per line")
     failed.set_defaults(func=cmd_failed)
     retry = commands.add_parser("retry", help="run one failed item again now")
-    retry.add_argument("due_work_id", type=_uuid, metavar="DUE_WORK_ID")
+    retry.add_argument("due_work_id", type=uuid_argument, metavar="DUE_WORK_ID")
     retry.set_defaults(func=cmd_retry)

@@ -12,6 +12,7 @@ import sys
 import uuid
 from typing import Any
 
+from cli.arguments import uuid_argument
 from tenancy.settings import get_settings
 
 
@@ -209,12 +210,6 @@ async def _ensure_demo(database_url: str, port: int, data_dir: Any) -> None:
     )
 
 
-def _uuid_argument(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a UUID: {value}") from None
-
 
 def _tenant_op(work: Any) -> Any:
     """Run `work(pool)` against the database; a TenantOpError is printed and exits 1."""
@@ -335,12 +330,12 @@ def _add_tenant_commands(sub: Any) -> None:
 
     listing = commands.add_parser("list", help="sub-accounts with schema version, status, size")
     listing.add_argument("--json", action="store_true", help="one JSON array on stdout")
-    listing.add_argument("--organisation", type=_uuid_argument, metavar="ORGANISATION_ID")
+    listing.add_argument("--organisation", type=uuid_argument, metavar="ORGANISATION_ID")
     listing.add_argument("--status", choices=["active", "suspended", "deleted"])
     listing.set_defaults(func=cmd_tenants_list)
 
     export = commands.add_parser("export", help="one sub-account's rows to a file")
-    export.add_argument("sub_account_id", type=_uuid_argument, metavar="SUB_ACCOUNT_ID")
+    export.add_argument("sub_account_id", type=uuid_argument, metavar="SUB_ACCOUNT_ID")
     export.add_argument("--out", required=True, metavar="FILE")
     export.set_defaults(func=cmd_tenants_export)
 
@@ -355,7 +350,7 @@ def _add_tenant_commands(sub: Any) -> None:
                        ("resume", "back to active (also undoes a delete before the purge)"),
                        ("delete", "keys stop now; the schema is purged after the grace period")):
         command = commands.add_parser(name, help=text)
-        command.add_argument("sub_account_id", type=_uuid_argument, metavar="SUB_ACCOUNT_ID")
+        command.add_argument("sub_account_id", type=uuid_argument, metavar="SUB_ACCOUNT_ID")
         if name == "delete":
             command.add_argument("--grace-days", type=int, default=7)
         command.set_defaults(func=cmd_tenants_status)

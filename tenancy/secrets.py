@@ -130,8 +130,10 @@ async def transform_column(conn: asyncpg.Connection, qualified_table: str, spec:
     the caller's transaction; returns the number of rows rewritten."""
     column = _quote(spec.column)
     key_columns = ", ".join(_quote(name) for name in spec.key)
+    # NO KEY UPDATE: only a non-key column changes, so a transaction that holds a row for a
+    # foreign key (a call being placed holds its agent FOR KEY SHARE) does not block rotation.
     rows = await conn.fetch(f"SELECT {key_columns}, {column} AS value FROM {qualified_table} "
-                            f"WHERE {column} IS NOT NULL FOR UPDATE")
+                            f"WHERE {column} IS NOT NULL FOR NO KEY UPDATE")
     where = " AND ".join(f"{_quote(name)} = ${index + 2}" for index, name in enumerate(spec.key))
     update = f"UPDATE {qualified_table} SET {column} = $1 WHERE {where}"
     for row in rows:

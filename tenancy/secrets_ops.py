@@ -99,6 +99,10 @@ def use_kept_dev_secrets(data_dir: Path) -> None:
 
 # --- rotation -----------------------------------------------------------------------------------
 
+LOCK_TIMEOUT = "5s"
+LOCK_ROUNDS = 6
+LOCK_RETRY_SECONDS = 5
+
 SELECT_SCHEMAS = """
 SELECT id, schema_name FROM control.sub_accounts
 WHERE to_regnamespace(schema_name) IS NOT NULL
@@ -122,13 +126,28 @@ async def rotate_all(pool: asyncpg.Pool) -> RotationReport:
     report = RotationReport()
     async with pool.acquire() as conn, conn.transaction():
         report.control = await secrets.rotate_control(conn)
-    for row in await pool.fetch(SELECT_SCHEMAS):
-        try:
-            async with pool.acquire() as conn, conn.transaction():
-                report.tenant_values += await secrets.rotate_tenant(conn, row["schema_name"])
-            report.tenants += 1
-        except (secrets.SecretsKeyError, asyncpg.PostgresError) as exc:
-            report.failed[row["id"]] = f"{type(exc).__name__}: {exc}"
+    waiting = list(await pool.fetch(SELECT_SCHEMAS))
+    # A tenant whose rows a long transaction holds is not waited for: it is tried again after
+    # the others (LOCK_ROUNDS times in all), then reported; a later run finishes it.
+    for round_number in range(1, LOCK_ROUNDS + 1):
+        busy = []
+        for row in waiting:
+            try:
+                async with pool.acquire() as conn, conn.transaction():
+                    await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                    report.tenant_values += await secrets.rotate_tenant(conn, row["schema_name"])
+                report.tenants += 1
+                report.failed.pop(row["id"], None)
+            except asyncpg.LockNotAvailableError as exc:
+                busy.append(row)
+                report.failed[row["id"]] = f"{type(exc).__name__}: {exc}"
+            except (secrets.SecretsKeyError, asyncpg.PostgresError) as exc:
+                report.failed[row["id"]] = f"{type(exc).__name__}: {exc}"
+        waiting = busy
+        if not waiting:
+            break
+        if round_number < LOCK_ROUNDS:
+            await asyncio.sleep(LOCK_RETRY_SECONDS)
     return report
 
 

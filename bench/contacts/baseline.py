@@ -26,6 +26,7 @@ from api.contacts.service import (
     SELECT_CONTACT,
     SELECT_CONTACTS_PAGE,
     SELECT_MATCH_FOR_UPDATE,
+    STORED,
 )
 from api.tags.service import SELECT_TAG_SUMMARY, TAG_SCAN
 from tenancy.clock import iso
@@ -73,9 +74,11 @@ async def handle(method: str, path: str, query: str, schema: str,
             matched = await conn.fetchrow(SELECT_MATCH_FOR_UPDATE, email, None)
             if matched is not None:
                 return 200, {"status": "success", "created": False, "contact_id": matched["id"]}
-            created = await conn.fetchval(
-                INSERT_CONTACT, data.get("name") or email, data.get("first_name"),
-                data.get("last_name"), email, None, None, "inbound_webhook", {}, None, None, None)
+            values: dict[str, Any] = dict.fromkeys(STORED)
+            values.update(name=data.get("name") or email, first_name=data.get("first_name"),
+                          last_name=data.get("last_name"), email=email, tags=[],
+                          lead_source="inbound_webhook", custom_field_values={})
+            created = await conn.fetchval(INSERT_CONTACT, *(values[name] for name in STORED))
         return 201, {"status": "success", "created": True, "contact_id": created}
     if path.startswith(f"{PREFIX}/contacts/") and method == "GET":
         contact_id = uuid.UUID(path.rsplit("/", 1)[1])

@@ -51,9 +51,12 @@ plans = sa.Table(
     sa.Column("max_users", sa.Integer),
     sa.Column("features", JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
     sa.Column("rebilling", JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
+    # Calls of one sub-account in progress at once; more wait queued (CONTRACT 6).
+    sa.Column("max_concurrent_calls", sa.Integer, nullable=False, server_default="10"),
     created_at(),
     updated_at(),
     sa.UniqueConstraint("organisation_id", "slug"),
+    sa.CheckConstraint("max_concurrent_calls BETWEEN 1 AND 1000", name="max_concurrent_calls"),
 )
 
 sub_accounts = sa.Table(

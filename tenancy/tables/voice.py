@@ -6,10 +6,20 @@ from sqlalchemy.dialects import postgresql as pg
 from tenancy.tables.base import MONEY, created_at, tenant_metadata, updated_at, uuid_pk
 
 UUID = pg.UUID(as_uuid=True)
+JSONB = pg.JSONB
 TIMESTAMP = sa.TIMESTAMP(timezone=True)
 
 LLM_PROVIDERS = ("openai", "anthropic", "google", "deepseek", "grok")
+SPEECH_PROVIDERS = ("deepgram", "elevenlabs", "cartesia")
+PROVIDERS = LLM_PROVIDERS + SPEECH_PROVIDERS
 CALL_STATUSES = ("queued", "ringing", "in_progress", "completed", "failed")
+ENDED_REASONS = ("customer_hangup", "agent_hangup", "silence_timeout", "max_duration", "voicemail",
+                 "no_answer", "busy", "failed")
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(value) for value in values)})"
+
 
 integrations = sa.Table(
     "integrations",
@@ -19,8 +29,7 @@ integrations = sa.Table(
     sa.Column("api_key", sa.Text, nullable=False),
     created_at(),
     updated_at(),
-    sa.CheckConstraint("provider IN ('openai', 'anthropic', 'google', 'deepseek', 'grok')",
-                       name="provider"),
+    sa.CheckConstraint(_one_of("provider", PROVIDERS), name="provider"),
 )
 
 agents = sa.Table(
@@ -47,8 +56,16 @@ agents = sa.Table(
     # Standard Webhooks signing secret (whsec_...) of the post-call webhook.
     sa.Column("webhook_secret", sa.Text, nullable=False),
     sa.Column("recording", sa.Boolean, nullable=False),
+    # CONTRACT 6: the system instructions, the line spoken on answer (null: the contact speaks
+    # first) and the transcription vendor (null: the first of openai, deepgram connected).
+    sa.Column("prompt", sa.Text, nullable=False, server_default=""),
+    sa.Column("first_message", sa.Text),
+    sa.Column("transcriber", sa.Text),
+    # A deleted agent is 404 everywhere; its calls keep their agent_id.
+    sa.Column("deleted_at", TIMESTAMP),
     created_at(),
     updated_at(),
+    sa.CheckConstraint("transcriber IN ('openai', 'deepgram')", name="transcriber"),
     sa.CheckConstraint("temperature >= 0 AND temperature <= 1", name="temperature"),
     sa.CheckConstraint("max_duration > 0 AND silence_timeout > 0 AND voice_activity_timeout > 0",
                        name="positive_durations"),
@@ -133,12 +150,25 @@ calls = sa.Table(
     sa.Column("billed_minutes", sa.Integer),
     sa.Column("cost", MONEY),
     sa.Column("error", sa.Text),
+    sa.Column("direction", sa.Text, nullable=False, server_default="outbound"),
+    sa.Column("ended_reason", sa.Text),
+    sa.Column("answered_by", sa.Text),
+    # [{role: agent|contact, text, start_seconds}] in order.
+    sa.Column("messages", JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
+    # Where the recording is kept (SWITCHBOARD_RECORDINGS); recording_url is derived from it.
+    sa.Column("recording_key", sa.Text),
     created_at(),
     updated_at(),
     sa.CheckConstraint(
         "status IN ('queued', 'ringing', 'in_progress', 'completed', 'failed')", name="status"),
+    sa.CheckConstraint("direction IN ('outbound', 'inbound')", name="direction"),
+    sa.CheckConstraint(_one_of("ended_reason", ENDED_REASONS), name="ended_reason"),
+    sa.CheckConstraint("answered_by IN ('human', 'machine', 'unknown')", name="answered_by"),
     sa.Index("ix_calls_contact_id", "contact_id"),
     sa.Index("ix_calls_agent_id", "agent_id"),
     sa.Index("ix_calls_open", "status", postgresql_where=sa.text(
         "status IN ('queued', 'ringing', 'in_progress')")),
+    # The sub-account's queue of calls waiting for a free place (max_concurrent_calls).
+    sa.Index("ix_calls_queued", "created_at", "id", postgresql_where=sa.text(
+        "status = 'queued'")),
 )

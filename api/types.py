@@ -287,11 +287,11 @@ def page_body(key: str, items: list[Any], total: int, limit: int, offset: int
 
 
 def offset_arg(args: Any) -> int:
-    """The offset of every list that pages: 0 to MAX_OFFSET (default 0); otherwise 400."""
+    """The offset of every list that pages: 0 to INT_ARG_MAX (default 0); otherwise 400."""
     offset = _int_arg(args.get("offset"), "offset", 0)
-    if not 0 <= offset <= MAX_OFFSET:
-        raise APIError(400, "validation_error", f"offset must be 0 to {MAX_OFFSET}",
-                       details=[{"field": "offset", "message": f"must be 0 to {MAX_OFFSET}",
+    if not 0 <= offset <= INT_ARG_MAX:
+        raise APIError(400, "validation_error", f"offset must be 0 to {INT_ARG_MAX}",
+                       details=[{"field": "offset", "message": f"must be 0 to {INT_ARG_MAX}",
                                  "type": "range"}])
     return offset
 
@@ -300,7 +300,6 @@ def offset_arg(args: Any) -> int:
 # and non-ASCII digits, and an OFFSET past bigint fails in the database).
 INT_ARG = re.compile(r"^[+-]?[0-9]{1,18}$")
 INT_ARG_MAX = 10**18 - 1
-MAX_OFFSET = INT_ARG_MAX
 
 
 def _int_arg(raw: str | None, name: str, default: int) -> int:

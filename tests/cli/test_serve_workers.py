@@ -54,6 +54,15 @@ def established_on(pid: int, port: int) -> int:
     return count
 
 
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the server and every process it started, even when the test failed midway."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is gone: the server stopped with all its children
+    process.wait()
+
+
 def answers(base: str) -> bool:
     try:
         return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
@@ -68,7 +77,8 @@ def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
     process = subprocess.Popen(
         [sys.executable, "-m", "cli", "serve", "--workers", "2", "--port", str(port)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)  # its own process group, so cleanup can reach every child
     try:
         wait_until(lambda: len(children_of(process.pid)) == 2 and answers(base))
         first = children_of(process.pid)
@@ -103,8 +113,7 @@ def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
         assert not any(Path(f"/proc/{pid}").exists() for pid in survivors)  # stopped, reaped
         assert not answers(base)
     finally:
-        if process.poll() is None:
-            process.kill()
+        kill_group(process)
 
 
 def test_workers_must_be_at_least_one() -> None:

@@ -19,25 +19,8 @@ from api.invoices.schemas import (
 from api.schemas import InboundError as ErrorResponse
 from api.types import parse_uuid
 from api.validation import validate_errors, validate_response
-from tenancy.errors import APIError
 
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
-
-NOT_NULL = ("contact_id", "items", "due_date", "status")
-
-
-def _changes(data: UpdateInvoiceRequest) -> dict[str, Any]:
-    """The fields the body sent, with ids parsed; null only where the spec allows it."""
-    sent = data.model_dump(include=data.model_fields_set & set(service.EDITABLE))
-    nulls = [field for field in NOT_NULL if field in sent and sent[field] is None]
-    if nulls:
-        raise APIError(400, "validation_error", "invalid request",
-                       details=[{"field": field, "message": "must not be null", "type": "null"}
-                                for field in nulls])
-    if "contact_id" in sent:
-        sent["contact_id"] = parse_uuid(sent["contact_id"], "contact_id")
-    return sent
-
 
 @blueprint.post("/invoices")
 @tag(["Invoices"])
@@ -47,11 +30,7 @@ def _changes(data: UpdateInvoiceRequest) -> dict[str, Any]:
 @validate_errors(ErrorResponse, 400, 404)
 async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], int]:
     """Create a pending invoice for a contact, numbered INV-000001 onwards per sub-account."""
-    contact_id = parse_uuid(data.contact_id, "contact_id")
-    quote_id = parse_uuid(data.quote_id, "quote_id") if data.quote_id is not None else None
-    items = [item.model_dump() for item in data.items]
-    invoice = await service.create_invoice(tenant_scope(), contact_id, items,
-                                           data.due_date, data.notes, quote_id)
+    invoice = await service.create_invoice(tenant_scope(), data)
     return {"status": "success", "invoice": invoice}, 201
 
 
@@ -74,9 +53,7 @@ async def get_invoice(invoice_id: str) -> dict[str, Any]:
 @validate_errors(ErrorResponse, 400, 404, 409)
 async def update_invoice(invoice_id: str, data: UpdateInvoiceRequest) -> dict[str, Any]:
     """Change only the fields sent; a changed amount clears the payment link."""
-    parsed_id = parse_uuid(invoice_id)
-    invoice, cleared = await service.update_invoice(tenant_scope(), parsed_id,
-                                                    _changes(data))
+    invoice, cleared = await service.update_invoice(tenant_scope(), parse_uuid(invoice_id), data)
     return {"status": "success", "invoice": invoice, "payment_link_cleared": cleared}
 
 

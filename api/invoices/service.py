@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from datetime import date, timedelta
+from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import asyncpg
 
+from api.invoices.schemas import CreateInvoiceRequest, LineItem, UpdateInvoiceRequest
+from api.types import parse_uuid
 from tenancy.db import fetch_one_or_404
 from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
@@ -22,6 +24,7 @@ CENT = Decimal("0.01")
 MAX_AMOUNT = Decimal("9999999999.99")  # numeric(12,2)
 PAYMENT_LINK_TTL = timedelta(days=30)
 EDITABLE = ("contact_id", "items", "due_date", "notes", "status")
+NOT_NULL = ("contact_id", "items", "due_date", "status")
 
 COLUMNS = """id, invoice_number, contact_id, quote_id, amount, status, issued_at, due_date,
 paid_at, payment_method, notes, items, payment_url, payment_link_expires_at, created_at,
@@ -70,9 +73,9 @@ RETURNING {COLUMNS}
 """
 
 
-def invoice_total(items: list[dict[str, Any]]) -> Decimal:
+def invoice_total(items: list[LineItem]) -> Decimal:
     """Sum of unit price x quantity, rounded half-up to cents (3 x 0.335 = 1.01)."""
-    total = sum((Decimal(item["amount"]) * item["quantity"] for item in items), Decimal(0))
+    total = sum((item.amount * item.quantity for item in items), Decimal(0))
     rounded = total.quantize(CENT, rounding=ROUND_HALF_UP)
     if rounded > MAX_AMOUNT:
         raise APIError(400, "validation_error", "the invoice total is too large",
@@ -81,9 +84,9 @@ def invoice_total(items: list[dict[str, Any]]) -> Decimal:
     return rounded
 
 
-def stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stored_items(items: list[LineItem]) -> list[dict[str, Any]]:
     # A unit price has at most 4 decimals, so its float's shortest repr is the exact decimal.
-    return [{"item": item["item"], "quantity": item["quantity"], "amount": float(item["amount"])}
+    return [{"item": item.item, "quantity": item.quantity, "amount": float(item.amount)}
             for item in items]
 
 
@@ -100,17 +103,18 @@ def invoice_out(row: asyncpg.Record) -> dict[str, Any]:
     return dict(row)
 
 
-async def create_invoice(scope: TenantScope, contact_id: uuid.UUID,
-                         items: list[dict[str, Any]], due_date: date, notes: str | None,
-                         quote_id: uuid.UUID | None) -> dict[str, Any]:
-    amount = invoice_total(items)
+async def create_invoice(scope: TenantScope, data: CreateInvoiceRequest) -> dict[str, Any]:
+    contact_id = parse_uuid(data.contact_id, "contact_id")
+    quote_id = parse_uuid(data.quote_id, "quote_id") if data.quote_id is not None else None
+    amount = invoice_total(data.items)
     try:
         async with scope.transaction() as conn:
             await require_contact(conn, contact_id)
             # The counter row stays locked until commit; a failed create rolls its number back.
             number = await conn.fetchval(NEXT_NUMBER)
             row = await conn.fetchrow(INSERT_INVOICE, f"INV-{number:06d}", contact_id, quote_id,
-                                      amount, due_date, blank_to_none(notes), stored_items(items))
+                                      amount, data.due_date, blank_to_none(data.notes),
+                                      stored_items(data.items))
     except asyncpg.ForeignKeyViolationError:
         raise not_found("contact") from None  # deleted between the check and the insert
     return invoice_out(row)
@@ -122,28 +126,47 @@ async def get_invoice(scope: TenantScope, invoice_id: uuid.UUID) -> dict[str, An
     return invoice_out(row)
 
 
-def check_transition(current: asyncpg.Record, changes: dict[str, Any]) -> None:
+def sent_fields(data: UpdateInvoiceRequest) -> set[str]:
+    """The fields the body sent; null only where the spec allows it (notes).
+
+    So past this check a field other than notes is None exactly when it was not sent.
+    """
+    sent = data.model_fields_set & set(EDITABLE)
+    nulls = [field for field in NOT_NULL if field in sent and getattr(data, field) is None]
+    if nulls:
+        raise APIError(400, "validation_error", "invalid request",
+                       details=[{"field": field, "message": "must not be null", "type": "null"}
+                                for field in nulls])
+    return sent
+
+
+def check_transition(current: asyncpg.Record, data: UpdateInvoiceRequest) -> None:
     if current["status"] != "paid":
         return
-    if changes.get("status") in ("pending", "void"):
+    if data.status in ("pending", "void"):
         raise APIError(409, "invoice_paid",
-                       f"a paid invoice cannot be set to {changes['status']}; refund it instead")
-    if "items" in changes:
+                       f"a paid invoice cannot be set to {data.status}; refund it instead")
+    if data.items is not None:
         raise APIError(409, "invoice_paid", "the items of a paid invoice cannot change")
 
 
-def merged(current: asyncpg.Record, changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def merged(current: asyncpg.Record, data: UpdateInvoiceRequest,
+           contact_id: uuid.UUID | None) -> tuple[dict[str, Any], bool]:
     """The invoice's new values, and whether a changed amount removed its payment link."""
     values = {key: current[key] for key in ("contact_id", "items", "amount", "due_date", "notes",
                                             "status", "payment_url", "payment_link_expires_at")}
-    values.update({key: changes[key] for key in ("contact_id", "due_date", "status")
-                   if key in changes})
-    if "notes" in changes:
-        values["notes"] = blank_to_none(changes["notes"])
+    if contact_id is not None:
+        values["contact_id"] = contact_id
+    if data.due_date is not None:
+        values["due_date"] = data.due_date
+    if data.status is not None:
+        values["status"] = data.status
+    if "notes" in data.model_fields_set:  # notes may be sent as null: it clears them
+        values["notes"] = blank_to_none(data.notes)
     cleared = False
-    if "items" in changes:
-        values["items"] = stored_items(changes["items"])
-        values["amount"] = invoice_total(changes["items"])
+    if data.items is not None:
+        values["items"] = stored_items(data.items)
+        values["amount"] = invoice_total(data.items)
         if values["amount"] != current["amount"]:
             cleared = current["payment_url"] is not None
             values["payment_url"] = values["payment_link_expires_at"] = None
@@ -151,18 +174,20 @@ def merged(current: asyncpg.Record, changes: dict[str, Any]) -> tuple[dict[str, 
 
 
 async def update_invoice(scope: TenantScope, invoice_id: uuid.UUID,
-                         changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+                         data: UpdateInvoiceRequest) -> tuple[dict[str, Any], bool]:
     """Apply the fields sent; answer the invoice and whether its payment link was cleared."""
-    if not changes:
+    sent = sent_fields(data)
+    contact_id = parse_uuid(data.contact_id, "contact_id") if data.contact_id is not None else None
+    if not sent:
         raise APIError(400, "nothing_to_update", "send at least one of " + ", ".join(EDITABLE))
     try:
         async with scope.transaction() as conn:
             current = await fetch_one_or_404(conn, SELECT_INVOICE_FOR_UPDATE, invoice_id,
                                              what="invoice")
-            if "contact_id" in changes:
-                await require_contact(conn, changes["contact_id"])
-            check_transition(current, changes)
-            values, cleared = merged(current, changes)
+            if contact_id is not None:
+                await require_contact(conn, contact_id)
+            check_transition(current, data)
+            values, cleared = merged(current, data, contact_id)
             row = await conn.fetchrow(
                 UPDATE_INVOICE, invoice_id, values["contact_id"], values["items"],
                 values["amount"], values["due_date"], values["notes"], values["status"],

@@ -114,9 +114,7 @@ async def accept(data: AcceptInvitationRequest) -> dict[str, Any]:
 @validate_response(FunctionsError, 409)
 async def create_plan(data: CreatePlanRequest) -> tuple[dict[str, Any], int]:
     """Create a pricing plan that sub-accounts can be provisioned on."""
-    rebilling = data.rebilling.model_dump(exclude_none=True) if data.rebilling else {}
-    plan = await service.create_plan(_pool(), principal().organisation_id, data.slug, data.name,
-                                     data.max_users, data.features or {}, rebilling)
+    plan = await service.create_plan(_pool(), principal().organisation_id, data)
     return {"success": True, "plan": plan}, 201
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 
+from api.agency.schemas import CreatePlanRequest
 from api.wallet import service as wallet
 from integrations.email import EmailDeliveryError
 from tenancy.db import fetch_one_or_404, fetch_page, tenant_transaction
@@ -101,13 +102,14 @@ RETURNING id, slug, name, max_users, features, rebilling, created_at
 """
 
 
-async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID, slug: str, name: str,
-                      max_users: int | None, features: dict[str, Any],
-                      rebilling: dict[str, Decimal]) -> dict[str, Any]:
-    row = await pool.fetchrow(INSERT_PLAN, organisation_id, slug, name, max_users, features,
+async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID,
+                      data: CreatePlanRequest) -> dict[str, Any]:
+    rebilling = data.rebilling.model_dump(exclude_none=True) if data.rebilling else {}
+    row = await pool.fetchrow(INSERT_PLAN, organisation_id, data.slug, data.name, data.max_users,
+                              data.features or {},
                               {key: str(value) for key, value in rebilling.items()})
     if row is None:
-        raise APIError(409, "plan_slug_taken", f"a plan with slug {slug!r} already exists")
+        raise APIError(409, "plan_slug_taken", f"a plan with slug {data.slug!r} already exists")
     return plan_out(row)
 
 

@@ -168,81 +168,82 @@ class Changes:
     rebuild_name: bool = False
 
 
-def _extended(fields: dict[str, Any], changes: Changes) -> None:
+def _extended(data: ContactFields, changes: Changes) -> None:
     """The extended attributes: the same rules on create and on update."""
-    if "custom_field_values" in fields:
-        if fields["custom_field_values"] is None:
+    sent = data.model_fields_set
+    if "custom_field_values" in sent:
+        if data.custom_field_values is None:
             raise refuse([invalid("custom_field_values", "must be an object", "dict_type")])
-        changes.values = fields["custom_field_values"]
+        changes.values = data.custom_field_values
     for key in ("company_id", "assigned_user_id"):
-        if key in fields:
-            value = fields[key]
+        if key in sent:
+            value = getattr(data, key)
             changes.columns[key] = None if value is None else parse_uuid(value, key)
-    if "status" in fields:
-        changes.columns["status"] = _status(fields["status"])
+    if "status" in sent:
+        changes.columns["status"] = _status(data.status)
 
 
-def create_changes(fields: dict[str, Any]) -> Changes:
+def create_changes(data: ContactFields) -> Changes:
     """POST /contacts: a bad email or phone is dropped, null means absent, tags are ignored."""
     changes = Changes()
-    email = normalise_email(fields["email"]) if fields.get("email") else None
-    phone = valid_phone(fields["phone"]) if fields.get("phone") else None
+    email = normalise_email(data.email) if data.email else None
+    phone = valid_phone(data.phone) if data.phone else None
     if email is None and phone is None:
         raise _required_email_or_phone()
     for key, value in (("email", email), ("phone", phone)):
         if value is not None:
             changes.columns[key] = value
     for key in ("first_name", "last_name", "address"):
-        if _text(fields.get(key)) is not None:
-            changes.columns[key] = _text(fields[key])
-    if _text(fields.get("name")) is not None:
-        changes.columns["name"] = _text(fields["name"])
+        if _text(getattr(data, key)) is not None:
+            changes.columns[key] = _text(getattr(data, key))
+    if _text(data.name) is not None:
+        changes.columns["name"] = _text(data.name)
     else:
         changes.rebuild_name = "first_name" in changes.columns or "last_name" in changes.columns
-    if _text(fields.get("source")) is not None:
-        changes.columns["lead_source"] = _text(fields["source"])
-    _extended(fields, changes)
+    if _text(data.source) is not None:
+        changes.columns["lead_source"] = _text(data.source)
+    _extended(data, changes)
     return changes
 
 
-def update_changes(fields: dict[str, Any]) -> Changes:
+def update_changes(data: UpdateContactRequest) -> Changes:
     """PATCH /contacts/{id}: only the fields present, a bad email or phone is 400."""
-    if not any(key in fields for key in UPDATABLE):
+    sent = data.model_fields_set
+    if not any(key in sent for key in UPDATABLE):
         raise APIError(400, "nothing_to_update", "the body names no field to update")
     changes = Changes()
     details: list[dict[str, str]] = []
-    if "email" in fields:
-        email = None if fields["email"] is None else normalise_email(fields["email"])
-        if fields["email"] is not None and email is None:
+    if "email" in sent:
+        email = None if data.email is None else normalise_email(data.email)
+        if data.email is not None and email is None:
             details.append(invalid("email", "not a valid email address", "email"))
         changes.columns["email"] = email
-    if "phone" in fields:
-        phone = None if fields["phone"] is None else valid_phone(fields["phone"])
-        if fields["phone"] is not None and phone is None:
+    if "phone" in sent:
+        phone = None if data.phone is None else valid_phone(data.phone)
+        if data.phone is not None and phone is None:
             details.append(invalid("phone", "must be a valid E.164 number like +14155550100",
                                    "phone"))
         changes.columns["phone"] = phone
-    if "tags" in fields:
-        if fields["tags"] is None:
+    if "tags" in sent:
+        if data.tags is None:
             details.append(invalid("tags", "must be an array of strings", "list_type"))
         else:
-            changes.columns["tags"] = normalise_tags(fields["tags"])
-    if "source" in fields:
-        source = _text(fields["source"])
+            changes.columns["tags"] = normalise_tags(data.tags)
+    if "source" in sent:
+        source = _text(data.source)
         if source is None:
             details.append(invalid("source", "must be a non-empty string", "string_type"))
         changes.columns["lead_source"] = source
     if details:
         raise refuse(details)
     for key in ("first_name", "last_name", "address"):
-        if key in fields:
-            changes.columns[key] = _text(fields[key])
-    if "name" in fields and _text(fields["name"]) is not None:
-        changes.columns["name"] = _text(fields["name"])
+        if key in sent:
+            changes.columns[key] = _text(getattr(data, key))
+    if "name" in sent and _text(data.name) is not None:
+        changes.columns["name"] = _text(data.name)
     else:
-        changes.rebuild_name = (
-            "name" in fields or "first_name" in fields or "last_name" in fields)
-    _extended(fields, changes)
+        changes.rebuild_name = "name" in sent or "first_name" in sent or "last_name" in sent
+    _extended(data, changes)
     return changes
 
 
@@ -315,14 +316,9 @@ async def _update(conn: asyncpg.Connection, sub_account_id: uuid.UUID, old: asyn
 # --- operations ---------------------------------------------------------------------------------
 
 
-def sent(data: ContactFields) -> dict[str, Any]:
-    """The fields the body actually carried (null included), by name."""
-    return {name: getattr(data, name) for name in data.model_fields_set}
-
-
 async def create_or_match(scope: TenantScope, data: ContactFields) -> tuple[bool, uuid.UUID]:
     """(created, contact_id): a new contact, or the one matched by email, then phone, updated."""
-    changes = create_changes(sent(data))
+    changes = create_changes(data)
     email, phone = changes.columns.get("email"), changes.columns.get("phone")
     try:
         async with scope.transaction() as conn:
@@ -357,7 +353,7 @@ def _new_row(changes: Changes, to_set: dict[str, Any]) -> tuple[Any, ...]:
 
 async def update_contact(scope: TenantScope, contact_id: uuid.UUID,
                          data: UpdateContactRequest) -> None:
-    changes = update_changes(sent(data))
+    changes = update_changes(data)
     try:
         async with scope.transaction() as conn:
             old = await fetch_one_or_404(conn, SELECT_CONTACT_FOR_UPDATE, contact_id,

@@ -116,7 +116,8 @@ async def create_plan(data: CreatePlanRequest) -> tuple[dict[str, Any], int]:
     """Create a pricing plan that sub-accounts can be provisioned on."""
     rebilling = data.rebilling.model_dump(exclude_none=True) if data.rebilling else {}
     plan = await service.create_plan(_pool(), principal().organisation_id, data.slug, data.name,
-                                     data.max_users, data.features or {}, rebilling)
+                                     data.max_users, data.features or {}, rebilling,
+                                     data.max_concurrent_calls)
     return {"success": True, "plan": plan}, 201
 
 

@@ -94,18 +94,21 @@ async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_accoun
 
 
 INSERT_PLAN = """
-INSERT INTO control.plans (organisation_id, slug, name, max_users, features, rebilling)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO control.plans
+    (organisation_id, slug, name, max_users, features, rebilling, max_concurrent_calls)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (organisation_id, slug) DO NOTHING
-RETURNING id, slug, name, max_users, features, rebilling, created_at
+RETURNING id, slug, name, max_users, features, rebilling, max_concurrent_calls, created_at
 """
 
 
 async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID, slug: str, name: str,
                       max_users: int | None, features: dict[str, Any],
-                      rebilling: dict[str, Decimal]) -> dict[str, Any]:
+                      rebilling: dict[str, Decimal], max_concurrent_calls: int
+                      ) -> dict[str, Any]:
     row = await pool.fetchrow(INSERT_PLAN, organisation_id, slug, name, max_users, features,
-                              {key: str(value) for key, value in rebilling.items()})
+                              {key: str(value) for key, value in rebilling.items()},
+                              max_concurrent_calls)
     if row is None:
         raise APIError(409, "plan_slug_taken", f"a plan with slug {slug!r} already exists")
     return plan_out(row)
@@ -114,6 +117,7 @@ async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID, slug: str,
 def plan_out(row: asyncpg.Record) -> dict[str, Any]:
     return {
         "id": row["id"], "slug": row["slug"], "name": row["name"], "max_users": row["max_users"],
+        "max_concurrent_calls": row["max_concurrent_calls"],
         "features": row["features"],
         "rebilling": {key: float(value) for key, value in row["rebilling"].items()},
         "created_at": row["created_at"],

@@ -17,7 +17,7 @@ from api.auth import AUTH_ATTRIBUTE
 from api.contacts.body import OPTIONAL_BODY_ATTRIBUTE
 from api.framework import AppOpenAPIProvider, declared_response
 from api.types import INT_ARG_MAX, UUID_PATTERN
-from tenancy.tables.voice import LLM_PROVIDERS
+from tenancy.tables.voice import PROVIDERS
 
 ERROR_DETAIL = {
     "type": "object",
@@ -73,7 +73,7 @@ IDEMPOTENCY_PARAMETER = {
 }
 
 UUID_SCHEMA = {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}
-PATH_SCHEMAS = {"provider": {"type": "string", "enum": list(LLM_PROVIDERS)}}
+PATH_SCHEMAS = {"provider": {"type": "string", "enum": list(PROVIDERS)}}
 
 # Lists under the general rule (api.types.pagination) take limit 1..100; these differ.
 PAGE_MAXIMUM = {"conversations.get_contact_messages": 200}

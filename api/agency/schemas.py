@@ -100,6 +100,8 @@ class CreatePlanRequest(Strict):
     max_users: StrictInt | None = Field(default=None, ge=1, le=100000)
     features: JSONObject | None = None
     rebilling: Rebilling | None = None
+    # Calls of a sub-account on the plan in progress at once; more wait queued (CONTRACT 6, 9).
+    max_concurrent_calls: StrictInt = Field(default=10, ge=1, le=1000)
 
 
 class Plan(BaseModel):
@@ -107,6 +109,7 @@ class Plan(BaseModel):
     slug: str
     name: str
     max_users: int | None
+    max_concurrent_calls: int
     features: dict[str, Any]
     rebilling: dict[str, float]
     created_at: datetime

@@ -95,10 +95,11 @@ async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_accoun
 
 
 INSERT_PLAN = """
-INSERT INTO control.plans (organisation_id, slug, name, max_users, features, rebilling)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO control.plans
+    (organisation_id, slug, name, max_users, features, rebilling, max_concurrent_calls)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (organisation_id, slug) DO NOTHING
-RETURNING id, slug, name, max_users, features, rebilling, created_at
+RETURNING id, slug, name, max_users, features, rebilling, max_concurrent_calls, created_at
 """
 
 
@@ -107,7 +108,8 @@ async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID,
     rebilling = data.rebilling.model_dump(exclude_none=True) if data.rebilling else {}
     row = await pool.fetchrow(INSERT_PLAN, organisation_id, data.slug, data.name, data.max_users,
                               data.features or {},
-                              {key: str(value) for key, value in rebilling.items()})
+                              {key: str(value) for key, value in rebilling.items()},
+                              data.max_concurrent_calls)
     if row is None:
         raise APIError(409, "plan_slug_taken", f"a plan with slug {data.slug!r} already exists")
     return plan_out(row)
@@ -116,6 +118,7 @@ async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID,
 def plan_out(row: asyncpg.Record) -> dict[str, Any]:
     return {
         "id": row["id"], "slug": row["slug"], "name": row["name"], "max_users": row["max_users"],
+        "max_concurrent_calls": row["max_concurrent_calls"],
         "features": row["features"],
         "rebilling": {key: float(value) for key, value in row["rebilling"].items()},
         "created_at": row["created_at"],

@@ -1,1 +1,1 @@
-"""AI voice agents: create-agent and the agent reads."""
+"""AI voice agents: create-agent, the agent reads, change and deletion, and their speech vendors."""

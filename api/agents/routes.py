@@ -1,4 +1,5 @@
-"""create-agent (under /functions/v1, with a sub-account key) and the agent reads."""
+"""create-agent (under /functions/v1, with a sub-account key), the agent reads, change and
+deletion."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from quart_schema import tag, validate_request
 
 from api.agents import service
 from api.agents.schemas import (
+    EDITABLE,
+    NOT_NULL,
     AgentCreated,
+    AgentDeleted,
     AgentList,
     AgentResponse,
     CreateAgentRequest,
+    UpdateAgentRequest,
 )
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_scope
 from api.schemas import FunctionsError
@@ -51,6 +56,17 @@ async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
             "is_active": agent["is_active"], "created_at": agent["created_at"]}, 201
 
 
+def _changes(data: UpdateAgentRequest) -> dict[str, Any]:
+    """The fields the body sent; null only where the agent may hold null."""
+    sent = data.model_dump(include=data.model_fields_set & set(EDITABLE))
+    nulls = [field for field in NOT_NULL if field in sent and sent[field] is None]
+    if nulls:
+        raise APIError(400, "validation_error", "invalid request",
+                       details=[{"field": field, "message": "must not be null", "type": "null"}
+                                for field in nulls])
+    return sent
+
+
 @blueprint.get("/webhooks/inbound/agents")
 @tag(["Agents"])
 @requires(SUB_ACCOUNT)
@@ -72,3 +88,31 @@ async def get_agent(agent_id: str) -> dict[str, Any]:
     """Read one agent, including its post-call webhook signing secret."""
     agent = await service.get_agent(tenant_scope(), parse_uuid(agent_id))
     return {"status": "success", "agent": _with_scope(agent)}
+
+
+@blueprint.patch("/webhooks/inbound/agents/<agent_id>")
+@tag(["Agents"])
+@requires(SUB_ACCOUNT)
+@validate_request(UpdateAgentRequest)
+@validate_response(AgentResponse, 200)
+@validate_errors(Error, 400, 404)
+async def update_agent(agent_id: str, data: UpdateAgentRequest) -> dict[str, Any]:
+    """Change only the fields sent (activating an inactive agent, for one); the create rules
+    hold for the agent as it is afterwards."""
+    parsed_id = parse_uuid(agent_id)
+    agent = await service.update_agent(
+        tenant_scope(), parsed_id, _changes(data),
+        allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks)
+    return {"status": "success", "agent": _with_scope(agent)}
+
+
+@blueprint.delete("/webhooks/inbound/agents/<agent_id>")
+@tag(["Agents"])
+@requires(SUB_ACCOUNT)
+@validate_response(AgentDeleted, 200)
+@validate_errors(Error, 400, 404, 409)
+async def delete_agent(agent_id: str) -> dict[str, Any]:
+    """Delete an agent that has no number assigned and no call still open; its calls keep it."""
+    parsed_id = parse_uuid(agent_id)
+    await service.delete_agent(tenant_scope(), parsed_id)
+    return {"status": "success", "deleted": True, "agent_id": parsed_id}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from api.types import UUID_KEYWORDS, NonBlank, Number, document, when
+from api.agents.voices import VOICE_VENDORS
+from api.types import UUID_KEYWORDS, NonBlank, Number, document, required_one_of, when
 
 MODELS: dict[str, tuple[str, ...]] = {
     "openai": ("gpt-5.1", "gpt-5", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4o",
@@ -24,6 +25,27 @@ PROVIDER_OF_MODEL = {model: provider for provider, models in MODELS.items() for 
 
 Label = Annotated[StrictStr, Field(min_length=1, max_length=100)]
 
+VOICEMAIL_TYPES = ("leave_message", "hangup")
+BACKGROUND_TYPES = ("office", "cafe", "call_center")
+# CONTRACT 9's bounds of the agent's texts.
+MAX_PROMPT = 20_000
+MAX_FIRST_MESSAGE = 1_000
+
+Name = Annotated[NonBlank, Field(max_length=200)]
+VoiceId = Annotated[NonBlank, Field(max_length=100)]
+MaxDuration = Annotated[Number, Field(gt=0, le=1440, allow_inf_nan=False)]
+Temperature = Annotated[Number, Field(ge=0, le=1, allow_inf_nan=False)]
+# Seconds and milliseconds: the bounds CONTRACT 9 gives.
+SilenceTimeout = Annotated[Number, Field(ge=1, le=600, allow_inf_nan=False)]
+VoiceActivityTimeout = Annotated[Number, Field(ge=100, le=10_000, allow_inf_nan=False)]
+Language = Annotated[StrictStr, Field(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
+BackgroundType = Annotated[NonBlank, Field(max_length=100)]
+VoicemailMessage = Annotated[NonBlank, Field(max_length=5000)]
+WebhookUrl = Annotated[StrictStr, Field(max_length=2048)]
+Prompt = Annotated[StrictStr, Field(max_length=MAX_PROMPT)]
+FirstMessage = Annotated[NonBlank, Field(max_length=MAX_FIRST_MESSAGE)]
+Transcriber = Literal["openai", "deepgram"]
+
 
 def _needs(field: str) -> dict[str, object]:
     return {"required": [field], "properties": {field: {"type": "string"}}}
@@ -33,38 +55,95 @@ HTTP_URL = {"format": "uri", "pattern": r"^[hH][tT][tT][pP][sS]?://",
             "description": "An absolute http(s) URL whose host resolves to public addresses."}
 
 
+# A known vendor prefix needs a voice after it ("elevenlabs/" names none).
+VOICE_ID: dict[str, Any] = {"not": {"pattern": "^(?:" + "|".join(VOICE_VENDORS) + ")/$"},
+            "description": "provider/voice: openai/alloy, elevenlabs/<voice id>, "
+                           "deepgram/aura-2-thalia-en, cartesia/<voice id>; without a known "
+                           "prefix, an OpenAI voice. Its vendor must be connected."}
+FIELD_KEYWORDS: dict[str, dict[str, Any]] = {
+    "llm_model": {"enum": list(PROVIDER_OF_MODEL)},
+    "voice_id": VOICE_ID,
+    "background_type": {"enum": [*BACKGROUND_TYPES, None]},
+    "voicemail_type": {"enum": [*VOICEMAIL_TYPES, None]},
+    "webhook_url": HTTP_URL,
+    "transcriber": {"description": "openai or deepgram, connected; null or absent: the first "
+                                   "of them connected (null if neither is)."},
+}
+
+
 class CreateAgentRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={"llm_model": {"enum": list(PROVIDER_OF_MODEL)},
-                    "voicemail_type": {"enum": ["leave_message", "hangup", None]},
-                    "organization_id": UUID_KEYWORDS, "sub_account_id": UUID_KEYWORDS,
-                    "webhook_url": HTTP_URL},
+        properties={**FIELD_KEYWORDS,
+                    "organization_id": UUID_KEYWORDS, "sub_account_id": UUID_KEYWORDS},
         all_of=[when("background_noise", [True], _needs("background_type")),
                 when("voicemail_detection", [True], _needs("voicemail_type")),
                 when("voicemail_type", ["leave_message"], _needs("voicemail_message")),
                 when("webhook", [True], _needs("webhook_url"))]))
 
-    name: Annotated[NonBlank, Field(max_length=200)]
-    voice_id: Annotated[NonBlank, Field(max_length=100)]
-    max_duration: Annotated[Number, Field(gt=0, le=1440, allow_inf_nan=False)]
-    temperature: Annotated[Number, Field(ge=0, le=1, allow_inf_nan=False)]
-    # Seconds and milliseconds: the bounds CONTRACT 9 gives.
-    silence_timeout: Annotated[Number, Field(ge=1, le=600, allow_inf_nan=False)]
-    voice_activity_timeout: Annotated[Number, Field(ge=100, le=10_000, allow_inf_nan=False)]
+    name: Name
+    voice_id: VoiceId
+    max_duration: MaxDuration
+    temperature: Temperature
+    silence_timeout: SilenceTimeout
+    voice_activity_timeout: VoiceActivityTimeout
     llm_model: StrictStr
-    language: Annotated[StrictStr, Field(pattern=r"^[a-z]{2}-[A-Z]{2}$")]
+    language: Language
     background_noise: StrictBool
-    background_type: Annotated[NonBlank, Field(max_length=100)] | None = None
+    background_type: BackgroundType | None = None
     voicemail_detection: StrictBool
     voicemail_type: StrictStr | None = None
-    voicemail_message: Annotated[NonBlank, Field(max_length=5000)] | None = None
+    voicemail_message: VoicemailMessage | None = None
     backcchanneling: StrictBool
     is_active: StrictBool = True
     organization_id: StrictStr
     sub_account_id: StrictStr
     webhook: StrictBool
-    webhook_url: Annotated[StrictStr, Field(max_length=2048)] | None = None
+    webhook_url: WebhookUrl | None = None
     recording: StrictBool
+    prompt: Prompt = ""
+    first_message: FirstMessage | None = None
+    transcriber: Transcriber | None = None
+
+
+# Fields PATCH may send as null (clearing them; a null transcriber is the default one).
+NULLABLE = ("background_type", "voicemail_type", "voicemail_message", "webhook_url",
+            "first_message", "transcriber")
+NOT_NULL = ("name", "voice_id", "max_duration", "temperature", "silence_timeout",
+            "voice_activity_timeout", "llm_model", "language", "background_noise",
+            "voicemail_detection", "backcchanneling", "is_active", "webhook", "recording",
+            "prompt")
+EDITABLE = NOT_NULL + NULLABLE
+
+
+class UpdateAgentRequest(BaseModel):
+    """Any create-agent field but organization_id and sub_account_id; the create rules apply
+    to the agent as it is after the change (so a field the stored agent already has need not
+    be sent again)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        not_null=NOT_NULL, properties=FIELD_KEYWORDS, any_of=required_one_of(*EDITABLE)))
+
+    name: Name | None = None
+    voice_id: VoiceId | None = None
+    max_duration: MaxDuration | None = None
+    temperature: Temperature | None = None
+    silence_timeout: SilenceTimeout | None = None
+    voice_activity_timeout: VoiceActivityTimeout | None = None
+    llm_model: StrictStr | None = None
+    language: Language | None = None
+    background_noise: StrictBool | None = None
+    background_type: BackgroundType | None = None
+    voicemail_detection: StrictBool | None = None
+    voicemail_type: StrictStr | None = None
+    voicemail_message: VoicemailMessage | None = None
+    backcchanneling: StrictBool | None = None
+    is_active: StrictBool | None = None
+    webhook: StrictBool | None = None
+    webhook_url: WebhookUrl | None = None
+    recording: StrictBool | None = None
+    prompt: Prompt | None = None
+    first_message: FirstMessage | None = None
+    transcriber: Transcriber | None = None
 
 
 class AgentCreated(BaseModel):
@@ -98,6 +177,9 @@ class Agent(BaseModel):
     webhook_url: str | None
     webhook_secret: str
     recording: bool
+    prompt: str
+    first_message: str | None
+    transcriber: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -105,6 +187,12 @@ class Agent(BaseModel):
 class AgentResponse(BaseModel):
     status: str
     agent: Agent
+
+
+class AgentDeleted(BaseModel):
+    status: str
+    deleted: bool
+    agent_id: uuid.UUID
 
 
 class AgentList(BaseModel):

@@ -1,26 +1,39 @@
-"""Agent rules: the conditional fields of create-agent, the model's provider, the reads."""
+"""Agent rules: the conditional fields, the vendors that must be connected, the reads, the
+change and the deletion of an agent.
+
+A deleted agent keeps its row (its calls keep their agent_id) with `deleted_at` set, and every
+read here and in the features that take an agent (assigning a number, placing a call) leaves it
+out. The deletion locks the agent row FOR UPDATE; a call being placed and a number being
+assigned read the agent FOR KEY SHARE, so either the deletion sees their call or number (409
+agent_in_use), or they wait for it and find no agent (404).
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
 
-from api.agents.schemas import PROVIDER_OF_MODEL, CreateAgentRequest
+from api.agents.schemas import (
+    BACKGROUND_TYPES,
+    PROVIDER_OF_MODEL,
+    VOICEMAIL_TYPES,
+    CreateAgentRequest,
+)
+from api.agents.voices import default_transcriber, missing_speech_vendors, speech_vendor_of
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
 from tenancy import secrets
 from tenancy.db import fetch_one_or_404, fetch_page
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
 
-VOICEMAIL_TYPES = ("leave_message", "hangup")
-
 AGENT_COLUMNS = """
 id, name, voice_id, max_duration, temperature, silence_timeout, voice_activity_timeout,
 llm_model, language, background_noise, background_type, voicemail_detection, voicemail_type,
 voicemail_message, backcchanneling, is_active, webhook, webhook_url, webhook_secret, recording,
-created_at, updated_at
+prompt, first_message, transcriber, created_at, updated_at
 """
 
 INSERT_AGENT = f"""
@@ -28,23 +41,61 @@ INSERT INTO agents
     (name, voice_id, max_duration, temperature, silence_timeout, voice_activity_timeout,
      llm_model, language, background_noise, background_type, voicemail_detection,
      voicemail_type, voicemail_message, backcchanneling, is_active, webhook, webhook_url,
-     webhook_secret, recording)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+     webhook_secret, recording, prompt, first_message, transcriber)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+        $20, $21, $22)
 RETURNING {AGENT_COLUMNS}
 """
 
-SELECT_AGENT = f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"
+SELECT_AGENT = f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 AND deleted_at IS NULL"
+
+# NO KEY UPDATE: a change waits for a deletion (FOR UPDATE) but not for a call being placed.
+LOCK_AGENT_FOR_CHANGE = f"""
+SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 AND deleted_at IS NULL
+FOR NO KEY UPDATE
+"""
+
+LOCK_AGENT_FOR_DELETE = "SELECT id FROM agents WHERE id = $1 AND deleted_at IS NULL FOR UPDATE"
 
 SELECT_AGENTS = f"""
 SELECT {AGENT_COLUMNS}, count(*) OVER () AS total
 FROM agents
+WHERE deleted_at IS NULL
 ORDER BY created_at DESC, id DESC
 LIMIT $1 OFFSET $2
 """
 
-COUNT_AGENTS = "SELECT count(*) FROM agents"
+COUNT_AGENTS = "SELECT count(*) FROM agents WHERE deleted_at IS NULL"
 
-PROVIDER_CONNECTED = "SELECT EXISTS (SELECT 1 FROM integrations WHERE provider = $1)"
+SELECT_CONNECTED = "SELECT provider FROM integrations"
+
+UPDATE_AGENT = f"""
+UPDATE agents
+SET name = $2, voice_id = $3, max_duration = $4, temperature = $5, silence_timeout = $6,
+    voice_activity_timeout = $7, llm_model = $8, language = $9, background_noise = $10,
+    background_type = $11, voicemail_detection = $12, voicemail_type = $13,
+    voicemail_message = $14, backcchanneling = $15, is_active = $16, webhook = $17,
+    webhook_url = $18, recording = $19, prompt = $20, first_message = $21, transcriber = $22,
+    updated_at = now()
+WHERE id = $1
+RETURNING {AGENT_COLUMNS}
+"""
+
+AGENT_IN_USE = """
+SELECT EXISTS (SELECT 1 FROM phone_numbers WHERE agent_id = $1 AND is_active)
+    OR EXISTS (SELECT 1 FROM calls
+               WHERE agent_id = $1 AND status IN ('queued', 'ringing', 'in_progress'))
+"""
+
+DELETE_AGENT = "UPDATE agents SET deleted_at = now(), updated_at = now() WHERE id = $1"
+
+# The stored fields in the order of INSERT_AGENT ($1..$22 without webhook_secret) and
+# UPDATE_AGENT ($2..$22).
+FIELDS = ("name", "voice_id", "max_duration", "temperature", "silence_timeout",
+          "voice_activity_timeout", "llm_model", "language", "background_noise",
+          "background_type", "voicemail_detection", "voicemail_type", "voicemail_message",
+          "backcchanneling", "is_active", "webhook", "webhook_url")
+LATER_FIELDS = ("recording", "prompt", "first_message", "transcriber")
 
 
 def _problem(field: str, message: str, kind: str) -> dict[str, str]:
@@ -59,54 +110,121 @@ def _url_problem(value: str) -> str | None:
     return None
 
 
-def field_problems(data: CreateAgentRequest) -> list[dict[str, str]]:
-    """What the body's types cannot say: the model list and the conditional fields."""
+def field_problems(agent: Mapping[str, Any]) -> list[dict[str, str]]:
+    """What the body's types cannot say, on the agent as it would be: the model list, the
+    voice, the enums and the conditional fields."""
     problems = []
-    if data.llm_model not in PROVIDER_OF_MODEL:
+    if agent["llm_model"] not in PROVIDER_OF_MODEL:
         problems.append(_problem("llm_model", "unknown model id", "enum"))
-    if data.background_noise and data.background_type is None:
+    if not speech_vendor_of(agent["voice_id"])[1]:
+        problems.append(_problem("voice_id", "names a vendor but no voice", "value"))
+    if agent["background_type"] is not None and agent["background_type"] not in BACKGROUND_TYPES:
+        problems.append(_problem("background_type", "must be office, cafe or call_center",
+                                 "enum"))
+    elif agent["background_noise"] and agent["background_type"] is None:
         problems.append(_problem("background_type", "required when background_noise is true",
                                  "missing"))
-    if data.voicemail_type is not None and data.voicemail_type not in VOICEMAIL_TYPES:
+    if agent["voicemail_type"] is not None and agent["voicemail_type"] not in VOICEMAIL_TYPES:
         problems.append(_problem("voicemail_type", "must be leave_message or hangup", "enum"))
-    elif data.voicemail_detection and data.voicemail_type is None:
+    elif agent["voicemail_detection"] and agent["voicemail_type"] is None:
         problems.append(_problem("voicemail_type", "required when voicemail_detection is true",
                                  "missing"))
-    if data.voicemail_type == "leave_message" and data.voicemail_message is None:
+    if agent["voicemail_type"] == "leave_message" and agent["voicemail_message"] is None:
         problems.append(_problem("voicemail_message",
                                  "required when voicemail_type is leave_message", "missing"))
-    if data.webhook_url is not None and (problem := _url_problem(data.webhook_url)):
+    if agent["webhook_url"] is not None and (problem := _url_problem(agent["webhook_url"])):
         problems.append(_problem("webhook_url", problem, "url"))
-    elif data.webhook and data.webhook_url is None:
+    elif agent["webhook"] and agent["webhook_url"] is None:
         problems.append(_problem("webhook_url", "required when webhook is true", "missing"))
     return problems
 
 
-async def check_fields(data: CreateAgentRequest, *, allow_private_webhooks: bool) -> None:
-    problems = field_problems(data)
+def _refuse(problems: list[dict[str, str]]) -> None:
     if problems:
         raise APIError(400, "validation_error", "invalid request", details=problems)
-    if data.webhook_url is not None:
-        try:
-            await check_target(data.webhook_url, allow_private=allow_private_webhooks)
-        except TargetNotAllowed as exc:
-            raise APIError(400, "webhook_url_not_allowed", str(exc)) from None
+
+
+async def check_webhook_target(url: str | None, *, allow_private_webhooks: bool) -> None:
+    """The post-call webhook's host resolves to addresses we may call (CONTRACT 3)."""
+    if url is None:
+        return
+    if (problem := _url_problem(url)) is not None:
+        _refuse([_problem("webhook_url", problem, "url")])
+    try:
+        await check_target(url, allow_private=allow_private_webhooks)
+    except TargetNotAllowed as exc:
+        raise APIError(400, "webhook_url_not_allowed", str(exc)) from None
+
+
+async def check_fields(data: CreateAgentRequest, *, allow_private_webhooks: bool) -> None:
+    _refuse(field_problems(data.model_dump()))
+    await check_webhook_target(data.webhook_url, allow_private_webhooks=allow_private_webhooks)
+
+
+def check_vendors(agent: Mapping[str, Any], connected: set[str]) -> None:
+    """The agent's model, voice and transcriber vendors are connected integrations."""
+    provider = PROVIDER_OF_MODEL[agent["llm_model"]]
+    if provider not in connected:
+        raise APIError(400, "llm_provider_not_connected",
+                       f"connect the {provider} integration before using {agent['llm_model']}")
+    missing = missing_speech_vendors(agent["voice_id"], agent["transcriber"], connected)
+    if missing:
+        raise APIError(400, "speech_provider_not_connected",
+                       f"connect the {' and '.join(missing)} integration before using "
+                       "this voice and transcriber")
+
+
+async def _connected(conn: asyncpg.Connection) -> set[str]:
+    return {row["provider"] for row in await conn.fetch(SELECT_CONNECTED)}
 
 
 async def create_agent(scope: TenantScope, data: CreateAgentRequest) -> dict[str, Any]:
-    provider = PROVIDER_OF_MODEL[data.llm_model]
+    agent = data.model_dump()
+    agent["name"] = data.name.strip()
     webhook_secret = new_secret()
     async with scope.transaction() as conn:
-        if not await conn.fetchval(PROVIDER_CONNECTED, provider):
-            raise APIError(400, "llm_provider_not_connected",
-                           f"connect the {provider} integration before using {data.llm_model}")
+        connected = await _connected(conn)
+        if agent["transcriber"] is None:
+            agent["transcriber"] = default_transcriber(connected)
+        check_vendors(agent, connected)
         row = await conn.fetchrow(
-            INSERT_AGENT, data.name.strip(), data.voice_id, data.max_duration, data.temperature,
-            data.silence_timeout, data.voice_activity_timeout, data.llm_model, data.language,
-            data.background_noise, data.background_type, data.voicemail_detection,
-            data.voicemail_type, data.voicemail_message, data.backcchanneling, data.is_active,
-            data.webhook, data.webhook_url, secrets.encrypt(webhook_secret), data.recording)
+            INSERT_AGENT, *(agent[field] for field in FIELDS), secrets.encrypt(webhook_secret),
+            *(agent[field] for field in LATER_FIELDS))
     return {**row, "webhook_secret": webhook_secret}
+
+
+async def update_agent(scope: TenantScope, agent_id: uuid.UUID, changes: dict[str, Any], *,
+                       allow_private_webhooks: bool) -> dict[str, Any]:
+    """Apply the fields sent; the create rules hold for the agent as it is afterwards."""
+    if not changes:
+        raise APIError(400, "nothing_to_update", "send at least one field of the agent")
+    if "name" in changes:
+        changes = {**changes, "name": changes["name"].strip()}
+    # Resolved before the row is locked: the host lookup may take a while.
+    await check_webhook_target(changes.get("webhook_url"),
+                               allow_private_webhooks=allow_private_webhooks)
+    async with scope.transaction() as conn:
+        current = await fetch_one_or_404(conn, LOCK_AGENT_FOR_CHANGE, agent_id, what="agent")
+        agent = {**current, **changes}
+        _refuse(field_problems(agent))
+        connected = await _connected(conn)
+        if "transcriber" in changes and changes["transcriber"] is None:
+            agent["transcriber"] = default_transcriber(connected)
+        check_vendors(agent, connected)
+        row = await conn.fetchrow(
+            UPDATE_AGENT, agent_id, *(agent[field] for field in FIELDS + LATER_FIELDS))
+    return _shown(row)
+
+
+async def delete_agent(scope: TenantScope, agent_id: uuid.UUID) -> None:
+    """Mark the agent deleted, unless a number is assigned to it or a call of it is open."""
+    async with scope.transaction() as conn:
+        await fetch_one_or_404(conn, LOCK_AGENT_FOR_DELETE, agent_id, what="agent")
+        if await conn.fetchval(AGENT_IN_USE, agent_id):
+            raise APIError(409, "agent_in_use",
+                           "the agent has numbers assigned or calls not ended; unassign the "
+                           "numbers and wait for the calls first")
+        await conn.execute(DELETE_AGENT, agent_id)
 
 
 async def get_agent(scope: TenantScope, agent_id: uuid.UUID) -> dict[str, Any]:

@@ -45,7 +45,12 @@ duration_seconds, transcript, recording_url
 
 SELECT_CONTACT = "SELECT id, phone FROM contacts WHERE id = $1"
 
-SELECT_AGENT = "SELECT id, is_active FROM agents WHERE id = $1"
+# KEY SHARE: a deletion of the agent (FOR UPDATE) either sees this call or makes us wait and
+# find the agent gone.
+SELECT_AGENT = """
+SELECT id, is_active FROM agents WHERE id = $1 AND deleted_at IS NULL
+FOR KEY SHARE
+"""
 
 SELECT_AGENT_NUMBER = """
 SELECT id, phone_number, provider FROM phone_numbers

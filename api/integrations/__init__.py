@@ -1,1 +1,1 @@
-"""LLM provider integrations of a sub-account."""
+"""LLM and speech vendor integrations of a sub-account."""

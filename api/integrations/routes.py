@@ -1,4 +1,5 @@
-"""PUT /integrations/{provider} connects an LLM provider; GET /integrations shows which are."""
+"""PUT /integrations/{provider} connects an LLM or speech vendor; GET /integrations shows which
+are."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ blueprint = Blueprint("integrations", __name__, url_prefix="/webhooks/inbound")
 @validate_response(Connected, 200)
 @validate_errors(Error, 400, 404)
 async def connect(provider: str, data: ConnectRequest) -> dict[str, Any]:
-    """Connect (or re-key) an LLM provider: openai, anthropic, google, deepseek or grok."""
+    """Connect (or re-key) a vendor: the LLM providers openai, anthropic, google, deepseek and
+    grok, and the speech vendors deepgram, elevenlabs and cartesia."""
     await service.connect(tenant_scope(), provider, data.api_key)
     return {"status": "success", "provider": provider, "connected": True}
 
@@ -33,6 +35,6 @@ async def connect(provider: str, data: ConnectRequest) -> dict[str, Any]:
 @requires(SUB_ACCOUNT)
 @validate_response(IntegrationList, 200)
 async def list_integrations() -> dict[str, Any]:
-    """Which LLM providers are connected (their keys are never shown)."""
+    """Which LLM and speech vendors are connected (their keys are never shown)."""
     items = await service.list_integrations(tenant_scope())
     return {"status": "success", "integrations": items}

@@ -1,4 +1,4 @@
-"""Request and response models of the LLM provider integrations."""
+"""Request and response models of the LLM and speech vendor integrations."""
 
 from __future__ import annotations
 

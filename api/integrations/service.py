@@ -1,4 +1,5 @@
-"""Connecting LLM providers: the key is stored for the agents' use and never shown again."""
+"""Connecting LLM and speech vendors: the key is stored for the agents' use and never shown
+again."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from tenancy import secrets
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
-from tenancy.tables.voice import LLM_PROVIDERS
+from tenancy.tables.voice import PROVIDERS
 
 UPSERT_INTEGRATION = """
 INSERT INTO integrations (provider, api_key) VALUES ($1, $2)
@@ -18,8 +19,8 @@ SELECT_INTEGRATIONS = "SELECT provider, updated_at FROM integrations"
 
 
 def check_provider(provider: str) -> str:
-    if provider not in LLM_PROVIDERS:
-        raise APIError(404, "not_found", "unknown provider; one of " + ", ".join(LLM_PROVIDERS))
+    if provider not in PROVIDERS:
+        raise APIError(404, "not_found", "unknown provider; one of " + ", ".join(PROVIDERS))
     return provider
 
 
@@ -33,4 +34,4 @@ async def list_integrations(scope: TenantScope) -> list[dict[str, Any]]:
     async with scope.transaction() as conn:
         rows = {row["provider"]: row["updated_at"] for row in await conn.fetch(SELECT_INTEGRATIONS)}
     return [{"provider": provider, "connected": provider in rows,
-             "updated_at": rows.get(provider)} for provider in LLM_PROVIDERS]
+             "updated_at": rows.get(provider)} for provider in PROVIDERS]

@@ -71,7 +71,11 @@ SELECT_HELD = "SELECT phone_number FROM phone_numbers WHERE is_active"
 
 NUMBER_HELD = "SELECT EXISTS (SELECT 1 FROM phone_numbers WHERE phone_number = $1 AND is_active)"
 
-AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)"
+AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND deleted_at IS NULL)"
+
+# KEY SHARE: a deletion of the agent (FOR UPDATE) either sees this assignment or makes it wait
+# and find the agent gone.
+LOCK_AGENT = "SELECT id FROM agents WHERE id = $1 AND deleted_at IS NULL FOR KEY SHARE"
 
 INSERT_PURCHASED = """
 INSERT INTO phone_numbers
@@ -347,8 +351,7 @@ async def provision_assignment(pool: asyncpg.Pool, providers: Providers,
     # The row lock serialises assignments of one number across requests and workers.
     async with tenant_transaction(pool, schema) as conn:
         row = await fetch_one_or_404(conn, LOCK_NUMBER, number_id, what="phone number")
-        if not await conn.fetchval(AGENT_EXISTS, agent_id):
-            raise not_found("agent")
+        await fetch_one_or_404(conn, LOCK_AGENT, agent_id, what="agent")
         if row["agent_id"] == agent_id:
             return {"already_assigned": True}
         if row["agent_id"] is not None:

@@ -28,6 +28,35 @@ async def test_create_plan_is_201(client, agency):
     assert plan["created_at"].endswith("Z")
 
 
+async def test_create_plan_max_concurrent_calls_defaults_to_10(client, agency, pool):
+    plan = await create_plan(client, agency.headers, slug="calls-default")
+    assert plan["max_concurrent_calls"] == 10
+    assert await pool.fetchval("SELECT max_concurrent_calls FROM control.plans WHERE id = $1",
+                               uuid.UUID(plan["id"])) == 10
+
+
+@pytest.mark.parametrize("value", [1, 25, 1000])
+async def test_create_plan_max_concurrent_calls_is_stored_and_shown(client, agency, pool, value):
+    plan = await create_plan(client, agency.headers, slug=f"calls-{value}",
+                             max_concurrent_calls=value)
+    assert plan["max_concurrent_calls"] == value
+    assert await pool.fetchval("SELECT max_concurrent_calls FROM control.plans WHERE id = $1",
+                               uuid.UUID(plan["id"])) == value
+
+
+@pytest.mark.parametrize("value", [0, -1, 1001, 10**26, "5", 2.5, True, None])
+async def test_create_plan_max_concurrent_calls_out_of_bounds_is_400(client, agency, pool, value):
+    response = await client.post(PLANS, json={"slug": "calls", "name": "Calls",
+                                              "max_concurrent_calls": value},
+                                 headers=agency.headers)
+    assert response.status_code == 400
+    body = await response.get_json()
+    assert body["error"]["code"] == "validation_error"
+    assert "max_concurrent_calls" in [detail["field"] for detail in body["error"]["details"]]
+    assert await pool.fetchval("SELECT count(*) FROM control.plans WHERE organisation_id = $1",
+                               agency.id) == 0
+
+
 async def test_plan_features_keep_fractional_numbers(client, agency, pool):
     plan = await create_plan(client, agency.headers, slug="ratio",
                              features={"ratio": 1.5, "seats": 3, "nested": [{"x": 0.25}]})

@@ -157,6 +157,7 @@ async def test_create_agent_unknown_model_is_400(client, tenant):
 async def test_create_agent_accepts_every_model_of_a_connected_provider(
         client, tenant, provider, model):
     await connect(client, tenant, provider)
+    await connect(client, tenant, "openai")  # the voice's vendor
     assert (await create(client, tenant, llm_model=model)).status_code == 201
 
 
@@ -299,7 +300,7 @@ async def test_connect_provider_stores_key_and_never_echoes_it(client, pool, ten
     assert "sk-ant-secret-123" not in await listed.get_data(as_text=True)
     states = {i["provider"]: i["connected"] for i in (await listed.get_json())["integrations"]}
     assert states == {"openai": False, "anthropic": True, "google": False, "deepseek": False,
-                      "grok": False}
+                      "grok": False, "deepgram": False, "elevenlabs": False, "cartesia": False}
 
 
 async def test_connect_provider_again_replaces_the_key(client, pool, tenant):
@@ -329,3 +330,18 @@ async def test_connect_provider_of_one_sub_account_does_not_connect_another(
     await connect(client, tenant_second)
     response = await create(client, tenant)
     await expect_error(response, 400, "llm_provider_not_connected")
+
+
+@pytest.mark.parametrize("provider", ["deepgram", "elevenlabs", "cartesia"])
+async def test_connect_speech_vendor_stores_key_encrypted(client, pool, tenant, provider):
+    response = await client.put(f"/webhooks/inbound/integrations/{provider}",
+                                json={"api_key": "speech-secret-123"}, headers=tenant.headers)
+    assert await response.get_json() == {"status": "success", "provider": provider,
+                                         "connected": True}
+    rows = await tenant_sql(pool, tenant, "SELECT provider, api_key FROM integrations")
+    assert [(r["provider"], decrypt(r["api_key"])) for r in rows] == \
+        [(provider, "speech-secret-123")]
+    assert "speech-secret-123" not in rows[0]["api_key"]
+    listed = await (await client.get("/webhooks/inbound/integrations",
+                                      headers=tenant.headers)).get_json()
+    assert [i["provider"] for i in listed["integrations"] if i["connected"]] == [provider]

@@ -11,6 +11,8 @@ ROUTES = [
     ("POST", "/functions/v1/crm-api/create-agent"),
     ("GET", "/webhooks/inbound/agents"),
     ("GET", f"/webhooks/inbound/agents/{ID}"),
+    ("PATCH", f"/webhooks/inbound/agents/{ID}"),
+    ("DELETE", f"/webhooks/inbound/agents/{ID}"),
     ("PUT", "/webhooks/inbound/integrations/openai"),
     ("GET", "/webhooks/inbound/integrations"),
     ("GET", "/webhooks/inbound/phone-numbers"),

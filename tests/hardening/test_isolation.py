@@ -225,7 +225,8 @@ ROUTES: dict[str, Entry] = {
     f"{BASE}/contacts/<contact_id>/tags": Entry(
         "sub_account", contact, bodies={"POST": {"tags": ["mallory"]},
                                         "DELETE": {"tags": ["mallory"]}}),
-    f"{BASE}/agents/<agent_id>": Entry("sub_account", agent, worker=True),
+    f"{BASE}/agents/<agent_id>": Entry(
+        "sub_account", agent, bodies={"PATCH": {"name": "Mallory"}}, worker=True),
     f"{BASE}/calls/<call_id>": Entry("sub_account", call, worker=True),
     f"{BASE}/campaigns/<campaign_id>": Entry("sub_account", campaign),
     f"{BASE}/campaigns/<campaign_id>/cancel": Entry("sub_account", campaign, bodies={"POST": {}}),
@@ -618,6 +619,7 @@ BODY_CASES = [
 # Fields named like ids that name no record of a sub-account.
 BODY_EXEMPT = {
     ("POST", "/functions/v1/crm-api/create-agent", "voice_id"): "a voice of the speech vendor",
+    ("PATCH", f"{BASE}/agents/<agent_id>", "voice_id"): "a voice of the speech vendor",
     ("POST", f"{BASE}/invoices", "quote_id"): "a reference to a quote kept outside Switchboard "
                                               "(stored as given; no quotes table to look up)",
 }

@@ -21,7 +21,7 @@ ANALYSIS_RATE = 8000
 FRAME = ANALYSIS_RATE // 100
 SILENCE_DB = -55.0
 DYNAMIC_RANGE_DB = 40.0
-MATCH_THRESHOLD = 0.6
+MATCH_THRESHOLD = 0.7
 
 
 def synthesize(text: str, sample_rate: int) -> Samples:

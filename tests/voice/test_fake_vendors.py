@@ -3,7 +3,6 @@ runtime will drive them: replies, audio, transcripts, recording, latency and fai
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import time
@@ -20,9 +19,19 @@ import openai
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
-
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.audio.resamplers.soxr_resampler import SOXRAudioResampler
 from pipecat.audio.utils import pcm_to_ulaw, ulaw_to_pcm
+from pipecat.frames.frames import LLMContextFrame, LLMTextFrame, TTSAudioRawFrame, TTSSpeakFrame
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.services.cartesia.tts import CartesiaHttpTTSService
+from pipecat.services.deepgram.tts import DeepgramHttpTTSService
+from pipecat.services.elevenlabs.tts import ElevenLabsHttpTTSService
+from pipecat.services.llm_service import FunctionCallParams
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.services.openai.tts import OpenAITTSService
+from pipecat.tests.utils import run_test
 
 from voice.fake_vendors import FakeVendors, base_urls, env_for
 from voice.fake_vendors.audio import Samples
@@ -376,3 +385,171 @@ async def test_without_a_catalogue_everything_transcribes_to_nothing(
         await empty.stop()
 
     assert text == ""
+
+
+# --- latency and failures ------------------------------------------------------------------
+
+
+async def test_llm_first_token_latency_is_added(fake: FakeVendors) -> None:
+    fake.configure(llm_first_token_ms=300)
+    client = _openai(fake)
+
+    started = time.monotonic()
+    stream = await client.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}], stream=True)
+    async for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break
+    waited = time.monotonic() - started
+
+    assert 0.3 <= waited < 1.0
+
+
+async def test_tts_first_byte_and_stt_latency_are_added(fake: FakeVendors,
+                                                         phrases: Path) -> None:
+    fake.configure(tts_first_byte_ms=250, stt_ms=250)
+    client = _openai(fake)
+
+    started = time.monotonic()
+    await client.audio.speech.create(model="tts-1", voice="alloy", input="Hi",
+                                     response_format="pcm")
+    await client.audio.transcriptions.create(
+        model="whisper-1", file=("a.wav", (phrases / "yes.wav").read_bytes(), "audio/wav"))
+
+    assert 0.5 <= time.monotonic() - started < 1.5
+
+
+async def test_an_unauthorised_vendor_raises_the_sdks_own_errors(fake: FakeVendors) -> None:
+    fake.configure(failures={"llm": 401})
+
+    with pytest.raises(openai.AuthenticationError):
+        await _openai(fake).chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}], stream=True)
+    with pytest.raises(anthropic.AuthenticationError):
+        await _anthropic(fake).messages.create(
+            model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "Hi"}])
+    google_client = _google(fake)  # held: the client closes its session when collected
+    with pytest.raises(genai_errors.ClientError) as google:
+        await google_client.aio.models.generate_content(model="gemini-2.5-flash", contents="Hi")
+
+    assert google.value.code == 401
+    assert [r.status for r in fake.requests] == [401, 401, 401]
+
+
+async def test_failures_by_vendor_and_kind_leave_the_rest_working(fake: FakeVendors) -> None:
+    fake.configure(failures={"anthropic": 500, "openai.tts": 500})
+
+    with pytest.raises(anthropic.InternalServerError):
+        await _anthropic(fake).messages.create(
+            model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "Hi"}])
+    with pytest.raises(openai.InternalServerError):
+        await _openai(fake).audio.speech.create(model="tts-1", voice="alloy", input="Hi",
+                                                response_format="pcm")
+    text, _ = await _openai_reply(_openai(fake), [{"role": "user", "content": "Hi"}])
+
+    assert text == "Great, thank you for your time."
+
+
+async def test_a_hanging_vendor_never_answers(fake: FakeVendors) -> None:
+    fake.configure(failures={"deepseek": "hang"})
+    client = openai.AsyncOpenAI(api_key=KEY, base_url=fake.base_urls["deepseek"],
+                                max_retries=0, timeout=0.5)
+
+    with pytest.raises(openai.APITimeoutError):
+        await client.chat.completions.create(
+            model="deepseek-chat", messages=[{"role": "user", "content": "Hi"}])
+
+    assert [r.vendor for r in fake.requests] == ["deepseek"]
+
+
+async def test_control_endpoints_configure_list_and_reset(fake: FakeVendors) -> None:
+    async with httpx.AsyncClient(base_url=fake.origin) as control:
+        configured = await control.post("/_fake/config",
+                                        json={"failures": {"grok": 500}, "stt_ms": 5})
+        refused = await control.post("/_fake/config", json={"nonsense": 1})
+        failed = await control.post("/grok/v1/chat/completions", json={"messages": []})
+        listed = (await control.get("/_fake/requests")).json()
+        await control.post("/_fake/reset")
+        after = (await control.get("/_fake/requests")).json()
+        config = (await control.get("/_fake/config")).json()
+
+    assert configured.json()["failures"] == {"grok": 500}
+    assert (refused.status_code, failed.status_code) == (400, 500)
+    assert [(r["vendor"], r["kind"], r["status"]) for r in listed] == [("grok", "llm", 500)]
+    assert after == []
+    assert (config["failures"], config["stt_ms"]) == ({}, 0)
+
+
+# --- Pipecat's own services against the fake --------------------------------------------------
+
+
+async def _frames(service: Any, *frames: Any) -> list[Any]:
+    down, _ = await run_test(service, frames_to_send=list(frames))
+    return list(down)
+
+
+async def test_pipecat_openai_llm_service_streams_text(fake: FakeVendors) -> None:
+    service = OpenAILLMService(api_key=KEY, base_url=fake.base_urls["openai"],
+                               settings=OpenAILLMService.Settings(model="gpt-4.1",
+                                                                  temperature=0.5))
+    context = LLMContext([{"role": "system", "content": "[fake:reply=Hi, this is Ada.]"},
+                          {"role": "user", "content": "Hello?"}])
+
+    frames = await _frames(service, LLMContextFrame(context))
+
+    assert "".join(f.text for f in frames if isinstance(f, LLMTextFrame)) == "Hi, this is Ada."
+    [seen] = fake.requests
+    assert (seen.body["model"], seen.body["temperature"]) == ("gpt-4.1", 0.5)
+    assert seen.headers["authorization"] == f"Bearer {KEY}"
+
+
+async def test_pipecat_openai_llm_service_calls_end_call(fake: FakeVendors) -> None:
+    service = OpenAILLMService(api_key=KEY, base_url=fake.base_urls["openai"],
+                               settings=OpenAILLMService.Settings(model="gpt-4.1"))
+    called: list[str] = []
+
+    async def end_call(params: FunctionCallParams) -> None:
+        called.append(params.function_name)
+        await params.result_callback({"ok": True})
+
+    service.register_function("end_call", end_call)
+    end_call_schema = FunctionSchema(name="end_call", description="Hang up.",
+                                     properties={}, required=[])
+    context = LLMContext([{"role": "system", "content": GOODBYE_PROMPT},
+                          {"role": "user", "content": "Thanks, goodbye."}],
+                         tools=ToolsSchema(standard_tools=[end_call_schema]))
+
+    await _frames(service, LLMContextFrame(context))
+
+    assert called == ["end_call"]
+
+
+@pytest.mark.parametrize("vendor", ["openai", "elevenlabs", "cartesia", "deepgram"])
+async def test_pipecat_http_tts_services_get_speech_as_long_as_the_text(
+        fake: FakeVendors, vendor: str) -> None:
+    text = "Your appointment is at ten."
+    async with aiohttp.ClientSession() as session:
+        service = _tts(vendor, fake.base_urls[vendor], session)
+        frames = await _frames(service, TTSSpeakFrame(text))
+
+    audio = b"".join(f.audio for f in frames if isinstance(f, TTSAudioRawFrame))
+    rates = {f.sample_rate for f in frames if isinstance(f, TTSAudioRawFrame)}
+    assert rates == {24000}
+    assert len(audio) / 2 / 24000 == pytest.approx(0.055 * len(text), abs=0.01)
+    [seen] = fake.requests
+    assert seen.answer == text
+
+
+def _tts(vendor: str, base_url: str, session: aiohttp.ClientSession) -> Any:
+    if vendor == "openai":
+        return OpenAITTSService(api_key=KEY, base_url=base_url, sample_rate=24000)
+    if vendor == "elevenlabs":
+        return ElevenLabsHttpTTSService(api_key=KEY, base_url=base_url, aiohttp_session=session,
+                                        sample_rate=24000,
+                                        settings=ElevenLabsHttpTTSService.Settings(voice="v1"))
+    if vendor == "cartesia":
+        return CartesiaHttpTTSService(api_key=KEY, base_url=base_url, aiohttp_session=session,
+                                      sample_rate=24000,
+                                      settings=CartesiaHttpTTSService.Settings(voice="v1"))
+    return DeepgramHttpTTSService(api_key=KEY, base_url=base_url, aiohttp_session=session,
+                                  sample_rate=24000)

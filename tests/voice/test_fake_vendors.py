@@ -23,15 +23,27 @@ from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.audio.resamplers.soxr_resampler import SOXRAudioResampler
 from pipecat.audio.utils import pcm_to_ulaw, ulaw_to_pcm
-from pipecat.frames.frames import LLMContextFrame, LLMTextFrame, TTSAudioRawFrame, TTSSpeakFrame
+from pipecat.frames.frames import (
+    InputAudioRawFrame,
+    LLMContextFrame,
+    LLMTextFrame,
+    TranscriptionFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
 from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.services.anthropic.llm import AnthropicLLMService
 from pipecat.services.cartesia.tts import CartesiaHttpTTSService
 from pipecat.services.deepgram.tts import DeepgramHttpTTSService
 from pipecat.services.elevenlabs.tts import ElevenLabsHttpTTSService
+from pipecat.services.google.llm import GoogleLLMService
 from pipecat.services.llm_service import FunctionCallParams
 from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.services.openai.stt import OpenAISTTService
 from pipecat.services.openai.tts import OpenAITTSService
-from pipecat.tests.utils import run_test
+from pipecat.tests.utils import SleepFrame, run_test
 
 from voice.fake_vendors import FakeVendors, base_urls, env_for
 from voice.fake_vendors.audio import Samples
@@ -488,24 +500,46 @@ async def _frames(service: Any, *frames: Any) -> list[Any]:
     return list(down)
 
 
-async def test_pipecat_openai_llm_service_streams_text(fake: FakeVendors) -> None:
-    service = OpenAILLMService(api_key=KEY, base_url=fake.base_urls["openai"],
-                               settings=OpenAILLMService.Settings(model="gpt-4.1",
-                                                                  temperature=0.5))
-    context = LLMContext([{"role": "system", "content": "[fake:reply=Hi, this is Ada.]"},
-                          {"role": "user", "content": "Hello?"}])
+def _llm(vendor: str, fake: FakeVendors, system: str) -> Any:
+    """The service as the runtime builds it: Anthropic's takes a client, not a base URL."""
+    if vendor == "anthropic":
+        return AnthropicLLMService(
+            api_key=KEY, client=anthropic.AsyncAnthropic(api_key=KEY, base_url=fake.base_urls[
+                "anthropic"]),
+            settings=AnthropicLLMService.Settings(model="claude-sonnet-4-5",
+                                                  system_instruction=system, temperature=0.5))
+    if vendor == "google":
+        return GoogleLLMService(
+            api_key=KEY, http_options={"base_url": fake.base_urls["google"]},
+            settings=GoogleLLMService.Settings(model="gemini-2.5-flash",
+                                               system_instruction=system, temperature=0.5))
+    return OpenAILLMService(
+        api_key=KEY, base_url=fake.base_urls[vendor],
+        settings=OpenAILLMService.Settings(model="gpt-4.1", system_instruction=system,
+                                           temperature=0.5))
+
+
+def _temperature(body: dict[str, Any]) -> Any:
+    return body.get("temperature", (body.get("generationConfig") or {}).get("temperature"))
+
+
+@pytest.mark.parametrize("vendor", ["openai", "grok", "anthropic", "google"])
+async def test_pipecat_llm_services_stream_the_reply(fake: FakeVendors, vendor: str) -> None:
+    service = _llm(vendor, fake, "You are Ada. [fake:reply=Hi, this is Ada.]")
+    context = LLMContext([{"role": "user", "content": "Hello?"}])
 
     frames = await _frames(service, LLMContextFrame(context))
 
     assert "".join(f.text for f in frames if isinstance(f, LLMTextFrame)) == "Hi, this is Ada."
     [seen] = fake.requests
-    assert (seen.body["model"], seen.body["temperature"]) == ("gpt-4.1", 0.5)
-    assert seen.headers["authorization"] == f"Bearer {KEY}"
+    assert _temperature(seen.body) == 0.5
+    assert "You are Ada." in json.dumps(seen.body)
 
 
-async def test_pipecat_openai_llm_service_calls_end_call(fake: FakeVendors) -> None:
-    service = OpenAILLMService(api_key=KEY, base_url=fake.base_urls["openai"],
-                               settings=OpenAILLMService.Settings(model="gpt-4.1"))
+@pytest.mark.parametrize("vendor", ["openai", "deepseek", "anthropic", "google"])
+async def test_pipecat_llm_services_call_end_call_on_goodbye(fake: FakeVendors,
+                                                             vendor: str) -> None:
+    service = _llm(vendor, fake, GOODBYE_PROMPT)
     called: list[str] = []
 
     async def end_call(params: FunctionCallParams) -> None:
@@ -515,13 +549,28 @@ async def test_pipecat_openai_llm_service_calls_end_call(fake: FakeVendors) -> N
     service.register_function("end_call", end_call)
     end_call_schema = FunctionSchema(name="end_call", description="Hang up.",
                                      properties={}, required=[])
-    context = LLMContext([{"role": "system", "content": GOODBYE_PROMPT},
-                          {"role": "user", "content": "Thanks, goodbye."}],
+    context = LLMContext([{"role": "user", "content": "Thanks, goodbye."}],
                          tools=ToolsSchema(standard_tools=[end_call_schema]))
 
     await _frames(service, LLMContextFrame(context))
 
     assert called == ["end_call"]
+
+
+async def test_pipecat_openai_stt_service_transcribes_a_spoken_phrase(fake: FakeVendors) -> None:
+    text, pattern, rate = CLIPS["repeat"]
+    heard = await _telephone(_clip(pattern, rate), rate, trim=0.0, pad=0.2)
+    pcm = (heard * 32767).astype("<i2").tobytes()
+    chunk = RATE // 50 * 2
+    audio = [InputAudioRawFrame(pcm[i : i + chunk], RATE, 1) for i in range(0, len(pcm), chunk)]
+    service = OpenAISTTService(api_key=KEY, base_url=fake.base_urls["openai"])
+
+    frames = await _frames(service, VADUserStartedSpeakingFrame(), *audio,
+                           VADUserStoppedSpeakingFrame(), SleepFrame(0.5))
+
+    assert [f.text for f in frames if isinstance(f, TranscriptionFrame)] == [text]
+    [seen] = fake.requests
+    assert seen.body["model"] == "gpt-transcribe"
 
 
 @pytest.mark.parametrize("vendor", ["openai", "elevenlabs", "cartesia", "deepgram"])

@@ -23,6 +23,7 @@ from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.audio.resamplers.soxr_resampler import SOXRAudioResampler
 from pipecat.audio.utils import pcm_to_ulaw, ulaw_to_pcm
+from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import (
     InputAudioRawFrame,
     LLMContextFrame,
@@ -311,6 +312,23 @@ async def test_openai_speech_is_24khz_pcm_55ms_per_character_and_deterministic(
     assert -17 < 20 * np.log10(np.sqrt(np.mean(samples**2))) < -11
     assert _read_wav(wav)[1] == 24000
     assert len(_read_wav(wav)[0]) == pytest.approx(0.2 * 24000, abs=1)
+
+
+@pytest.mark.parametrize("text", ["Hi.", "Are you still there?", "Could you repeat that?"])
+async def test_synthesised_speech_is_speech_to_silero(fake: FakeVendors, text: str) -> None:
+    pcm = (await _openai(fake).audio.speech.create(
+        model="tts-1", voice="alloy", input=text, response_format="pcm")).content
+    resampler = SOXRAudioResampler()
+    telephone = await ulaw_to_pcm(await pcm_to_ulaw(pcm, 24000, 8000, resampler), 8000, RATE,
+                                  resampler)
+    vad = SileroVADAnalyzer(sample_rate=RATE)
+    vad.set_sample_rate(RATE)
+    size = vad.num_frames_required() * 2
+
+    confidences = [float(np.ravel(vad.voice_confidence(telephone[i : i + size]))[0])
+                   for i in range(0, len(telephone) - size, size)]
+
+    assert np.mean(np.array(confidences) > 0.5) > 0.75
 
 
 async def test_openai_transcription_names_the_phrase_played(fake: FakeVendors,

@@ -1,0 +1,41 @@
+"""A local fake of every LLM and speech vendor the voice runtime calls, in each one's wire format.
+
+One server, one origin, a mount per vendor (`base_urls(origin)`; `env_for(origin)` gives the
+SWITCHBOARD_<VENDOR>_BASE_URL settings):
+
+    openai      /openai/v1      chat/completions, audio/transcriptions, audio/speech
+    deepseek    /deepseek/v1    the same OpenAI-compatible endpoints
+    grok        /grok/v1        the same OpenAI-compatible endpoints
+    anthropic   /anthropic      v1/messages
+    google      /google         {version}/models/{model}:streamGenerateContent | :generateContent
+    deepgram    /deepgram       v1/listen (prerecorded), v1/speak
+    elevenlabs  /elevenlabs     v1/text-to-speech/{voice_id}[/stream][/with-timestamps]
+    cartesia    /cartesia       tts/bytes
+
+LLM replies, the same for every vendor, streamed in about three chunks; the first rule that
+applies wins:
+
+1. The final message is a tool result: "Goodbye."
+2. The final message is not the user's, or is empty: "Are you still there?"
+3. The system prompt holds `[fake:end_call_on_goodbye]`, the user's message contains
+   "goodbye" (any case) and the request offers a tool named `end_call`: a call to `end_call`
+   (its required string parameters set to "goodbye", no others), no text.
+4. The system prompt holds `[fake:reply=<text>]`: exactly <text>.
+5. Otherwise: "Great, thank you for your time."
+
+Speech synthesis: 55 ms per character (at least 200 ms) of a voiced-like signal, about -14 dBFS
+RMS, the same for the same text, at the rate and encoding asked for (PCM, μ-law, A-law, WAV;
+not MP3 or Opus). Transcription: the text of the phrase in the catalogue (a directory with
+manifest.json, default integrations/telephony/sandbox_audio) whose energy envelope best matches
+the audio, or "" for silence and unknown audio.
+
+Latency (`llm_first_token_ms`, `stt_ms`, `tts_first_byte_ms`, default 0) and failures
+(`{"openai.tts" | "anthropic" | "stt": 500 | 401 | ... | "hang"}`) are constructor arguments,
+`FakeVendors.configure(...)`, or `POST /_fake/config` with the same JSON. Every request is
+recorded: `FakeVendors.requests`, `GET /_fake/requests`; `POST /_fake/reset` forgets requests
+and settings. Standalone: `python -m voice.fake_vendors --port 8765` prints the origin.
+"""
+
+from .server import FakeConfig, FakeVendors, RecordedRequest, base_urls, env_for
+
+__all__ = ["FakeConfig", "FakeVendors", "RecordedRequest", "base_urls", "env_for"]

@@ -1,0 +1,255 @@
+"""The fake LLM: one reply rule for every vendor, rendered in OpenAI's, Anthropic's and Google's
+wire formats (the rules are listed in the package docstring)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+END_CALL = "end_call"
+END_CALL_MARKER = "[fake:end_call_on_goodbye]"
+REPLY_MARKER = re.compile(r"\[fake:reply=(.*?)\]", re.DOTALL)
+STILL_THERE = "Are you still there?"
+AFTER_TOOL = "Goodbye."
+DEFAULT_REPLY = "Great, thank you for your time."
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    system: str
+    # The text of the final message when it is the user's; None when the final message is not.
+    user_turn: str | None
+    after_tool_result: bool
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.tool}({json.dumps(self.arguments)})" if self.tool else self.text
+
+
+def reply_to(conversation: Conversation) -> Reply:
+    if conversation.after_tool_result:
+        return Reply(AFTER_TOOL)
+    user_turn = (conversation.user_turn or "").strip()
+    if not user_turn:
+        return Reply(STILL_THERE)
+    if (
+        END_CALL_MARKER in conversation.system
+        and "goodbye" in user_turn.lower()
+        and END_CALL in conversation.tools
+    ):
+        return Reply(tool=END_CALL, arguments=_arguments(conversation.tools[END_CALL]))
+    marker = REPLY_MARKER.search(conversation.system)
+    return Reply(marker.group(1) if marker else DEFAULT_REPLY)
+
+
+def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every required string parameter gets "goodbye"; the rest are left out."""
+    properties = schema.get("properties") or {}
+    return {
+        name: "goodbye"
+        for name in schema.get("required") or []
+        if str((properties.get(name) or {}).get("type", "")).lower() == "string"
+    }
+
+
+def chunks(text: str) -> list[str]:
+    """The reply in about three pieces, split between words."""
+    words = re.findall(r"\S+\s*", text)
+    size = max(1, -(-len(words) // 3))
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)] or [""]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict)).strip()
+    return ""
+
+
+def _tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+# --- OpenAI-compatible (OpenAI, DeepSeek, Grok) ------------------------------------------------
+
+
+def from_openai(body: dict[str, Any]) -> Conversation:
+    messages = body.get("messages") or []
+    system = "\n".join(
+        _text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
+    )
+    last = messages[-1] if messages else {}
+    tools = {
+        t["function"]["name"]: t["function"].get("parameters") or {}
+        for t in body.get("tools") or []
+        if t.get("type") == "function"
+    }
+    user_turn = _text(last.get("content")) if last.get("role") == "user" else None
+    return Conversation(system, user_turn, last.get("role") == "tool", tools)
+
+
+def openai_stream(reply: Reply, model: str, include_usage: bool) -> Iterator[dict[str, Any]]:
+    base = {"id": f"chatcmpl-fake{next(_ids)}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model, "system_fingerprint": "fake"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    if reply.tool:
+        call = {"index": 0, "id": f"call_fake{next(_ids)}", "type": "function",
+                "function": {"name": reply.tool, "arguments": ""}}
+        yield chunk({"tool_calls": [call]})
+        arguments = json.dumps(reply.arguments)
+        yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]})
+        yield chunk({}, "tool_calls")
+    else:
+        for piece in chunks(reply.text):
+            yield chunk({"content": piece})
+        yield chunk({}, "stop")
+    if include_usage:
+        yield {**base, "choices": [], "usage": _openai_usage(reply)}
+
+
+def openai_completion(reply: Reply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool:
+        message["tool_calls"] = [{
+            "id": f"call_fake{next(_ids)}", "type": "function",
+            "function": {"name": reply.tool, "arguments": json.dumps(reply.arguments)},
+        }]
+    return {
+        "id": f"chatcmpl-fake{next(_ids)}", "object": "chat.completion",
+        "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if reply.tool else "stop"}],
+        "usage": _openai_usage(reply),
+    }
+
+
+def _openai_usage(reply: Reply) -> dict[str, int]:
+    completion = _tokens(reply.summary)
+    return {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
+
+
+# --- Anthropic ---------------------------------------------------------------------------------
+
+
+def from_anthropic(body: dict[str, Any]) -> Conversation:
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    blocks = content if isinstance(content, list) else []
+    after_tool = any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
+    tools = {t["name"]: t.get("input_schema") or {} for t in body.get("tools") or []}
+    user_turn = _text(content) if last.get("role") == "user" and not after_tool else None
+    return Conversation(_text(body.get("system")), user_turn, after_tool, tools)
+
+
+def anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    message = _anthropic_message(reply, model)
+    yield "message_start", {"type": "message_start", "message": {
+        **message, "content": [], "stop_reason": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1}}}
+    if reply.tool:
+        block = {**message["content"][0], "input": {}}
+        yield "content_block_start", {"type": "content_block_start", "index": 0,
+                                      "content_block": block}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(reply.arguments)}
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+    else:
+        yield "content_block_start", {"type": "content_block_start", "index": 0,
+                                      "content_block": {"type": "text", "text": ""}}
+        for piece in chunks(reply.text):
+            yield "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                          "delta": {"type": "text_delta", "text": piece}}
+    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": message["stop_reason"],
+                                      "stop_sequence": None},
+                            "usage": {"output_tokens": message["usage"]["output_tokens"]}}
+    yield "message_stop", {"type": "message_stop"}
+
+
+def anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
+    return _anthropic_message(reply, model)
+
+
+def _anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
+    content: dict[str, Any] = (
+        {"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": reply.tool,
+         "input": reply.arguments}
+        if reply.tool else {"type": "text", "text": reply.text}
+    )
+    return {
+        "id": f"msg_fake{next(_ids)}", "type": "message", "role": "assistant", "model": model,
+        "content": [content], "stop_reason": "tool_use" if reply.tool else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": _tokens(reply.summary)},
+    }
+
+
+# --- Google (Gemini API) -----------------------------------------------------------------------
+
+
+def from_google(body: dict[str, Any]) -> Conversation:
+    contents = body.get("contents") or []
+    last = contents[-1] if contents else {}
+    parts = last.get("parts") or []
+    after_tool = any("functionResponse" in p or "function_response" in p for p in parts)
+    instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
+    system = _text(instruction.get("parts")) if isinstance(instruction, dict) else ""
+    tools: dict[str, dict[str, Any]] = {}
+    for tool in body.get("tools") or []:
+        for f in tool.get("functionDeclarations") or tool.get("function_declarations") or []:
+            tools[f["name"]] = f.get("parameters") or f.get("parametersJsonSchema") or {}
+    user_turn = _text(parts) if last.get("role", "user") == "user" and not after_tool else None
+    return Conversation(system, user_turn, after_tool, tools)
+
+
+def google_stream(reply: Reply, model: str) -> Iterator[dict[str, Any]]:
+    if reply.tool:
+        yield google_response(reply, model)
+        return
+    pieces = chunks(reply.text)
+    for i, piece in enumerate(pieces):
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": piece}]},
+                                     "index": 0}
+        if i == len(pieces) - 1:
+            candidate["finishReason"] = "STOP"
+        yield {"candidates": [candidate], "usageMetadata": _google_usage(reply),
+               "modelVersion": model}
+
+
+def google_response(reply: Reply, model: str) -> dict[str, Any]:
+    part = (
+        {"functionCall": {"name": reply.tool, "args": reply.arguments}}
+        if reply.tool else {"text": reply.text}
+    )
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [part]},
+                        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": _google_usage(reply), "modelVersion": model,
+    }
+
+
+def _google_usage(reply: Reply) -> dict[str, int]:
+    completion = _tokens(reply.summary)
+    return {"promptTokenCount": 10, "candidatesTokenCount": completion,
+            "totalTokenCount": 10 + completion}

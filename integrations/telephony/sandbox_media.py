@@ -95,6 +95,7 @@ class ContactLine:
     text: str
     start_seconds: float
     end_seconds: float
+    finished: bool = True  # False when the call ended while it was being said
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,10 @@ class _Earpiece:
 
     def clear(self, now: float) -> None:
         """Drop what is not yet played; marks still pending are due at once, as Twilio does."""
+        self.drop_unplayed(now)
+        self._marks = [(now, name) for _, name in self._marks]
+
+    def drop_unplayed(self, now: float) -> None:
         kept = []
         for start, samples in self.segments:
             if start < now:
@@ -169,7 +174,6 @@ class _Earpiece:
         self.segments = kept
         self.play_end = min(self.play_end, now)
         self.last_speech_end = min(self.last_speech_end, now)
-        self._marks = [(now, name) for _, name in self._marks]
 
     def due_marks(self, now: float) -> list[str]:
         due = [name for at, name in self._marks if at <= now]
@@ -222,6 +226,15 @@ class _Contact:
         out = np.zeros(FRAME_SAMPLES, dtype="<i2")
         out[: chunk.size] = chunk
         return out.tobytes()
+
+    def cut(self) -> None:
+        """The call ended: the line being said stops where it got to."""
+        if self._saying is not None:
+            name, samples, start = self._saying
+            end = start + min(self._position, samples.size) / SAMPLE_RATE
+            line = ContactLine(name, CLIPS[name].text, round(start, 3), round(end, 3), False)
+            self.lines.append(line)
+            self._saying = None
 
     def _ready_for_next(self, now: float, heard: _Earpiece) -> bool:
         if not self._to_say:
@@ -347,8 +360,12 @@ class _Stream:
             self.heard.mark(now, str(message["mark"]["name"]))
 
     def result(self, ended_by: EndedBy) -> ContactResult:
+        # What the runtime sent but the line had not yet played when the call ended went unheard.
+        end = self.elapsed()
+        self.contact.cut()
+        self.heard.drop_unplayed(end)
         return ContactResult(
-            ended_by=ended_by, duration_seconds=round(self.elapsed(), 3),
+            ended_by=ended_by, duration_seconds=round(end, 3),
             lines=self.contact.lines, agent_chunks=self.chunks,
             agent_utterances=self.heard.utterances(), beep_end_seconds=self.contact.beep_end,
             clear_seconds=self.clear_seconds, marks_echoed=self.marks_echoed,

@@ -50,11 +50,14 @@ _BY_SUFFIX: dict[str, ScriptKind] = {
     "0186": "no_answer",
     "0187": "busy",
 }
-# What each script says, in order: the first line on answer, each later one after an agent turn.
+# What each script says, in order. A conversing contact says its first line on answer, each later
+# one after an agent turn, and hangs up after the last; a machine plays its lines back to back.
 _LINES: dict[ScriptKind, tuple[str, ...]] = {
     "person": ("hello", "minute", "sounds_good", "goodbye"),
     "talkative": ("hello", "talk_1", "talk_2", "talk_3"),
+    "answering_machine": ("voicemail_greeting", "beep"),
 }
+_CONVERSING: frozenset[ScriptKind] = frozenset({"person", "talkative"})
 
 
 def script_for(phone_number: str) -> ScriptKind:
@@ -205,8 +208,6 @@ class _Contact:
         self.beep_end: float | None = None
         self.hangup_at = math.inf
         self._to_say = list(_LINES.get(script, ()))
-        if script == "answering_machine":
-            self._to_say = ["voicemail_greeting", "beep"]
         self._saying: tuple[str, np.ndarray, float] | None = None
         self._position = 0
         self._said_last_at: float | None = None
@@ -239,7 +240,7 @@ class _Contact:
     def _ready_for_next(self, now: float, heard: _Earpiece) -> bool:
         if not self._to_say:
             return False
-        if self._said_last_at is None or self.script == "answering_machine":
+        if self._said_last_at is None or self.script not in _CONVERSING:
             return True
         agent_answered = heard.last_speech_end > self._said_last_at
         return agent_answered and now - heard.last_speech_end >= TURN_GAP_SECONDS
@@ -250,7 +251,7 @@ class _Contact:
         self._said_last_at = end
         if name == "beep":
             self.beep_end = round(end, 3)
-        elif not self._to_say and self.script in _LINES:
+        elif not self._to_say and self.script in _CONVERSING:
             self.hangup_at = end + HANGUP_DELAY_SECONDS
 
 

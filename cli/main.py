@@ -1,4 +1,5 @@
-"""The `switchboard` command line: dev, serve, worker, migrate, create-organisation, tenants."""
+"""The `switchboard` command line: dev, serve, worker, voice, migrate, create-organisation,
+tenants."""
 
 from __future__ import annotations
 
@@ -125,6 +126,30 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _voice_address(settings: Any) -> tuple[str, int]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(settings.voice_url)
+    return parts.hostname or "127.0.0.1", parts.port or 8100
+
+
+def cmd_voice(args: argparse.Namespace) -> int:
+    from tenancy.secrets_ops import production_problem, refuse_unless
+    from voice.app import serve_voice
+
+    settings = get_settings()
+    refuse_unless(production_problem(settings))
+    database_url, _ = _urls()
+    default_host, default_port = _voice_address(settings)
+
+    async def main() -> None:
+        await serve_voice(settings, database_url, args.host or default_host,
+                          args.port or default_port, _shutdown_event())
+
+    asyncio.run(main())
+    return 0
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from tenancy.secrets_ops import refuse_unless, secrets_problem
 
@@ -170,8 +195,12 @@ def cmd_dev(args: argparse.Namespace) -> int:
     async def main() -> None:
         await _ensure_demo(database_url, args.port, settings.data_dir)
         stop = _shutdown_event()
+        from voice.app import serve_voice
+
+        voice_host, voice_port = _voice_address(settings)
         await asyncio.gather(_serve_api(args.host, args.port, stop),
-                             _run_worker(database_url, redis_url, stop))
+                             _run_worker(database_url, redis_url, stop),
+                             serve_voice(settings, database_url, voice_host, voice_port, stop))
 
     print(f"DATABASE_URL={database_url}\nREDIS_URL={redis_url}", file=sys.stderr)
     asyncio.run(main())
@@ -380,6 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="the arq worker only")
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     worker.set_defaults(func=cmd_worker)
+
+    voice = sub.add_parser("voice", help="the voice runtime: carriers' media streams")
+    voice.add_argument("--host", default=None, help="default: SWITCHBOARD_VOICE_URL's host")
+    voice.add_argument("--port", type=int, default=None,
+                       help="default: SWITCHBOARD_VOICE_URL's port (8100)")
+    voice.set_defaults(func=cmd_voice)
 
     migrate = sub.add_parser("migrate", help="control schema, then every tenant schema")
     migrate.add_argument("--concurrency", type=int, default=4)

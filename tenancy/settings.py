@@ -91,6 +91,35 @@ class Settings(BaseSettings):
                                                  alias="SWITCHBOARD_WORKER_SHUTDOWN_GRACE_SECONDS")
     invitation_ttl_days: int = 7
 
+    # The voice runtime (`switchboard voice`, CONTRACT 6): where carriers, the sandbox carrier
+    # included, reach its Media Streams WebSocket, and the http(s) base a real carrier is given.
+    voice_url: str = Field(default="ws://127.0.0.1:8100", alias="SWITCHBOARD_VOICE_URL")
+    voice_public_url: str | None = Field(default=None, alias="SWITCHBOARD_VOICE_PUBLIC_URL")
+    # Signs the sandbox carrier's webhooks; derived from the key pepper when unset.
+    sandbox_webhook_secret: str | None = Field(default=None,
+                                               alias="SWITCHBOARD_SANDBOX_WEBHOOK_SECRET")
+    # Each vendor's base URL, written as its own SDK takes it; tests and gateways point them
+    # elsewhere (switchboard dev at the bundled fake vendors).
+    openai_base_url: str = Field(default="https://api.openai.com/v1",
+                                 alias="SWITCHBOARD_OPENAI_BASE_URL")
+    anthropic_base_url: str = Field(default="https://api.anthropic.com",
+                                    alias="SWITCHBOARD_ANTHROPIC_BASE_URL")
+    google_base_url: str = Field(default="https://generativelanguage.googleapis.com",
+                                 alias="SWITCHBOARD_GOOGLE_BASE_URL")
+    deepseek_base_url: str = Field(default="https://api.deepseek.com/v1",
+                                   alias="SWITCHBOARD_DEEPSEEK_BASE_URL")
+    grok_base_url: str = Field(default="https://api.x.ai/v1", alias="SWITCHBOARD_GROK_BASE_URL")
+    deepgram_base_url: str = Field(default="https://api.deepgram.com",
+                                   alias="SWITCHBOARD_DEEPGRAM_BASE_URL")
+    elevenlabs_base_url: str = Field(default="https://api.elevenlabs.io",
+                                     alias="SWITCHBOARD_ELEVENLABS_BASE_URL")
+    cartesia_base_url: str = Field(default="https://api.cartesia.ai",
+                                   alias="SWITCHBOARD_CARTESIA_BASE_URL")
+
+    def vendor_base_url(self, vendor: str) -> str:
+        url: str = getattr(self, f"{vendor}_base_url")
+        return url.rstrip("/")
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -25,11 +25,13 @@ from api.phone_numbers.service import price
 from api.wallet import service as wallet
 from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
 from tenancy import secrets
+from tenancy.call_tokens import stream_parameters
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import schedule_due
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
+from tenancy.settings import get_settings
 
 log = logging.getLogger("switchboard.calls")
 
@@ -94,7 +96,11 @@ WHERE id = $1 AND status IN ('ringing', 'in_progress') AND status <> $2
 FINISH = f"""
 UPDATE calls
 SET status = $2, started_at = COALESCE($3, started_at), ended_at = COALESCE($4, now()),
-    duration_seconds = $5, transcript = $6, recording_url = $7, error = $8, updated_at = now()
+    duration_seconds = $5, transcript = $6, recording_url = $7, error = $8,
+    ended_reason = COALESCE($9, CASE WHEN $2 = 'completed' THEN 'customer_hangup'
+                                     ELSE 'failed' END),
+    answered_by = COALESCE($10, answered_by), messages = COALESCE($11, messages),
+    recording_key = $12, updated_at = now()
 WHERE id = $1 AND status IN ('queued', 'ringing', 'in_progress')
 RETURNING {CALL_COLUMNS}
 """
@@ -188,11 +194,12 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
             try:
                 provider_call_id = await provider.place_call(OutboundCall(
                     str(call_id), call["from_number"], call["to_number"], str(call["agent_id"]),
-                    call["language"], int(call["max_duration"] * 60), call["recording"]))
+                    call["language"], int(call["max_duration"] * 60), call["recording"],
+                    stream_parameters(get_settings(), sub_account_id, call_id)))
             except TelephonyError as exc:
                 log.warning("placing call %s failed: %s", call_id, exc)
                 await conn.fetchrow(FINISH, call_id, "failed", None, None, None, None, None,
-                                    f"the provider could not place the call: {exc}")
+                                    f"provider_error: {exc}", "failed", None, None, None)
                 return None
             await conn.execute(MARK_PLACED, call_id, provider_call_id)
             return _poll_after(None)
@@ -215,23 +222,31 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
     return _poll_after(started)
 
 
-async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState) -> None:
-    """Record the end of a call, charge it and queue its post-call webhook, exactly once."""
+async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
+                      recording_key: str | None = None) -> None:
+    """Record the end of a call, charge it and queue its post-call webhook, exactly once.
+
+    A completed call is charged its started minutes; a failed one (never connected, or a
+    vendor failed) is not charged. Either fires the agent's webhook (`call.completed`,
+    `call.failed`) when it has one on."""
     per_minute = await price(scope.pool, scope.sub_account_id, "call_per_minute")
     async with scope.transaction() as conn:
         row = await conn.fetchrow(
             FINISH, call_id, state.status, state.started_at, state.ended_at,
-            state.duration_seconds, state.transcript, state.recording_url, state.error)
-        if row is None or state.status != "completed":
+            state.duration_seconds, state.transcript, state.recording_url, state.error,
+            state.ended_reason, state.answered_by, state.messages, recording_key)
+        if row is None:
             return
-        minutes = billed_minutes(state.duration_seconds)
-        charged = await _charge(conn, call_id, minutes, per_minute)
-        await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
+        if state.status == "completed":
+            minutes = billed_minutes(state.duration_seconds)
+            charged = await _charge(conn, call_id, minutes, per_minute)
+            await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
+            row = await conn.fetchrow(SELECT_CALL, call_id)
         agent = await conn.fetchrow(SELECT_AGENT_WEBHOOK, row["agent_id"])
         if agent["webhook"] and agent["webhook_url"]:
             await events.emit_to(conn, agent["webhook_url"],
                                  secrets.decrypt(agent["webhook_secret"]),
-                                 "call.completed",
+                                 f"call.{state.status}",
                                  {"sub_account_id": scope.sub_account_id, "call": call_out(row)})
 
 

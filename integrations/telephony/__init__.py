@@ -17,9 +17,10 @@ Providers raise `TelephonyError` for every failure; callers never see transport 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 CallStatus = Literal["ringing", "in_progress", "completed", "failed"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed"})
@@ -60,6 +61,9 @@ class OutboundCall:
     language: str
     max_duration_seconds: int
     record: bool
+    # What the voice runtime needs to know the call on its media stream (call_id,
+    # sub_account_id and the token that proves we placed it): TwiML <Parameter>s on Twilio.
+    stream_parameters: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,11 @@ class CallState:
     transcript: str | None = None
     recording_url: str | None = None
     error: str | None = None
+    # CONTRACT 6: why it ended, who answered, what was said, and the WAV of both sides.
+    ended_reason: str | None = None
+    answered_by: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    recording: bytes | None = None
 
     @property
     def finished(self) -> bool:

@@ -3,17 +3,22 @@
 - Purchased numbers are +1 NPA 555 01XX (fictional numbers), never 0199.
 - Purchase and import always succeed. A number whose last four digits are 0199 fails assign and
   release, so the 502 paths can be exercised.
-- A call rings for `ring_seconds`, is answered, and completes `call_seconds` after it started,
-  with a transcript, a duration and (when recording) a recording URL. The provider keeps no
-  state: the call id carries when it started, so any worker process can answer for it.
+- A call is a real conversation with the voice runtime (CONTRACT 6): the sandbox dials
+  `SWITCHBOARD_VOICE_URL` over Media Streams and plays the contact of the callee's script
+  (sandbox_media.py) in a task of this process; the runtime records the outcome. A callee whose
+  number ends 0186 rings for `ring_seconds` and ends `no_answer`; 0187 is `busy`. The call id
+  carries when it started and the script, so any worker process can answer for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import os
 import random
 import time
+import uuid
 from datetime import UTC, datetime
 
 import phonenumbers
@@ -26,11 +31,22 @@ from integrations.telephony import (
     ProviderNumber,
     TelephonyError,
 )
+from integrations.telephony.sandbox_media import (
+    NEVER_CONNECTS,
+    ContactSession,
+    answered_by_for,
+    run_contact,
+    script_for,
+    stream_url,
+)
+
+log = logging.getLogger("switchboard.telephony.sandbox")
+# The contacts on the line in this process (a reference keeps each task alive).
+_CONTACTS: set[asyncio.Task[None]] = set()
 
 FAILING_SUFFIX = "0199"
 DEFAULT_AREA_CODES = ("201", "212", "305", "312", "404", "415", "503", "512", "617", "702", "718",
                       "804", "917")
-RECORDINGS_BASE = "https://recordings.sandbox.switchboard.invalid"
 
 
 def fails(phone_number: str) -> bool:
@@ -47,14 +63,15 @@ def _valid(number: str) -> bool:
 class SandboxTelephony:
     name = "sandbox"
 
-    def __init__(self, ring_seconds: float = 1.0, call_seconds: float = 3.0) -> None:
+    def __init__(self, ring_seconds: float = 1.0,
+                 voice_url: str = "ws://127.0.0.1:8100") -> None:
         self.ring_seconds = ring_seconds
-        self.call_seconds = max(call_seconds, ring_seconds)
+        self.voice_url = voice_url
 
     @classmethod
     def from_env(cls) -> SandboxTelephony:
         return cls(float(os.environ.get("SWITCHBOARD_SANDBOX_RING_SECONDS", "1")),
-                   float(os.environ.get("SWITCHBOARD_SANDBOX_CALL_SECONDS", "3")))
+                   os.environ.get("SWITCHBOARD_VOICE_URL", "ws://127.0.0.1:8100"))
 
     async def purchase_number(self, area_code: str | None,
                               exclude: frozenset[str]) -> ProviderNumber:
@@ -91,31 +108,44 @@ class SandboxTelephony:
 
     async def place_call(self, call: OutboundCall) -> str:
         started_ms = int(time.time() * 1000)
-        return f"sbx_{started_ms}_{int(call.record)}_{call.call_id}"
+        script = script_for(call.to_number)
+        provider_call_id = f"sbx_{started_ms}_{script}_{call.call_id}"
+        if script not in NEVER_CONNECTS:
+            session = ContactSession(
+                call_sid=f"CA{call.call_id.replace('-', '')}", account_sid="ACsandbox",
+                stream_sid=f"MZ{uuid.uuid4().hex}", script=script,
+                custom_parameters={**call.stream_parameters,
+                                   "answered_by": answered_by_for(script)},
+                max_seconds=call.max_duration_seconds + 30)
+            task = asyncio.create_task(self._contact(session))
+            _CONTACTS.add(task)
+            task.add_done_callback(_CONTACTS.discard)
+        return provider_call_id
+
+    async def _contact(self, session: ContactSession) -> None:
+        try:
+            await run_contact(stream_url(self.voice_url), session)
+        except TelephonyError as exc:  # the runtime is down: the call is followed to `failed`
+            log.warning("sandbox contact of %s could not reach the runtime: %s",
+                        session.call_sid, exc)
 
     async def call_state(self, provider_call_id: str) -> CallState:
         try:
-            _, started_ms, record, call_id = provider_call_id.split("_", 3)
+            _, started_ms, script, _call_id = provider_call_id.split("_", 3)
             started = int(started_ms) / 1000
         except ValueError:
             raise TelephonyError("sandbox: unknown call id") from None
-        elapsed = time.time() - started
         started_at = datetime.fromtimestamp(started, UTC)
-        if elapsed < self.ring_seconds:
-            return CallState("ringing", started_at=started_at)
-        if elapsed < self.call_seconds:
-            return CallState("in_progress", started_at=started_at)
-        ended = started + self.call_seconds
-        return CallState(
-            "completed",
-            started_at=started_at,
-            ended_at=datetime.fromtimestamp(ended, UTC),
-            duration_seconds=max(1, round(self.call_seconds - self.ring_seconds)),
-            transcript=("Agent: Hello, this is your AI assistant calling. Is now a good time?\n"
-                        "Contact: Yes, go ahead.\n"
-                        "Agent: Thank you. I have noted your answers. Goodbye!"),
-            recording_url=f"{RECORDINGS_BASE}/{call_id}.mp3" if record == "1" else None,
-        )
+        if script == "busy":
+            return CallState("failed", started_at=started_at, ended_reason="busy",
+                             error="provider_error: the line was busy")
+        if script == "no_answer":
+            if time.time() - started < self.ring_seconds:
+                return CallState("ringing", started_at=started_at)
+            return CallState("failed", started_at=started_at, ended_reason="no_answer",
+                             error="provider_error: nobody answered")
+        # A connected call is the runtime's to end and record.
+        return CallState("in_progress", started_at=started_at)
 
     async def send_sms(self, from_number: str | None, to_number: str, body: str,
                        message_id: str) -> str:

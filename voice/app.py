@@ -1,0 +1,68 @@
+"""The `switchboard voice` process: the carrier's Media Streams WebSocket (and a health check),
+one Pipecat pipeline per call (voice/call.py). Served by hypercorn like the API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from tenancy.db import create_pool
+from tenancy.settings import Settings
+from voice.call import CallRuntime
+
+STREAM_PATH = "/voice/twilio/stream"
+
+
+def build_voice_app(settings: Settings, database_url: str) -> Starlette:
+    state: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        pool = await create_pool(database_url, min_size=1, max_size=settings.db_pool_max)
+        state["runtime"] = CallRuntime(settings, pool)
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    async def stream(websocket: WebSocket) -> None:
+        await websocket.accept()
+        runtime: CallRuntime = state["runtime"]
+        task = asyncio.current_task()
+        if task is not None:
+            runtime.active.add(task)
+        try:
+            await runtime.handle(websocket)
+        finally:
+            if task is not None:
+                runtime.active.discard(task)
+
+    async def health(_request: Request) -> JSONResponse:
+        runtime: CallRuntime | None = state.get("runtime")
+        return JSONResponse({"status": "ok",
+                             "calls": len(runtime.active) if runtime else 0})
+
+    return Starlette(routes=[WebSocketRoute(STREAM_PATH, stream), Route("/health", health)],
+                     lifespan=lifespan)
+
+
+async def serve_voice(settings: Settings, database_url: str, host: str, port: int,
+                      stop: asyncio.Event) -> None:
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    # On SIGTERM running calls get this long to finish (CONTRACT 9: deploy).
+    config.graceful_timeout = 600
+    await serve(build_voice_app(settings, database_url), config,  # type: ignore[arg-type]
+                shutdown_trigger=stop.wait)

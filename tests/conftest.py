@@ -17,7 +17,9 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import socket
+import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,10 +33,12 @@ import asyncpg
 import pytest
 from cryptography.fernet import Fernet
 
+from voice.fake_vendors import FakeVendors
+
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.settings import get_settings
 from tests.factories import Agency, Tenant, make_agency, make_priced_tenant, make_tenant
-from tests.helpers import Live, live_system
+from tests.helpers import SWITCHBOARD, Live, live_system, restore_environment, wait_for_http
 from tests.receiver import Receiver
 
 # A random pepper and secrets key for the run (unless set), as `switchboard dev` makes them: serve,
@@ -216,7 +220,7 @@ def client(app: Any) -> Any:
 
 
 @pytest.fixture
-def run_worker(migrated: str, servers: Servers) -> Any:
+def run_worker(migrated: str, servers: Servers, voice_runtime: VoiceRuntime) -> Any:
     """Run the real arq worker in burst mode (until the queue is empty) against the test Redis."""
     from arq.worker import Worker
 
@@ -319,9 +323,62 @@ async def tenant_priced(client: Any, agency: Agency) -> Tenant:
 # --- shared fixtures: a running worker, a webhook receiver, settings and names ---------------
 
 
+@dataclass
+class VoiceRuntime:
+    url: str
+    log: Path
+    vendors: FakeVendors
+
+
+@pytest.fixture(scope="session")
+async def fake_vendors() -> AsyncIterator[FakeVendors]:
+    """The fake LLM and speech vendors (voice/fake_vendors), in this process for the session."""
+    vendors = FakeVendors()
+    await vendors.start()
+    yield vendors
+    await vendors.stop()
+
+
+@pytest.fixture(scope="session")
+def voice_runtime(migrated: str, fake_vendors: FakeVendors,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[VoiceRuntime]:
+    """`switchboard voice` as a subprocess, its vendors the fakes; every worker and carrier this
+    session starts reaches it through SWITCHBOARD_VOICE_URL."""
+    folder = tmp_path_factory.mktemp("voice")
+    port = free_port()
+    values = {**fake_vendors.env, "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{port}"}
+    log = folder / "voice.log"
+    process = subprocess.Popen(
+        [*SWITCHBOARD, "voice", "--port", str(port)], env={**os.environ, **values},
+        stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    saved = {key: os.environ.get(key) for key in values}
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", process, log)
+        os.environ.update(values)
+        get_settings.cache_clear()
+        yield VoiceRuntime(values["SWITCHBOARD_VOICE_URL"], log, fake_vendors)
+    finally:
+        restore_environment(saved)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @pytest.fixture
-async def worker(migrated: str, servers: Servers) -> AsyncIterator[Any]:
-    """The real arq worker (not burst), running in this process until the test ends."""
+def vendors(voice_runtime: VoiceRuntime) -> FakeVendors:
+    """The fake vendors, their requests and settings forgotten for this test."""
+    voice_runtime.vendors.reset()
+    return voice_runtime.vendors
+
+
+@pytest.fixture
+async def worker(migrated: str, servers: Servers,
+                 voice_runtime: VoiceRuntime) -> AsyncIterator[Any]:
+    """The real arq worker (not burst), running in this process until the test ends; the calls
+    it places reach the voice runtime."""
     async with running_worker(migrated, servers.redis_url) as running:
         yield running
 

@@ -287,6 +287,31 @@ def switchboard(servers: Any, *args: str, env: dict[str, str] | None = None,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+def wait_for_http(url: str, process: subprocess.Popen[bytes], log: Path,
+                  seconds: float = 60) -> None:
+    """Until `url` answers 200; the process's output in the failure when it exits first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        assert process.poll() is None and time.monotonic() < deadline, \
+            f"{url} did not come up:\n" + log.read_text(errors="replace")
+        time.sleep(0.2)
+
+
+def restore_environment(saved: dict[str, str | None]) -> None:
+    """Put back environment variables as `saved` had them (None: unset)."""
+    from tenancy.settings import get_settings
+
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    get_settings.cache_clear()
+
+
 @dataclass
 class Live:
     base_url: str

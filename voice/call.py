@@ -16,6 +16,7 @@ pipeline, and ends the call with a reason (CONTRACT 6, 9):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -37,6 +38,7 @@ from pipecat.frames.frames import (
     EndWorkerFrame,
     ErrorFrame,
     Frame,
+    InputAudioRawFrame,
     LLMContextFrame,
     LLMMessagesAppendFrame,
     TTSSpeakFrame,
@@ -65,9 +67,8 @@ from starlette.websockets import WebSocket
 
 from api.calls import service as calls
 from integrations.telephony import CallState
-from tenancy import secrets
 from tenancy.call_tokens import token_valid
-from tenancy.db import tenant_transaction
+from tenancy.scope import TenantScope
 from tenancy.settings import Settings
 from voice.vendors import AgentVoice, VendorMissing, llm_service, stt_service, tts_service
 
@@ -81,26 +82,17 @@ END_CALL = FunctionSchema(
     description="Hang up the phone call. Use it once the conversation has come to an end.",
     properties={}, required=[])
 PIPELINE_RATE = 16000
+FRAME_SECONDS = 0.02
+SILENT_FRAME = bytes(int(PIPELINE_RATE * FRAME_SECONDS) * 2)
+LAST_WORDS_SECONDS = 5.0  # how long the transcriber gets for words said while hanging up
+# Pipecat gates speech on loudness integrated over a rolling 400 ms window (BS.1770), which a
+# one-word answer on the phone ("Hello?", "Yes.") does not fill: it would never start a turn.
+# Silero's confidence alone decides (docs/decisions.md).
+VAD_MIN_VOLUME = 0.0
 
 SELECT_SCHEMA = ("SELECT schema_name FROM control.sub_accounts "
                  "WHERE id = $1 AND status = 'active'")
 
-SELECT_CALL = """
-SELECT c.id, c.status, c.direction, a.id AS agent_id, a.llm_model, a.temperature, a.prompt,
-       a.language, a.voice_id, a.transcriber, a.first_message, a.silence_timeout,
-       a.voice_activity_timeout, a.max_duration, a.voicemail_detection, a.voicemail_type,
-       a.voicemail_message, a.recording
-FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
-WHERE c.id = $1
-"""
-
-MARK_ANSWERED = """
-UPDATE calls SET status = 'in_progress', answered_by = $2, updated_at = now()
-WHERE id = $1 AND status IN ('queued', 'ringing')
-RETURNING id
-"""
-
-SELECT_KEYS = "SELECT provider, api_key FROM integrations"
 
 
 @dataclass(frozen=True)
@@ -140,6 +132,9 @@ class Conversation:
     turn_started: float | None = None
     agent_started: float | None = None
     recording: bytes | None = None
+    contact_speaking: bool = False
+    hung_up: bool = False
+    turn_done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def since_answer(self, moment: float | None = None) -> float:
         return round((moment or time.monotonic()) - self.answered_at, 2)
@@ -212,14 +207,12 @@ class CallRuntime:
         answered_by = start.parameters.get("answered_by") or "unknown"
         if answered_by not in ("human", "machine", "unknown"):
             answered_by = "unknown"
-        async with tenant_transaction(self.pool, schema) as conn:
-            call = await conn.fetchrow(SELECT_CALL, uuid.UUID(call_id))
-            marked = await conn.fetchval(MARK_ANSWERED, uuid.UUID(call_id), answered_by)
-            keys = {row["provider"]: secrets.decrypt(row["api_key"])
-                    for row in await conn.fetch(SELECT_KEYS)}
-        if call is None or marked is None:
+        answered = await calls.answer_call(TenantScope(self.pool, tenant, schema),
+                                           uuid.UUID(call_id), answered_by)
+        if answered is None:
             await websocket.close(code=1008)
             return
+        call, keys = answered
         conversation = Conversation()
         try:
             await self._converse(websocket, start, call, keys, answered_by, conversation)
@@ -259,10 +252,13 @@ class CallRuntime:
         pause = float(call["voice_activity_timeout"]) / 1000
         context = LLMContext(tools=ToolsSchema(standard_tools=[END_CALL]))
         user, assistant = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
-            vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=min(0.2, pause))),
+            # A pause of voice_activity_timeout ends the contact's speech and, with it, the turn:
+            # one transcription per finished turn (CONTRACT 9).
+            vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=pause,
+                                                            min_volume=VAD_MIN_VOLUME)),
             user_idle_timeout=float(call["silence_timeout"]),
             user_turn_strategies=UserTurnStrategies(
-                stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=pause)])))
+                stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.0)])))
         recorder = AudioBufferProcessor(num_channels=1)
         stages: list[Any] = [transport.input(), stt, user]
         if call["first_message"]:
@@ -283,11 +279,15 @@ class CallRuntime:
 
         async def on_turn_started(_aggregator: Any, _strategy: Any) -> None:
             conversation.silences = 0
+            conversation.contact_speaking = True
+            conversation.turn_done.clear()
             conversation.turn_started = time.monotonic()
         user.add_event_handler("on_user_turn_started", on_turn_started)
 
         async def on_turn_stopped(_aggregator: Any, _strategy: Any, message: Any) -> None:
+            conversation.contact_speaking = False
             conversation.add("contact", message.content, conversation.turn_started)
+            conversation.turn_done.set()
         user.add_event_handler("on_user_turn_stopped", on_turn_stopped)
 
         async def on_agent_started(_aggregator: Any, *_: Any) -> None:
@@ -295,7 +295,8 @@ class CallRuntime:
         assistant.add_event_handler("on_assistant_turn_started", on_agent_started)
 
         async def on_agent_stopped(_aggregator: Any, message: Any) -> None:
-            conversation.add("agent", message.content, conversation.agent_started)
+            if not conversation.hung_up:  # a reply to words said as the contact hung up
+                conversation.add("agent", message.content, conversation.agent_started)
         assistant.add_event_handler("on_assistant_turn_stopped", on_agent_stopped)
 
         async def on_idle(aggregator: Any) -> None:
@@ -310,6 +311,16 @@ class CallRuntime:
 
         async def on_disconnected(_transport: Any, _client: Any) -> None:
             conversation.end("customer_hangup")
+            if conversation.contact_speaking:
+                # The contact's last words, said as they hung up: the line is silent from now
+                # on, so the turn ends (and is transcribed) as it would have on the call.
+                for _ in range(int((pause + 0.2) / FRAME_SECONDS)):
+                    await worker.queue_frame(InputAudioRawFrame(
+                        SILENT_FRAME, sample_rate=PIPELINE_RATE, num_channels=1))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(conversation.turn_done.wait(),
+                                           pause + LAST_WORDS_SECONDS)
+            conversation.hung_up = True
             await worker.cancel()
         transport.add_event_handler("on_client_disconnected", on_disconnected)
 
@@ -355,6 +366,4 @@ class CallRuntime:
             duration_seconds=duration, transcript=conversation.transcript() or None,
             error=conversation.error, ended_reason=reason, answered_by=answered_by,
             messages=conversation.messages, recording=conversation.recording)
-        from tenancy.scope import TenantScope
-
         await calls.finish_call(TenantScope(self.pool, tenant, schema), call_id, state)

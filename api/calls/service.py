@@ -121,6 +121,24 @@ def call_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
         "ended_at", "duration_seconds", "transcript", "recording_url")}
 
 
+SELECT_CALL_FOR_RUNTIME = """
+SELECT c.id, c.status, c.direction, a.id AS agent_id, a.llm_model, a.temperature, a.prompt,
+       a.language, a.voice_id, a.transcriber, a.first_message, a.silence_timeout,
+       a.voice_activity_timeout, a.max_duration, a.voicemail_detection, a.voicemail_type,
+       a.voicemail_message, a.recording
+FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
+WHERE c.id = $1
+"""
+
+MARK_ANSWERED = """
+UPDATE calls SET status = 'in_progress', answered_by = $2, updated_at = now()
+WHERE id = $1 AND status IN ('queued', 'ringing')
+RETURNING id
+"""
+
+SELECT_VENDOR_KEYS = "SELECT provider, api_key FROM integrations"
+
+
 # --- requests ---------------------------------------------------------------------------------
 
 
@@ -264,3 +282,18 @@ async def _charge(conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int,
         await wallet.debit(conn, amount, "call", f"outbound call, {minutes} min", "call",
                            call_id)
     return amount
+
+
+async def answer_call(scope: TenantScope, call_id: uuid.UUID, answered_by: str
+                      ) -> tuple[asyncpg.Record, dict[str, str]] | None:
+    """The voice runtime's start of a call: mark it answered and return it with its agent's
+    settings and the sub-account's vendor keys (decrypted); None for a call that is not
+    waiting to be answered."""
+    async with scope.transaction() as conn:
+        call = await conn.fetchrow(SELECT_CALL_FOR_RUNTIME, call_id)
+        marked = await conn.fetchval(MARK_ANSWERED, call_id, answered_by)
+        if call is None or marked is None:
+            return None
+        keys = {row["provider"]: secrets.decrypt(row["api_key"])
+                for row in await conn.fetch(SELECT_VENDOR_KEYS)}
+    return call, keys

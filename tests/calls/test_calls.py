@@ -15,6 +15,8 @@ from tests.helpers import balance, expect_error, tenant_sql
 
 CALLS = "/webhooks/inbound/calls"
 WAIT_SECONDS = 90
+# A sandbox contact that is busy (CONTRACT 6): the call ends at once, without a conversation.
+BUSY = "+14155550187"
 
 
 def call_url(contact_id):
@@ -70,8 +72,11 @@ async def test_call_is_placed_and_completes_with_transcript_and_recording(client
     assert call["id"] == call_id and call["contact_id"] == contact_id
     assert call["agent_id"] == agent_id
     assert call["duration_seconds"] >= 1
-    assert "Agent:" in call["transcript"]
-    assert call["recording_url"].startswith("https://")
+    # The sandbox's person script against the fake vendors' default reply (CONTRACT 6).
+    reply = "Agent: Great, thank you for your time."
+    assert call["transcript"].split("\n") == [
+        "Contact: Hello?", reply, "Contact: Yes, I have a minute.", reply,
+        "Contact: That sounds good.", reply, "Contact: Thank you, goodbye."]
     assert call["started_at"] <= call["ended_at"]
 
 
@@ -149,7 +154,7 @@ async def test_pool_spreads_50_concurrent_calls_evenly(client, pool, tenant, wor
                                 json={"name": "Outbound", "phone_number_ids": number_ids},
                                 headers=tenant.headers)
     pool_id = (await created.get_json())["pool"]["id"]
-    contact_id = await make_contact(client, tenant)
+    contact_id = await make_contact(client, tenant, phone=BUSY)
     responses = await asyncio.gather(*[
         place(client, tenant, contact_id, agent_id, pool_id=pool_id) for _ in range(50)])
     assert [r.status_code for r in responses] == [200] * 50
@@ -167,7 +172,7 @@ async def test_pool_caller_ids_follow_the_pool_order(client, pool, tenant, worke
                                 json={"name": "Pair", "phone_number_ids": number_ids},
                                 headers=tenant.headers)
     pool_id = (await created.get_json())["pool"]["id"]
-    contact_id = await make_contact(client, tenant)
+    contact_id = await make_contact(client, tenant, phone=BUSY)
     ids = []
     for _ in range(4):
         response = await place(client, tenant, contact_id, agent_id, pool_id=pool_id)

@@ -116,7 +116,8 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
     # Behind PgBouncer, the direct URL (migrations, LISTEN) must name the same database.
     direct = servers.direct_url.rsplit("/", 1)[0] + "/" + empty_database.rsplit("/", 1)[1]
     env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DIRECT_DATABASE_URL=direct,
-               SWITCHBOARD_DATA_DIR=str(tmp_path))
+               SWITCHBOARD_DATA_DIR=str(tmp_path),
+               SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{free_port()}")
     # No pepper or secrets key: dev makes random ones, kept in the data dir for the restart.
     env.pop("SWITCHBOARD_KEY_PEPPER", None)
     env.pop("SWITCHBOARD_SECRETS_KEY", None)

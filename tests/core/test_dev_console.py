@@ -83,7 +83,9 @@ def dev_env(servers, tmp_path) -> Iterator[dict[str, str]]:
     env = {**os.environ, "REDIS_URL": servers.redis_url,
            "DATABASE_URL": servers.database_url.rsplit("/", 1)[0] + "/" + name,
            "SWITCHBOARD_DIRECT_DATABASE_URL": servers.direct_url.rsplit("/", 1)[0] + "/" + name,
-           "SWITCHBOARD_DATA_DIR": str(tmp_path)}
+           "SWITCHBOARD_DATA_DIR": str(tmp_path),
+           # dev runs a voice runtime of its own, beside any other this machine has.
+           "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{free_port()}"}
     env.pop("SWITCHBOARD_LOG_FORMAT", None)
     yield env
     asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

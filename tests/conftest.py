@@ -33,13 +33,12 @@ import asyncpg
 import pytest
 from cryptography.fernet import Fernet
 
-from voice.fake_vendors import FakeVendors
-
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.settings import get_settings
 from tests.factories import Agency, Tenant, make_agency, make_priced_tenant, make_tenant
 from tests.helpers import SWITCHBOARD, Live, live_system, restore_environment, wait_for_http
 from tests.receiver import Receiver
+from voice.fake_vendors import FakeVendors
 
 # A random pepper and secrets key for the run (unless set), as `switchboard dev` makes them: serve,
 # worker and migrate refuse to start without them, and every process a test starts inherits them.

@@ -25,21 +25,22 @@ import uuid
 import wave
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import asyncpg
-from pipecat.adapters.schemas.function_schema import FunctionSchema
-from pipecat.adapters.schemas.tools_schema import ToolsSchema
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.audio.mixers.soundfile_mixer import SoundfileMixer
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import (
     EndFrame,
     EndWorkerFrame,
     ErrorFrame,
-    Frame,
+    FunctionCallResultProperties,
     InputAudioRawFrame,
-    LLMContextFrame,
     LLMMessagesAppendFrame,
     TTSSpeakFrame,
 )
@@ -51,7 +52,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregatorParams,
 )
 from pipecat.processors.audio.audio_buffer_processor import AudioBufferProcessor
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection
 from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.services.llm_service import FunctionCallParams
 from pipecat.transports.websocket.fastapi import (
@@ -70,6 +71,7 @@ from integrations.telephony import CallState
 from tenancy.call_tokens import token_valid
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings
+from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
 from voice.vendors import AgentVoice, VendorMissing, llm_service, stt_service, tts_service
 
 log = logging.getLogger("switchboard.voice")
@@ -84,7 +86,10 @@ END_CALL = FunctionSchema(
 PIPELINE_RATE = 16000
 FRAME_SECONDS = 0.02
 SILENT_FRAME = bytes(int(PIPELINE_RATE * FRAME_SECONDS) * 2)
-LAST_WORDS_SECONDS = 5.0  # how long the transcriber gets for words said while hanging up
+LAST_WORDS_SECONDS = 5.0
+# The background beds (scripts/make_ambience.py), mixed at this share under the agent's voice.
+AMBIENCE = {path.stem: path for path in (Path(__file__).parent / "ambience").glob("*.wav")}
+AMBIENCE_VOLUME = 0.3  # how long the transcriber gets for words said while hanging up
 # Pipecat gates speech on loudness integrated over a rolling 400 ms window (BS.1770), which a
 # one-word answer on the phone ("Hello?", "Yes.") does not fill: it would never start a turn.
 # Silero's confidence alone decides (docs/decisions.md).
@@ -133,7 +138,8 @@ class Conversation:
     agent_started: float | None = None
     recording: bytes | None = None
     contact_speaking: bool = False
-    hung_up: bool = False
+    line_closed: bool = False  # the contact hung up
+    hung_up: bool = False  # ... and their last words are in
     turn_done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def since_answer(self, moment: float | None = None) -> float:
@@ -152,22 +158,6 @@ class Conversation:
     def transcript(self) -> str:
         names = {"agent": "Agent", "contact": "Contact"}
         return "\n".join(f"{names[m['role']]}: {m['text']}" for m in self.messages)
-
-
-class FirstMessage(FrameProcessor):
-    """Speaks the agent's first_message in place of the model's first reply."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self._text: str | None = text
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if self._text is not None and isinstance(frame, LLMContextFrame):
-            text, self._text = self._text, None
-            await self.push_frame(TTSSpeakFrame(text), direction)
-            return
-        await self.push_frame(frame, direction)
 
 
 def _wav(pcm: bytes, sample_rate: int, channels: int) -> bytes:
@@ -222,33 +212,51 @@ class CallRuntime:
             log.exception("call %s failed in the runtime", call_id)
             conversation.end("failed", f"runtime_error: {type(exc).__name__}")
         finally:
+            with contextlib.suppress(Exception):  # hang up the line (it may be gone already)
+                await websocket.close()
             await self._finish(tenant, schema, uuid.UUID(call_id), call, answered_by,
                                conversation)
 
     async def _converse(self, websocket: WebSocket, start: StreamStart, call: asyncpg.Record,
                         keys: dict[str, str], answered_by: str,
                         conversation: Conversation) -> None:
-        if answered_by == "machine" and call["voicemail_detection"] \
-                and call["voicemail_type"] == "hangup":
+        machine = answered_by == "machine" and call["voicemail_detection"]
+        if machine and call["voicemail_type"] == "hangup":
             conversation.end("voicemail")
             await websocket.close()
             return
         agent = AgentVoice(call["llm_model"], float(call["temperature"]), call["prompt"] or "",
                            call["language"], call["voice_id"], call["transcriber"])
         async with aiohttp.ClientSession() as http:
+            tts = tts_service(self.settings, agent, keys, http)
+            if machine:
+                await self._leave_message(websocket, start, call, tts, conversation)
+                return
             llm = llm_service(self.settings, agent, keys)
             stt = stt_service(self.settings, agent, keys)
-            tts = tts_service(self.settings, agent, keys, http)
             await self._run_pipeline(websocket, start, call, llm, stt, tts, conversation)
+
+    async def _leave_message(self, websocket: WebSocket, start: StreamStart,
+                             call: asyncpg.Record, tts: Any, conversation: Conversation) -> None:
+        """An answering machine: the voicemail_message after its beep, then hang up."""
+        transport = _transport(websocket, start, call)
+        recorder = AudioBufferProcessor(num_channels=1)
+        worker: PipelineWorker
+
+        async def spoken(message: str) -> None:
+            conversation.add("agent", message, time.monotonic())
+            conversation.end("voicemail")
+            await worker.queue_frame(EndFrame())
+
+        stages = [transport.input(), VoicemailMessage(call["voicemail_message"] or "", spoken),
+                  tts, transport.output(), recorder]
+        worker = _worker(stages)
+        await _run(worker, transport, recorder, call, conversation)
 
     async def _run_pipeline(self, websocket: WebSocket, start: StreamStart,
                             call: asyncpg.Record, llm: Any, stt: Any, tts: Any,
                             conversation: Conversation) -> None:
-        serializer = TwilioFrameSerializer(
-            start.stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
-        transport = FastAPIWebsocketTransport(websocket=websocket, params=FastAPIWebsocketParams(
-            audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
-            serializer=serializer))
+        transport = _transport(websocket, start, call)
         pause = float(call["voice_activity_timeout"]) / 1000
         context = LLMContext(tools=ToolsSchema(standard_tools=[END_CALL]))
         user, assistant = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
@@ -260,19 +268,19 @@ class CallRuntime:
             user_turn_strategies=UserTurnStrategies(
                 stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.0)])))
         recorder = AudioBufferProcessor(num_channels=1)
-        stages: list[Any] = [transport.input(), stt, user]
-        if call["first_message"]:
-            stages.append(FirstMessage(call["first_message"]))
-        stages += [llm, tts, transport.output(), recorder, assistant]
-        worker = PipelineWorker(
-            Pipeline(stages),
-            params=PipelineParams(audio_in_sample_rate=PIPELINE_RATE,
-                                  audio_out_sample_rate=PIPELINE_RATE),
-            idle_timeout_secs=None)
+        first = FirstMessage(call["first_message"]) if call["first_message"] else None
+        stages: list[Any] = [transport.input()]
+        if call["backcchanneling"]:
+            stages.append(Backchannel(turn_end_seconds=pause))
+        stages += [stt, user, *([first] if first else []),
+                   AfterHangUp(lambda: conversation.line_closed), llm, tts, transport.output(),
+                   recorder, assistant]
+        worker = _worker(stages)
 
         async def end_call(params: FunctionCallParams) -> None:
             conversation.end("agent_hangup")
-            await params.result_callback({"status": "ending the call"})
+            await params.result_callback({"status": "ending the call"},
+                                         properties=FunctionCallResultProperties(run_llm=False))
             await params.llm.push_frame(EndWorkerFrame(), FrameDirection.UPSTREAM)
 
         llm.register_function("end_call", end_call)
@@ -299,18 +307,30 @@ class CallRuntime:
                 conversation.add("agent", message.content, conversation.agent_started)
         assistant.add_event_handler("on_assistant_turn_stopped", on_agent_stopped)
 
-        async def on_idle(aggregator: Any) -> None:
+        async def on_idle(_aggregator: Any) -> None:
             conversation.silences += 1
             if conversation.silences >= SILENCES_BEFORE_HANGUP:
                 conversation.end("silence_timeout")
                 await worker.queue_frame(EndFrame())
                 return
-            await aggregator.push_frame(LLMMessagesAppendFrame(
+            opening = first.take() if first else None
+            if opening:  # nobody has spoken yet: the agent opens with its first message
+                await worker.queue_frame(TTSSpeakFrame(opening))
+                return
+            await user.push_frame(LLMMessagesAppendFrame(
                 [{"role": "system", "content": FOLLOW_UP}], run_llm=True))
         user.add_event_handler("on_user_turn_idle", on_idle)
 
+        async def first_silence() -> None:
+            # Pipecat's idle timer runs from the agent's last words; a line silent from the
+            # answer on counts as a silence too.
+            await asyncio.sleep(float(call["silence_timeout"]))
+            if conversation.turn_started is None and conversation.agent_started is None:
+                await on_idle(user)
+
         async def on_disconnected(_transport: Any, _client: Any) -> None:
             conversation.end("customer_hangup")
+            conversation.line_closed = True
             if conversation.contact_speaking:
                 # The contact's last words, said as they hung up: the line is silent from now
                 # on, so the turn ends (and is transcribed) as it would have on the call.
@@ -331,27 +351,11 @@ class CallRuntime:
             await worker.cancel()
         worker.add_event_handler("on_pipeline_error", on_error)
 
-        async def on_audio(_buffer: Any, audio: bytes, sample_rate: int, channels: int) -> None:
-            if audio:
-                conversation.recording = _wav(audio, sample_rate, channels)
-        recorder.add_event_handler("on_audio_data", on_audio)
-
-        async def limit() -> None:
-            await asyncio.sleep(float(call["max_duration"]) * 60)
-            conversation.end("max_duration")
-            await worker.queue_frame(EndFrame())
-
-        limiter = asyncio.create_task(limit())
-        if call["recording"]:
-            await recorder.start_recording()  # type: ignore[no-untyped-call]
+        opener = asyncio.create_task(first_silence())
         try:
-            runner = WorkerRunner(handle_sigint=False)
-            await runner.add_workers(worker)
-            await runner.run()
+            await _run(worker, transport, recorder, call, conversation, hang_up=False)
         finally:
-            limiter.cancel()
-            if call["recording"]:
-                await recorder.stop_recording()  # type: ignore[no-untyped-call]
+            opener.cancel()
 
     async def _finish(self, tenant: uuid.UUID, schema: str, call_id: uuid.UUID,
                       call: asyncpg.Record | None, answered_by: str,
@@ -367,3 +371,60 @@ class CallRuntime:
             error=conversation.error, ended_reason=reason, answered_by=answered_by,
             messages=conversation.messages, recording=conversation.recording)
         await calls.finish_call(TenantScope(self.pool, tenant, schema), call_id, state)
+
+
+def _transport(websocket: WebSocket, start: StreamStart,
+               call: asyncpg.Record) -> FastAPIWebsocketTransport:
+    """The carrier's Media Streams connection, the agent's background bed mixed under its voice."""
+    serializer = TwilioFrameSerializer(
+        start.stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+    mixer = None
+    if call["background_noise"] and call["background_type"] in AMBIENCE:
+        bed = call["background_type"]
+        mixer = SoundfileMixer(sound_files={bed: str(AMBIENCE[bed])}, default_sound=bed,
+                               volume=AMBIENCE_VOLUME)
+    return FastAPIWebsocketTransport(websocket=websocket, params=FastAPIWebsocketParams(
+        audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
+        serializer=serializer, audio_out_mixer=mixer))
+
+
+def _worker(stages: list[Any]) -> PipelineWorker:
+    return PipelineWorker(
+        Pipeline(stages),
+        params=PipelineParams(audio_in_sample_rate=PIPELINE_RATE,
+                              audio_out_sample_rate=PIPELINE_RATE),
+        idle_timeout_secs=None)
+
+
+async def _run(worker: PipelineWorker, transport: FastAPIWebsocketTransport,
+               recorder: AudioBufferProcessor, call: asyncpg.Record,
+               conversation: Conversation, hang_up: bool = True) -> None:
+    """Run the call's pipeline to its end: max_duration, the recording, the contact leaving."""
+
+    async def limit() -> None:
+        await asyncio.sleep(float(call["max_duration"]) * 60)
+        conversation.end("max_duration")
+        await worker.queue_frame(EndFrame())
+
+    async def on_audio(_buffer: Any, audio: bytes, sample_rate: int, channels: int) -> None:
+        if audio:
+            conversation.recording = _wav(audio, sample_rate, channels)
+    recorder.add_event_handler("on_audio_data", on_audio)
+
+    if hang_up:
+        async def on_disconnected(_transport: Any, _client: Any) -> None:
+            conversation.end("customer_hangup")
+            await worker.cancel()
+        transport.add_event_handler("on_client_disconnected", on_disconnected)
+
+    limiter = asyncio.create_task(limit())
+    if call["recording"]:
+        await recorder.start_recording()  # type: ignore[no-untyped-call]
+    try:
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        await runner.run()
+    finally:
+        limiter.cancel()
+        if call["recording"]:
+            await recorder.stop_recording()  # type: ignore[no-untyped-call]

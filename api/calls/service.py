@@ -125,7 +125,8 @@ SELECT_CALL_FOR_RUNTIME = """
 SELECT c.id, c.status, c.direction, a.id AS agent_id, a.llm_model, a.temperature, a.prompt,
        a.language, a.voice_id, a.transcriber, a.first_message, a.silence_timeout,
        a.voice_activity_timeout, a.max_duration, a.voicemail_detection, a.voicemail_type,
-       a.voicemail_message, a.recording
+       a.voicemail_message, a.recording, a.backcchanneling, a.background_noise,
+       a.background_type
 FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
 WHERE c.id = $1
 """

@@ -131,7 +131,8 @@ class SandboxTelephony:
 
     async def call_state(self, provider_call_id: str) -> CallState:
         try:
-            _, started_ms, script, _call_id = provider_call_id.split("_", 3)
+            _, started_ms, rest = provider_call_id.split("_", 2)
+            script = rest.rsplit("_", 1)[0]  # a script's name may hold "_"; a call id does not
             started = int(started_ms) / 1000
         except ValueError:
             raise TelephonyError("sandbox: unknown call id") from None

@@ -40,7 +40,7 @@ HANGUP_DELAY_SECONDS = 0.5
 UTTERANCE_GAP_SECONDS = 0.3
 # Agent audio quieter than this (RMS of a 20 ms frame) is silence: speech is well above it and a
 # background ambience bed is mixed well below it.
-SPEECH_RMS = 500.0
+SPEECH_RMS = 2000.0  # about -24 dBFS
 
 NEVER_CONNECTS: frozenset[ScriptKind] = frozenset({"no_answer", "busy"})
 _BY_SUFFIX: dict[str, ScriptKind] = {

@@ -1,0 +1,194 @@
+"""A call end to end, per sandbox script (CONTRACT 6, 9): placed through the API, dialled by the
+worker's sandbox carrier over Media Streams, answered by the `switchboard voice` process, spoken
+through the fake vendors, and recorded, charged and reported as the contact lived it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from typing import Any
+
+from tests.calls.test_calls import place, wait_for_end
+from tests.factories import BASE, assign, import_number, make_agent, make_contact
+from tests.helpers import tenant_sql
+
+REPLY = "Great, thank you for your time."
+PERSON, TALKATIVE, MACHINE, SILENT, NO_ANSWER, BUSY = (
+    "+14155552671", "+14155550155", "+14155550166", "+14155550177", "+14155550186",
+    "+14155550187")
+
+
+async def ready(client: Any, tenant: Any, **agent: Any) -> str:
+    """An agent with a number of its own."""
+    agent_id = await make_agent(client, tenant, **agent)
+    number = f"+1415555{secrets.randbelow(8000) + 2000}"
+    number_id = await import_number(client, tenant, number)
+    assert (await assign(client, tenant, number_id, agent_id)).status_code == 200
+    return agent_id
+
+
+async def call_through(client: Any, tenant: Any, phone: str, agent_id: str | None = None,
+                       **agent: Any) -> dict[str, Any]:
+    """The agent (a new one unless given) calls a contact at `phone`: the call once ended."""
+    agent_id = agent_id or await ready(client, tenant, **agent)
+    contact_id = await make_contact(client, tenant, phone=phone)
+    response = await place(client, tenant, contact_id, agent_id)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    return await wait_for_end(client, tenant, (await response.get_json())["call_id"])
+
+
+async def stored(pool: Any, tenant: Any, call_id: str) -> dict[str, Any]:
+    rows = await tenant_sql(pool, tenant, "SELECT ended_reason, answered_by, messages, error, "
+                            "direction FROM calls WHERE id = $1", call_id)
+    row = dict(rows[0])
+    messages = row["messages"]
+    row["messages"] = json.loads(messages) if isinstance(messages, str) else messages
+    return row
+
+
+def said(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(m["role"], m["text"]) for m in messages]
+
+
+async def test_person_converses_through_the_agents_own_vendors(client, pool, tenant, worker,
+                                                               vendors) -> None:
+    # The turn ends 700 ms into a pause: the contact hangs up 500 ms after its goodbye.
+    agent_id = await ready(client, tenant, llm_model="gpt-4o-mini", temperature=0.3,
+                           voice_activity_timeout=700,
+                           prompt="You sell solar panels. Be brief.", voice_id="openai/nova",
+                           first_message="Hi, this is Sam from Sunny Roofs.")
+    key = f"sk-{secrets.token_hex(12)}"
+    assert (await client.put(f"{BASE}/integrations/openai", json={"api_key": key},
+                             headers=tenant.headers)).status_code == 200
+    call = await call_through(client, tenant, PERSON, agent_id)
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "completed", record
+    assert record["ended_reason"] == "customer_hangup" and record["answered_by"] == "human"
+    assert record["direction"] == "outbound" and record["error"] is None
+    # The contact speaks first; the first message follows, then the model's replies.
+    assert said(record["messages"]) == [
+        ("contact", "Hello?"), ("agent", "Hi, this is Sam from Sunny Roofs."),
+        ("contact", "Yes, I have a minute."), ("agent", REPLY),
+        ("contact", "That sounds good."), ("agent", REPLY),
+        ("contact", "Thank you, goodbye.")]
+    starts = [m["start_seconds"] for m in record["messages"]]
+    assert starts == sorted(starts) and starts[0] >= 0
+    assert call["transcript"].splitlines()[:2] == [
+        "Contact: Hello?", "Agent: Hi, this is Sam from Sunny Roofs."]
+    # Every model request carried the agent's model, temperature and prompt, and the
+    # sub-account's own key; the voice and transcriber were the agent's.
+    # The first message stands in for the first reply; the words said while hanging up are
+    # transcribed but not answered.
+    chats = vendors.requests_for(vendor="openai", kind="llm")
+    assert len(chats) == 2
+    for chat in chats:
+        assert chat.body["model"] == "gpt-4o-mini" and chat.body["temperature"] == 0.3
+        assert chat.body["messages"][0] == {"role": "system",
+                                            "content": "You sell solar panels. Be brief."}
+        assert chat.headers["authorization"] == f"Bearer {key}"
+        assert any(tool["function"]["name"] == "end_call" for tool in chat.body["tools"])
+    speech = vendors.requests_for(vendor="openai", kind="tts")
+    assert {r.body["voice"] for r in speech} == {"nova"}
+    assert {r.answer for r in speech} >= {"Hi, this is Sam from Sunny Roofs.", REPLY}
+    heard = vendors.requests_for(vendor="openai", kind="stt")
+    assert [r.answer for r in heard] == ["Hello?", "Yes, I have a minute.", "That sounds good.",
+                                         "Thank you, goodbye."]
+    assert {r.body["language"] for r in heard} == {"en"}
+
+
+async def test_the_model_ending_the_call_is_agent_hangup(client, pool, tenant, worker,
+                                                         vendors) -> None:
+    # The contact hangs up half a second after its goodbye: a short turn end lets the model
+    # hang up first.
+    call = await call_through(client, tenant, TALKATIVE, voice_activity_timeout=100,
+                              prompt="[fake:end_call_on_goodbye] End the call on goodbye.")
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "completed"
+    assert record["ended_reason"] == "agent_hangup"
+    # The model was asked once per turn; its last answer was the tool call, and nothing after.
+    answers = [r.answer for r in vendors.requests_for(vendor="openai", kind="llm")]
+    assert answers[-1].startswith("end_call") and answers[:-1] == [REPLY] * (len(answers) - 1)
+
+
+async def test_silent_contact_hears_the_opening_and_a_follow_up_then_silence_ends_it(
+        client, pool, tenant, worker, vendors) -> None:
+    call = await call_through(client, tenant, SILENT, silence_timeout=1,
+                              first_message="Hello, this is Sam.")
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "completed" and record["ended_reason"] == "silence_timeout"
+    assert said(record["messages"]) == [("agent", "Hello, this is Sam."),
+                                        ("agent", "Are you still there?")]
+    assert not vendors.requests_for(kind="stt")
+
+
+async def test_answering_machine_gets_the_voicemail_message_after_the_beep(
+        client, pool, tenant, worker, vendors) -> None:
+    call = await call_through(client, tenant, MACHINE, voicemail_detection=True,
+                              voicemail_type="leave_message",
+                              voicemail_message="Please call Sunny Roofs back.")
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "completed" and record["ended_reason"] == "voicemail"
+    assert record["answered_by"] == "machine"
+    assert said(record["messages"]) == [("agent", "Please call Sunny Roofs back.")]
+    # The greeting and beep last about 4.4 s: the message is left after them.
+    assert record["messages"][0]["start_seconds"] > 4.4
+    assert not vendors.requests_for(kind="llm")
+
+
+async def test_answering_machine_with_hangup_ends_at_once(client, pool, tenant, worker,
+                                                          vendors) -> None:
+    call = await call_through(client, tenant, MACHINE, voicemail_detection=True,
+                              voicemail_type="hangup")
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "completed" and record["ended_reason"] == "voicemail"
+    assert record["messages"] == [] and call["transcript"] is None
+    assert not vendors.requests
+
+
+async def test_machine_without_voicemail_detection_is_talked_to(client, pool, tenant, worker,
+                                                                vendors) -> None:
+    call = await call_through(client, tenant, MACHINE, silence_timeout=1)
+    record = await stored(pool, tenant, call["id"])
+    # The agent talks to the greeting as to a person (its reply may be cut by the beep).
+    assert record["answered_by"] == "machine" and record["ended_reason"] == "silence_timeout"
+    assert said(record["messages"])[0] == (
+        "contact", "Hi, you have reached Sam. Please leave a message after the tone.")
+    assert any(role == "agent" for role, _ in said(record["messages"]))
+
+
+async def test_no_answer_and_busy_fail_without_a_conversation_and_report_it(
+        client, pool, tenant, worker, vendors, receiver) -> None:
+    agent_id = await ready(client, tenant, webhook=True, webhook_url=receiver.url())
+    unanswered = await call_through(client, tenant, NO_ANSWER, agent_id)
+    busy = await call_through(client, tenant, BUSY, agent_id)
+    for call, reason in ((unanswered, "no_answer"), (busy, "busy")):
+        record = await stored(pool, tenant, call["id"])
+        assert call["status"] == "failed" and record["ended_reason"] == reason
+        assert record["answered_by"] is None and record["messages"] == []
+        assert record["error"].startswith("provider_error: ")
+    assert not vendors.requests
+    for _ in range(300):
+        if len(receiver.to("/hook")) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    payloads = [request.json() for request in receiver.to("/hook")]
+    assert sorted(p["data"]["call"]["id"] for p in payloads) == sorted(
+        [unanswered["id"], busy["id"]])
+    assert {p["type"] for p in payloads} == {"call.failed"}
+
+
+async def test_max_duration_ends_a_long_call(client, pool, tenant, worker, vendors) -> None:
+    call = await call_through(client, tenant, TALKATIVE, max_duration=0.1)
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "completed" and record["ended_reason"] == "max_duration"
+    assert 5 <= call["duration_seconds"] <= 8
+
+
+async def test_a_vendor_that_fails_ends_the_call_failed_with_the_reason(
+        client, pool, tenant, worker, vendors) -> None:
+    vendors.configure(failures={"openai.llm": 401})
+    call = await call_through(client, tenant, PERSON)
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "failed" and record["ended_reason"] == "failed"
+    assert record["error"].startswith("llm_error")

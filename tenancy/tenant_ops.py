@@ -36,9 +36,11 @@ from typing import Any, TextIO
 import asyncpg
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from integrations.recordings import RecordingStore, RecordingStoreError
 from tenancy import secrets
 from tenancy.clock import iso, utcnow
 from tenancy.db import SCHEMA_NAME, schema_name_for, set_search_path
+from tenancy.recordings import RecordingsMisconfigured, recording_store
 from tenancy.schema import create_tenant_schema, tenant_head
 from tenancy.tables import tenant_metadata
 
@@ -189,8 +191,10 @@ class PurgeReport:
     failed: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
-async def purge_due(pool: asyncpg.Pool, limit: int | None = None) -> PurgeReport:
-    """Drop the schema and the control rows of every deleted sub-account past its grace period.
+async def purge_due(pool: asyncpg.Pool, limit: int | None = None,
+                    store: RecordingStore | None = None) -> PurgeReport:
+    """Drop the schema, the control rows and the call recordings of every deleted sub-account
+    past its grace period.
 
     One transaction per sub-account (a failure is reported and retried by the next run); a row
     another purger holds is skipped. The control rows go by ON DELETE CASCADE (keys, members,
@@ -200,20 +204,27 @@ async def purge_due(pool: asyncpg.Pool, limit: int | None = None) -> PurgeReport
     for row in await pool.fetch(SELECT_PURGEABLE, limit):
         sub_account_id = row["id"]
         try:
-            if await _purge_one(pool, sub_account_id):
+            if await _purge_one(pool, sub_account_id, store):
                 report.purged.append(sub_account_id)
         except (asyncpg.PostgresError, TenantOpError) as exc:
             report.failed[sub_account_id] = f"{type(exc).__name__}: {exc}"
     return report
 
 
-async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> bool:
+async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
+                     store: RecordingStore | None) -> bool:
     async with pool.acquire() as conn, conn.transaction():
         schema = await conn.fetchval(LOCK_PURGEABLE, sub_account_id)
         if schema is None:
             return False
         if not SCHEMA_NAME.match(schema):
             raise TenantOpError(f"sub-account {sub_account_id} has an unexpected schema name")
+        # Recordings first, while the row is held: should they fail, the schema stays and the
+        # next run tries again; should the drop fail after them, the tenant was going anyway.
+        try:
+            await (store or recording_store()).delete_tenant(sub_account_id)
+        except (RecordingStoreError, RecordingsMisconfigured) as exc:
+            raise TenantOpError(str(exc)) from None
         await conn.execute("SELECT set_config('lock_timeout', $1, true)", PURGE_LOCK_TIMEOUT)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.execute(DELETE_SUB_ACCOUNT, sub_account_id)

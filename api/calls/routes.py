@@ -70,6 +70,7 @@ async def get_recording(sub_account_id: str, call_id: str) -> Response:
     wav = await service.call_recording(current_app.config["DB_POOL"], sub_account_uuid,
                                        call_uuid)
     response = Response(wav, status=200, content_type=CONTENT_TYPE, headers={
-        **RECORDING_HEADERS, "Content-Disposition": f'inline; filename="{call_uuid}.wav"'})
+        **RECORDING_HEADERS, "Accept-Ranges": "bytes",
+        "Content-Disposition": f'inline; filename="{call_uuid}.wav"'})
     return await response.make_conditional(request, accept_ranges=True,
                                            complete_length=len(wav))

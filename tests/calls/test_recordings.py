@@ -280,3 +280,61 @@ async def test_purging_a_sub_account_deletes_its_recordings(
     assert await store.keys(tenant.id) == []
     assert await store.get(recording_key(tenant.id, call_id)) is None
     assert await store.get(recording_key(tenant_second.id, kept)) is not None
+
+
+# --- export and import ------------------------------------------------------------------------
+
+
+async def exported(pool: Any, tenant: Any) -> list[str]:
+    out = io.StringIO()
+    await tenant_ops.export_tenant(pool, tenant.id, out)
+    return out.getvalue().splitlines(keepends=True)
+
+
+async def purged(pool: Any, tenant: Any) -> None:
+    await tenant_ops.delete(pool, tenant.id, grace_days=0)
+    assert tenant.id in (await tenant_ops.purge_due(pool)).purged
+
+
+async def test_export_then_import_carries_the_recordings(
+        client: Any, pool: Any, tenant: Any, recordings: str) -> None:
+    wav = make_wav()
+    call_id = await finished_call(client, pool, tenant, wav)
+    lines = await exported(pool, tenant)
+    await purged(pool, tenant)
+    assert await recording_store().keys(tenant.id) == []
+
+    report = await tenant_ops.import_tenant(pool, lines)
+
+    assert report.recordings == 1
+    link = local((await read_call(client, tenant, call_id))["recording_url"])
+    assert await (await client.get(link)).get_data() == wav
+
+
+async def test_failed_import_leaves_no_recordings_behind(client: Any, pool: Any, tenant: Any,
+                                                         file_recordings: Path) -> None:
+    await finished_call(client, pool, tenant, make_wav())
+    lines = await exported(pool, tenant)
+    await purged(pool, tenant)
+    trailer = json.loads(lines[-1])
+    damaged = [*lines[:-1], json.dumps({**trailer, "rows": trailer["rows"] + 1}) + "\n"]
+
+    with pytest.raises(tenant_ops.TenantOpError, match="damaged"):
+        await tenant_ops.import_tenant(pool, damaged)
+
+    assert await recording_store().keys(tenant.id) == []
+
+
+async def test_import_refuses_a_recording_of_another_sub_account(
+        client: Any, pool: Any, tenant: Any, file_recordings: Path) -> None:
+    await finished_call(client, pool, tenant, make_wav())
+    lines = await exported(pool, tenant)
+    await purged(pool, tenant)
+    stranger = recording_key(uuid.uuid4(), uuid.uuid4())
+    planted = [json.dumps({"recording": stranger, "wav_base64": ""}) + "\n"
+               if line.startswith('{"recording"') else line for line in lines]
+
+    with pytest.raises(tenant_ops.TenantOpError, match="another sub-account"):
+        await tenant_ops.import_tenant(pool, planted)
+
+    assert await recording_store().get(stranger) is None

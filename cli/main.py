@@ -299,7 +299,8 @@ def cmd_tenants_export(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"exported sub-account {report.sub_account_id} at tenant schema "
-          f"{report.schema_version}: {report.rows} rows to {args.out}", file=sys.stderr)
+          f"{report.schema_version}: {report.rows} rows and {report.recordings} call "
+          f"recordings to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -316,7 +317,8 @@ def cmd_tenants_import(args: argparse.Namespace) -> int:
         return 1
     with source:
         report = _tenant_op(lambda pool: import_tenant(pool, source, old_keys))
-    print(f"imported sub-account {report.sub_account_id}: {report.rows} rows", file=sys.stderr)
+    print(f"imported sub-account {report.sub_account_id}: {report.rows} rows and "
+          f"{report.recordings} call recordings", file=sys.stderr)
     if report.users_matched:
         print(f"{report.users_matched} users matched existing users by email", file=sys.stderr)
     if report.plan_dropped:

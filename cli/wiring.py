@@ -16,6 +16,7 @@ from api.agents.routes import blueprint as agents_routes
 from api.app import create_app
 from api.calls import tasks as call_tasks
 from api.calls.routes import blueprint as calls_routes
+from api.calls.routes import recordings_blueprint as recordings_routes
 from api.calls.service import CALL_WORK
 from api.campaigns import tasks as campaign_tasks
 from api.campaigns.routes import blueprint as campaigns_routes
@@ -61,6 +62,7 @@ BLUEPRINTS = [
     notes_routes,
     number_pools_routes,
     phone_numbers_routes,
+    recordings_routes,
     smart_lists_routes,
     tags_routes,
     team_users_routes,

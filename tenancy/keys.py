@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import secrets
 
-from tenancy.settings import get_settings
+from tenancy.settings import Settings, get_settings
 
 PREFIX = "sb_"
 
@@ -30,9 +30,9 @@ def key_hashes(key: str) -> list[bytes]:
     return [_hash(pepper, key) for pepper in peppers()]
 
 
-def peppers() -> list[str]:
+def peppers(settings: Settings | None = None) -> list[str]:
     """The pepper that signs and hashes now, then the previous one (which only verifies)."""
-    settings = get_settings()
+    settings = settings or get_settings()
     previous = settings.key_pepper_previous
     return [settings.key_pepper] + ([previous] if previous and
                                     previous != settings.key_pepper else [])

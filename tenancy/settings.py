@@ -2,6 +2,7 @@
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -115,6 +116,16 @@ class Settings(BaseSettings):
                                      alias="SWITCHBOARD_ELEVENLABS_BASE_URL")
     cartesia_base_url: str = Field(default="https://api.cartesia.ai",
                                    alias="SWITCHBOARD_CARTESIA_BASE_URL")
+
+    # Where call recordings are kept (CONTRACT 6): `file` under <data_dir>/recordings, or `s3`
+    # in a bucket (credentials from the standard AWS variables).
+    recordings: Literal["file", "s3"] = Field(default="file", alias="SWITCHBOARD_RECORDINGS")
+    recordings_s3_bucket: str | None = Field(default=None,
+                                             alias="SWITCHBOARD_RECORDINGS_S3_BUCKET")
+    recordings_s3_endpoint_url: str | None = Field(
+        default=None, alias="SWITCHBOARD_RECORDINGS_S3_ENDPOINT_URL")
+    recordings_s3_region: str | None = Field(default=None,
+                                             alias="SWITCHBOARD_RECORDINGS_S3_REGION")
 
     def vendor_base_url(self, vendor: str) -> str:
         url: str = getattr(self, f"{vendor}_base_url")

@@ -6,7 +6,7 @@ message is meant for the operator; nothing has been changed when one is raised.
 
 Export file: UTF-8 JSON lines, one object per line, in this order:
 
-1. header: ``{"format": "switchboard-tenant-export", "format_version": 1, "sub_account_id",
+1. header: ``{"format": "switchboard-tenant-export", "format_version": 2, "sub_account_id",
    "organisation_id", "schema_name", "schema_version", "exported_at", "secrets_key_check"}``;
    ``schema_version`` is the tenant schema's alembic revision, read from the schema itself;
    ``secrets_key_check`` is a Fernet token under the exporting installation's first
@@ -16,7 +16,10 @@ Export file: UTF-8 JSON lines, one object per line, in this order:
    memberships and invitations refer to, the sub_accounts row, its api_keys (hashes only),
    memberships, invitations and due_work;
 3. tenant rows, ``{"table": "<name>", "row": {...}}``, table by table in foreign-key order;
-4. trailer: ``{"end": true, "rows": <number of row lines>}``, so a truncated file is refused.
+4. call recordings, ``{"recording": "<sub_account_id>/<call_id>.wav", "wav_base64": "..."}``,
+   one line each (format version 2; version 1 files have none and are still read);
+5. trailer: ``{"end": true, "rows": <number of row lines>, "recordings": <number of recording
+   lines>}``, so a truncated file is refused.
 
 A row is PostgreSQL's own ``row_to_json`` of the stored row and goes back in through
 ``json_populate_record``, so every column type round-trips exactly (numeric, timestamptz, bytea,
@@ -25,7 +28,10 @@ arrays, jsonb) and the file is read in one pass without holding it in memory.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
@@ -36,18 +42,23 @@ from typing import Any, TextIO
 import asyncpg
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from integrations.recordings import RecordingStore, RecordingStoreError, parse_key
 from tenancy import secrets
 from tenancy.clock import iso, utcnow
 from tenancy.db import SCHEMA_NAME, schema_name_for, set_search_path
+from tenancy.recordings import RecordingsMisconfigured, recording_store
 from tenancy.schema import create_tenant_schema, tenant_head
 from tenancy.tables import tenant_metadata
 
 FORMAT = "switchboard-tenant-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SECRETS_CHECK = b"switchboard-tenant-export-secrets"
 SECRET_COLUMNS = {spec.table: spec.column for spec in secrets.TENANT_SECRETS}
 BATCH_ROWS = 500
 PURGE_LOCK_TIMEOUT = "10s"
+
+log = logging.getLogger("switchboard.tenant_ops")
 
 
 class TenantOpError(Exception):
@@ -189,8 +200,10 @@ class PurgeReport:
     failed: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
-async def purge_due(pool: asyncpg.Pool, limit: int | None = None) -> PurgeReport:
-    """Drop the schema and the control rows of every deleted sub-account past its grace period.
+async def purge_due(pool: asyncpg.Pool, limit: int | None = None,
+                    store: RecordingStore | None = None) -> PurgeReport:
+    """Drop the schema, the control rows and the call recordings of every deleted sub-account
+    past its grace period.
 
     One transaction per sub-account (a failure is reported and retried by the next run); a row
     another purger holds is skipped. The control rows go by ON DELETE CASCADE (keys, members,
@@ -200,20 +213,27 @@ async def purge_due(pool: asyncpg.Pool, limit: int | None = None) -> PurgeReport
     for row in await pool.fetch(SELECT_PURGEABLE, limit):
         sub_account_id = row["id"]
         try:
-            if await _purge_one(pool, sub_account_id):
+            if await _purge_one(pool, sub_account_id, store):
                 report.purged.append(sub_account_id)
         except (asyncpg.PostgresError, TenantOpError) as exc:
             report.failed[sub_account_id] = f"{type(exc).__name__}: {exc}"
     return report
 
 
-async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> bool:
+async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
+                     store: RecordingStore | None) -> bool:
     async with pool.acquire() as conn, conn.transaction():
         schema = await conn.fetchval(LOCK_PURGEABLE, sub_account_id)
         if schema is None:
             return False
         if not SCHEMA_NAME.match(schema):
             raise TenantOpError(f"sub-account {sub_account_id} has an unexpected schema name")
+        # Recordings first, while the row is held: should they fail, the schema stays and the
+        # next run tries again; should the drop fail after them, the tenant was going anyway.
+        try:
+            await (store or recording_store()).delete_tenant(sub_account_id)
+        except (RecordingStoreError, RecordingsMisconfigured) as exc:
+            raise TenantOpError(str(exc)) from None
         await conn.execute("SELECT set_config('lock_timeout', $1, true)", PURGE_LOCK_TIMEOUT)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.execute(DELETE_SUB_ACCOUNT, sub_account_id)
@@ -263,6 +283,7 @@ class ExportReport:
     schema_version: str
     rows: int
     tables: dict[str, int]
+    recordings: int = 0
 
 
 def _quote(identifier: str) -> str:
@@ -284,9 +305,10 @@ async def _snapshot(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
         yield conn
 
 
-async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                        out: TextIO) -> ExportReport:
-    """Write one sub-account's control rows and tenant rows to `out` (format: module doc)."""
+async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID, out: TextIO,
+                        store: RecordingStore | None = None) -> ExportReport:
+    """Write one sub-account's control rows, tenant rows and call recordings to `out`
+    (format: module doc)."""
     async with _snapshot(pool) as conn:
         sub = await conn.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
         if sub is None:
@@ -317,9 +339,27 @@ async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
                 # Its own cursor name: asyncpg keeps the FETCH's row shape per statement text.
                 counts[table] = await _write_rows(conn, out, table, query,
                                                   cursor="export_secret_rows")
+    recordings = await _write_recordings(store or recording_store(), sub_account_id, out)
     total = sum(counts.values())
-    out.write(json.dumps({"end": True, "rows": total}) + "\n")
-    return ExportReport(sub_account_id, version, total, counts)
+    out.write(json.dumps({"end": True, "rows": total, "recordings": recordings}) + "\n")
+    return ExportReport(sub_account_id, version, total, counts, recordings)
+
+
+async def _write_recordings(store: RecordingStore, sub_account_id: uuid.UUID,
+                            out: TextIO) -> int:
+    """One line per recording, read one at a time (a recording is a few megabytes)."""
+    count = 0
+    try:
+        for key in await store.keys(sub_account_id):
+            wav = await store.get(key)
+            if wav is None:
+                continue
+            out.write(json.dumps({"recording": key,
+                                  "wav_base64": base64.b64encode(wav).decode()}) + "\n")
+            count += 1
+    except (RecordingStoreError, RecordingsMisconfigured) as exc:
+        raise TenantOpError(f"the call recordings cannot be read: {exc}") from None
+    return count
 
 
 async def _write_rows(conn: asyncpg.Connection, out: TextIO, table: str, query: str,
@@ -449,6 +489,7 @@ class ImportReport:
     tables: dict[str, int] = field(default_factory=dict)
     users_matched: int = 0
     plan_dropped: bool = False
+    recordings: int = 0
 
 
 def read_header(line: str) -> ExportHeader:
@@ -458,9 +499,9 @@ def read_header(line: str) -> ExportHeader:
             raise ValueError
     except (ValueError, AttributeError):
         raise TenantOpError("not a Switchboard tenant export (no header line)") from None
-    if header.get("format_version") != FORMAT_VERSION:
+    if header.get("format_version") not in READABLE_VERSIONS:
         raise TenantOpError(f"export format version {header.get('format_version')!r} is not "
-                            f"supported (this Switchboard reads version {FORMAT_VERSION})")
+                            f"supported (this Switchboard reads versions 1 and 2)")
     try:
         sub_account_id = uuid.UUID(str(header["sub_account_id"]))
         organisation_id = uuid.UUID(str(header["organisation_id"]))
@@ -491,16 +532,19 @@ def check_secrets_key(header: ExportHeader, reencrypt_from: list[Fernet] | None)
 
 
 async def import_tenant(pool: asyncpg.Pool, lines: Iterable[str],
-                        reencrypt_from: list[Fernet] | None = None) -> ImportReport:
+                        reencrypt_from: list[Fernet] | None = None,
+                        store: RecordingStore | None = None) -> ImportReport:
     """Recreate an exported sub-account under its own id, in one transaction.
 
     Refused unless the export's tenant schema version is this installation's head, the
     organisation exists here, neither the sub-account nor its schema does, and its secrets are
     under this installation's SWITCHBOARD_SECRETS_KEY, or under `reencrypt_from` (the exporting
     installation's keys), in which case they are re-encrypted under this one's first key.
+    Its call recordings go to the recordings store as they are read; should the import fail,
+    they are deleted again.
     """
     try:
-        return await _import(pool, iter(lines), reencrypt_from)
+        return await _import(pool, iter(lines), reencrypt_from, store or recording_store())
     except UnicodeDecodeError:
         raise TenantOpError("the file is not UTF-8 text: not a Switchboard tenant export") from None
     except secrets.SecretsKeyError as exc:
@@ -508,7 +552,7 @@ async def import_tenant(pool: asyncpg.Pool, lines: Iterable[str],
 
 
 async def _import(pool: asyncpg.Pool, stream: Iterator[str],
-                  reencrypt_from: list[Fernet] | None) -> ImportReport:
+                  reencrypt_from: list[Fernet] | None, store: RecordingStore) -> ImportReport:
     header = read_header(next(stream, ""))
     head = tenant_head()
     if header.schema_version != head:
@@ -518,10 +562,15 @@ async def _import(pool: asyncpg.Pool, stream: Iterator[str],
             f"{header.schema_version}, run `switchboard migrate` there and export again")
     check_secrets_key(header, reencrypt_from)
     try:
-        async with pool.acquire() as conn, conn.transaction():
-            await _check_target(conn, header)
-            importer = _Importer(conn, header, head, reencrypt_from)
-            await importer.run(stream)
+        async with pool.acquire() as conn:
+            importer = _Importer(conn, header, head, reencrypt_from, store)
+            try:
+                async with conn.transaction():
+                    await _check_target(conn, header)
+                    await importer.run(stream)
+            except BaseException:
+                await importer.forget_recordings()
+                raise
             return importer.report
     except asyncpg.PostgresError as exc:
         raise TenantOpError(f"import failed and nothing was written: "
@@ -541,8 +590,9 @@ class _Importer:
     """Inserts the file's rows in file order, in batches of consecutive rows of one table."""
 
     def __init__(self, conn: asyncpg.Connection, header: ExportHeader, head: str,
-                 reencrypt_from: list[Fernet] | None = None) -> None:
+                 reencrypt_from: list[Fernet] | None, store: RecordingStore) -> None:
         self.conn = conn
+        self.store = store
         self.reencrypt_from = reencrypt_from
         self.header = header
         self.head = head
@@ -568,8 +618,11 @@ class _Importer:
             except ValueError:
                 raise TenantOpError(f"line {number} is not a JSON object") from None
             if item.get("end") is True:
-                await self._finish(item.get("rows"))
+                await self._finish(item.get("rows"), item.get("recordings", 0))
                 return
+            if "recording" in item:
+                await self._add_recording(number, item)
+                continue
             await self._add(number, item, line)
         raise TenantOpError("the file ends without its trailer line: the export is truncated")
 
@@ -589,6 +642,33 @@ class _Importer:
             await self._flush()
             self.batch_key = key
         self.batch.append(line)
+
+    async def _add_recording(self, number: int, item: dict[str, Any]) -> None:
+        key, data = item.get("recording"), item.get("wav_base64")
+        try:
+            if not isinstance(key, str) or not isinstance(data, str):
+                raise ValueError
+            owner, _ = parse_key(key)
+            wav = base64.b64decode(data, validate=True)
+        except (ValueError, binascii.Error):
+            raise TenantOpError(f"line {number} is not a recording line") from None
+        if owner != self.header.sub_account_id:
+            raise TenantOpError(f"line {number}: the recording belongs to another sub-account")
+        try:
+            await self.store.put(key, wav)
+        except (RecordingStoreError, RecordingsMisconfigured) as exc:
+            raise TenantOpError(f"line {number}: {exc}") from None
+        self.report.recordings += 1
+
+    async def forget_recordings(self) -> None:
+        """Delete the recordings this import wrote (it failed; the sub-account is not here)."""
+        if not self.report.recordings:
+            return
+        try:
+            await self.store.delete_tenant(self.header.sub_account_id)
+        except RecordingStoreError as exc:
+            log.warning("import of %s failed and its recordings could not be removed: %s",
+                        self.header.sub_account_id, exc)
 
     async def _columns(self, number: int, table: str) -> list[str]:
         if table.startswith("control."):
@@ -630,13 +710,16 @@ class _Importer:
         self.report.tables[table] = self.report.tables.get(table, 0) + len(lines)
         self.report.rows += len(lines)
 
-    async def _finish(self, rows: Any) -> None:
+    async def _finish(self, rows: Any, recordings: Any) -> None:
         await self._flush()
         if self.tenant_columns is None:
             self.tenant_columns = await self._create_schema()
         if rows != self.report.rows:
             raise TenantOpError(f"the trailer counts {rows} rows but the file has "
                                 f"{self.report.rows}: the export is damaged")
+        if recordings != self.report.recordings:
+            raise TenantOpError(f"the trailer counts {recordings} recordings but the file has "
+                                f"{self.report.recordings}: the export is damaged")
         if self.reencrypt_from:
             await secrets.rotate_tenant(self.conn, self.header.schema_name, self.reencrypt_from)
         for record in await self.conn.fetch(OWNED_SEQUENCES, self.header.schema_name):

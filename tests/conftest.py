@@ -118,6 +118,52 @@ def servers() -> Iterator[Servers]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+# --- S3 ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class S3Server:
+    endpoint_url: str
+    region: str = "us-east-1"
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.session.Session().client("s3", endpoint_url=self.endpoint_url,
+                                              region_name=self.region)
+
+    def new_bucket(self) -> str:
+        name = f"recordings-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                  "AWS_SESSION_TOKEN": "testing"}
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A real S3 server on loopback (moto in server mode), with test credentials in the
+    standard AWS variables, as the S3 recordings store reads them."""
+    from moto.server import ThreadedMotoServer
+
+    saved = {key: os.environ.get(key) for key in S3_CREDENTIALS}
+    os.environ.update(S3_CREDENTIALS)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield S3Server(f"http://127.0.0.1:{port}")
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 # --- SMTP -------------------------------------------------------------------------------------
 
 

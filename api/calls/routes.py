@@ -1,11 +1,12 @@
-"""POST /contacts/{id}/call places an outbound AI call; GET /calls/{id} follows it."""
+"""POST /contacts/{id}/call places an outbound AI call; GET /calls/{id} follows it; its
+recording is served without a key at the signed link GET /calls/{id} shows."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint
-from quart_schema import tag, validate_request
+from quart import Blueprint, Response, current_app, request
+from quart_schema import hide, tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.calls import service
@@ -13,8 +14,16 @@ from api.calls.schemas import CallPlaced, CallResponse, PlaceCallRequest
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
 from api.validation import validate_errors, validate_response
+from integrations.recordings import CONTENT_TYPE
+from tenancy.errors import APIError
+from tenancy.recording_links import PATH_PREFIX, LinkCheck, verify
 
 blueprint = Blueprint("calls", __name__, url_prefix="/webhooks/inbound")
+recordings_blueprint = Blueprint("recordings", __name__, url_prefix=PATH_PREFIX)
+
+# A recording is private: no shared cache keeps it, and no search engine lists its link.
+RECORDING_HEADERS = {"Cache-Control": "private, no-store", "X-Robots-Tag": "noindex",
+                     "Referrer-Policy": "no-referrer"}
 
 
 @blueprint.post("/contacts/<contact_id>/call")
@@ -43,3 +52,25 @@ async def get_call(call_id: str) -> dict[str, Any]:
     call = await service.get_call(tenant_scope(),
                                   parse_uuid(call_id))
     return {"status": "success", "call": call}
+
+
+@recordings_blueprint.get("/<sub_account_id>/<call_id>.wav")
+@hide
+async def get_recording(sub_account_id: str, call_id: str) -> Response:
+    """The call's recording (audio/wav) for a signed link: no API key, Range supported."""
+    sub_account_uuid = parse_uuid(sub_account_id, "sub_account_id")
+    call_uuid = parse_uuid(call_id, "call_id")
+    check = verify(sub_account_uuid, call_uuid, request.args.get("expires"),
+                   request.args.get("signature"))
+    if check is LinkCheck.EXPIRED:
+        raise APIError(403, "recording_link_expired",
+                       "the recording link has expired; read the call again for a fresh one")
+    if check is not LinkCheck.VALID:
+        raise APIError(403, "recording_link_invalid", "the recording link's signature is wrong")
+    wav = await service.call_recording(current_app.config["DB_POOL"], sub_account_uuid,
+                                       call_uuid)
+    response = Response(wav, status=200, content_type=CONTENT_TYPE, headers={
+        **RECORDING_HEADERS, "Accept-Ranges": "bytes",
+        "Content-Disposition": f'inline; filename="{call_uuid}.wav"'})
+    return await response.make_conditional(request, accept_ranges=True,
+                                           complete_length=len(wav))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import UUID_KEYWORDS, document
+from api.types import UUID_KEYWORDS, Money, document
 
 
 class PlaceCallRequest(BaseModel):
@@ -25,18 +25,31 @@ class CallPlaced(BaseModel):
     message: str
 
 
+class CallMessage(BaseModel):
+    role: Literal["agent", "contact"]
+    text: str
+    start_seconds: float
+
+
 class Call(BaseModel):
     id: uuid.UUID
     contact_id: uuid.UUID
     agent_id: uuid.UUID
+    direction: Literal["outbound", "inbound"]
     from_number: str
     to_number: str
     status: str
     started_at: datetime | None
     ended_at: datetime | None
     duration_seconds: int | None
+    ended_reason: Literal["customer_hangup", "agent_hangup", "silence_timeout",
+                          "max_duration", "voicemail", "no_answer", "busy", "failed"] | None
+    answered_by: Literal["human", "machine", "unknown"] | None
     transcript: str | None
+    messages: list[CallMessage]
     recording_url: str | None
+    cost: Money
+    error: str | None
 
 
 class CallResponse(BaseModel):

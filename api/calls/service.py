@@ -23,13 +23,16 @@ from api import events
 from api.number_pools.service import next_caller_id
 from api.phone_numbers.service import price
 from api.wallet import service as wallet
+from integrations import recordings
 from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
 from tenancy import secrets
 from tenancy.call_tokens import stream_parameters
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import schedule_due
-from tenancy.errors import APIError
+from tenancy.errors import APIError, not_found
+from tenancy.recording_links import recording_url
+from tenancy.recordings import RecordingsMisconfigured, recording_store
 from tenancy.scope import TenantScope
 from tenancy.settings import get_settings
 
@@ -42,7 +45,8 @@ TRACKING_GRACE = timedelta(minutes=10)
 
 CALL_COLUMNS = """
 id, contact_id, agent_id, from_number, to_number, status, started_at, ended_at,
-duration_seconds, transcript, recording_url
+duration_seconds, transcript, recording_url, recording_key, direction, ended_reason,
+answered_by, messages, cost, error
 """
 
 SELECT_CONTACT = "SELECT id, phone FROM contacts WHERE id = $1"
@@ -107,6 +111,12 @@ RETURNING {CALL_COLUMNS}
 
 RECORD_CHARGE = "UPDATE calls SET billed_minutes = $2, cost = $3 WHERE id = $1"
 
+SUB_ACCOUNT_ACTIVE = """
+SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 AND status = 'active')
+"""
+
+SELECT_RECORDING_KEY = "SELECT recording_key FROM calls WHERE id = $1"
+
 SELECT_AGENT_WEBHOOK = "SELECT webhook, webhook_url, webhook_secret FROM agents WHERE id = $1"
 
 
@@ -115,10 +125,19 @@ def billed_minutes(duration_seconds: int | None) -> int:
     return math.ceil((duration_seconds or 0) / 60)
 
 
-def call_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
-    return {key: row[key] for key in (
-        "id", "contact_id", "agent_id", "from_number", "to_number", "status", "started_at",
-        "ended_at", "duration_seconds", "transcript", "recording_url")}
+def call_out(row: asyncpg.Record | dict[str, Any], sub_account_id: uuid.UUID) -> dict[str, Any]:
+    """The call as GET /calls/{id} and the post-call webhook show it."""
+    out = {key: row[key] for key in (
+        "id", "contact_id", "agent_id", "direction", "from_number", "to_number", "status",
+        "started_at", "ended_at", "duration_seconds", "ended_reason", "answered_by",
+        "transcript", "messages", "error")}
+    # A recording we keep is shown as a freshly signed link; one the carrier keeps (Twilio's
+    # own URL) as the carrier gave it.
+    out["recording_url"] = (recording_url(get_settings(), sub_account_id, row["id"])
+                            if row["recording_key"] else row["recording_url"])
+    # What the wallet was charged: nothing until a completed call is charged.
+    out["cost"] = row["cost"] if row["cost"] is not None else Decimal("0.00")
+    return out
 
 
 SELECT_CALL_FOR_RUNTIME = """
@@ -187,7 +206,7 @@ async def _agent_number(conn: asyncpg.Connection, agent_id: uuid.UUID) -> asyncp
 async def get_call(scope: TenantScope, call_id: uuid.UUID) -> dict[str, Any]:
     async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_CALL, call_id, what="call")
-    return call_out(row)
+    return call_out(row, scope.sub_account_id)
 
 
 # --- the worker's side ------------------------------------------------------------------------
@@ -247,7 +266,13 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
 
     A completed call is charged its started minutes; a failed one (never connected, or a
     vendor failed) is not charged. Either fires the agent's webhook (`call.completed`,
-    `call.failed`) when it has one on."""
+    `call.failed`) when it has one on.
+
+    `state.recording` (a whole WAV) is kept in the recordings store first, so the call's
+    `recording_key` never names a recording that was not written; a store that fails costs
+    the recording, not the call's record."""
+    if state.recording is not None:
+        recording_key = await _keep_recording(scope.sub_account_id, call_id, state.recording)
     per_minute = await price(scope.pool, scope.sub_account_id, "call_per_minute")
     async with scope.transaction() as conn:
         row = await conn.fetchrow(
@@ -266,7 +291,44 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
             await events.emit_to(conn, agent["webhook_url"],
                                  secrets.decrypt(agent["webhook_secret"]),
                                  f"call.{state.status}",
-                                 {"sub_account_id": scope.sub_account_id, "call": call_out(row)})
+                                 {"sub_account_id": scope.sub_account_id,
+                                  "call": call_out(row, scope.sub_account_id)})
+
+
+async def _keep_recording(sub_account_id: uuid.UUID, call_id: uuid.UUID,
+                          wav: bytes) -> str | None:
+    key = recordings.recording_key(sub_account_id, call_id)
+    try:
+        await recording_store().put(key, wav)
+    except (recordings.RecordingStoreError, RecordingsMisconfigured) as exc:
+        log.error("call %s: the recording was not kept: %s", call_id, exc)
+        return None
+    return key
+
+
+# --- the recording link -----------------------------------------------------------------------
+
+
+async def call_recording(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
+                         call_id: uuid.UUID) -> bytes:
+    """The call's WAV for a signed link; 404 unless the sub-account is active and the call
+    has a recording that is still kept."""
+    if not await pool.fetchval(SUB_ACCOUNT_ACTIVE, sub_account_id):
+        raise not_found("recording")
+    async with TenantScope.of_sub_account(pool, sub_account_id).transaction() as conn:
+        key = await conn.fetchval(SELECT_RECORDING_KEY, call_id)
+    # Only this call's own key is read, whatever the row holds.
+    if key != recordings.recording_key(sub_account_id, call_id):
+        raise not_found("recording")
+    try:
+        wav = await recording_store().get(key)
+    except (recordings.RecordingStoreError, RecordingsMisconfigured) as exc:
+        log.error("call %s: the recording could not be read: %s", call_id, exc)
+        raise APIError(503, "service_unavailable", "the recording cannot be read now; retry "
+                       "shortly", headers={"Retry-After": "5"}) from None
+    if wav is None:
+        raise not_found("recording")
+    return wav
 
 
 async def _charge(conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int,

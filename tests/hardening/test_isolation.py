@@ -255,6 +255,10 @@ ROUTES: dict[str, Entry] = {
         "agency", sub_account, bodies={"POST": {}}),
     "/functions/v1/agency/sub-accounts/<sub_account_id>/wallet/credit": Entry(
         "agency", sub_account, bodies={"POST": {"amount": 5}}),
+    "/recordings/<sub_account_id>/<call_id>.wav": Entry(
+        "token", status=403, reason="a signed link, no API key: the signature covers both ids, "
+                                    "so a link of one sub-account never opens another's call "
+                                    "(tests/calls/test_recordings.py)"),
     "/track/click/<token>": Entry("token"),
     "/track/open/<token>": Entry("token"),
     "/track/unsubscribe/<token>": Entry("token"),

@@ -216,7 +216,7 @@ async def test_export_file_is_owner_only_with_header_and_trailer(servers, tenant
     assert lines[0]["format"] == "switchboard-tenant-export"
     assert lines[0]["schema_version"] == tenant_head()
     assert lines[0]["sub_account_id"] == str(tenant.id)
-    assert lines[-1] == {"end": True, "rows": len(lines) - 2}
+    assert lines[-1] == {"end": True, "rows": len(lines) - 2, "recordings": 0}
     tables = [line["table"] for line in lines[1:-1]]
     assert tables.index("control.sub_accounts") < tables.index("wallet")
     keys = [line["row"] for line in lines if line.get("table") == "control.api_keys"]

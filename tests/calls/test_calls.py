@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import uuid
+import wave
 from collections import Counter
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -77,6 +80,16 @@ async def test_call_is_placed_and_completes_with_transcript_and_recording(client
     assert call["transcript"].split("\n") == [
         "Contact: Hello?", reply, "Contact: Yes, I have a minute.", reply,
         "Contact: That sounds good.", reply, "Contact: Thank you, goodbye."]
+    assert call["direction"] == "outbound" and call["ended_reason"] == "customer_hangup"
+    assert call["answered_by"] == "human" and call["error"] is None and call["cost"] == 0
+    assert [m["role"] for m in call["messages"]] == ["contact", "agent"] * 3 + ["contact"]
+    # The recording: both sides of the whole call, at a signed link that needs no key.
+    link = urlsplit(call["recording_url"])
+    recording = await client.get(f"{link.path}?{link.query}")
+    assert recording.status_code == 200 and recording.mimetype == "audio/wav"
+    with wave.open(io.BytesIO(await recording.get_data())) as wav:
+        seconds = wav.getnframes() / wav.getframerate()
+    assert abs(seconds - call["duration_seconds"]) <= 2
     assert call["started_at"] <= call["ended_at"]
 
 

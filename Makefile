@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint lock bench fuzz clean
+.PHONY: run test install lint lock bench bench-voice fuzz clean
 
 # Installs exactly the versions in requirements.lock (the ones the tests ran with), then the
 # project itself without resolving anything again; pip check fails when pyproject.toml asks
@@ -46,6 +46,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.migrate
 	$(BIN)/python -m bench.contacts
 	$(BIN)/python -m bench.campaigns
+
+# N concurrent sandbox calls through `switchboard voice` against fake vendors (bench/voice).
+bench-voice: $(STAMP)
+	$(BIN)/python -m bench.voice --calls 1,10,20,40,80
 
 # The long fuzzing: 1000 examples per operation and long stateful scenarios (the test pass
 # runs the same tests with fewer examples).

@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import gc
 import json
+import logging
 import signal
 import sys
 import uuid
@@ -135,6 +136,9 @@ def _voice_address(settings: Any) -> tuple[str, int]:
 
 def cmd_voice(args: argparse.Namespace) -> int:
     from tenancy.secrets_ops import production_problem, refuse_unless
+    from voice.logs import route_pipecat_logs
+
+    route_pipecat_logs(logging.getLogger().level)
     from voice.app import serve_voice
 
     settings = get_settings()
@@ -195,6 +199,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     async def main() -> None:
         await _ensure_demo(database_url, args.port, settings.data_dir)
         stop = _shutdown_event()
+        from voice.logs import route_pipecat_logs
+
+        route_pipecat_logs(logging.getLogger().level)
         from voice.app import serve_voice
 
         voice_host, voice_port = _voice_address(settings)

@@ -1,7 +1,7 @@
 """Regenerate the agent's background ambience beds (voice/ambience/*.wav).
 
 Run by hand when a bed changes; the WAVs are committed. Each is 8 s of mono 16-bit PCM at
-16 kHz (the runtime's output rate), looped under the agent's voice by Pipecat's SoundfileMixer,
+8 kHz (the runtime's output rate, the telephone's), looped under the agent's voice by Pipecat's SoundfileMixer,
 about -30 dBFS RMS: heard, never louder than the voice. Synthesised (no recordings with
 licences to track): shaped noise with the events that make each room recognisable.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 OUT = Path(__file__).resolve().parent.parent / "voice" / "ambience"
-RATE = 16000
+RATE = 8000
 SECONDS = 8
 TARGET_DBFS = -30.0
 

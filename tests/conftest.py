@@ -413,10 +413,11 @@ def voice_runtime(migrated: str, fake_vendors: FakeVendors,
 
 
 @pytest.fixture
-def vendors(voice_runtime: VoiceRuntime) -> FakeVendors:
-    """The fake vendors, their requests and settings forgotten for this test."""
+def vendors(voice_runtime: VoiceRuntime) -> Iterator[FakeVendors]:
+    """The fake vendors, their requests and settings forgotten before and after this test."""
     voice_runtime.vendors.reset()
-    return voice_runtime.vendors
+    yield voice_runtime.vendors
+    voice_runtime.vendors.reset()
 
 
 @pytest.fixture

@@ -83,7 +83,8 @@ END_CALL = FunctionSchema(
     name="end_call",
     description="Hang up the phone call. Use it once the conversation has come to an end.",
     properties={}, required=[])
-PIPELINE_RATE = 16000
+# The telephone's own rate: no resampling of the carrier's audio, Silero runs at 8 kHz.
+PIPELINE_RATE = 8000
 FRAME_SECONDS = 0.02
 SILENT_FRAME = bytes(int(PIPELINE_RATE * FRAME_SECONDS) * 2)
 LAST_WORDS_SECONDS = 5.0

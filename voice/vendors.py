@@ -13,12 +13,12 @@ from pipecat.services.cartesia.tts import CartesiaHttpTTSService
 from pipecat.services.deepseek.llm import DeepSeekLLMService
 from pipecat.services.elevenlabs.tts import ElevenLabsHttpTTSService
 from pipecat.services.google.llm import GoogleLLMService
-from pipecat.services.grok.llm import GrokLLMService
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.services.openai.stt import OpenAISTTService
 from pipecat.services.openai.tts import OpenAITTSService
 from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
+from pipecat.services.xai.llm import GrokLLMService
 from pipecat.transcriptions.language import Language
 
 from api.agents.schemas import PROVIDER_OF_MODEL
@@ -37,6 +37,7 @@ ANTHROPIC_NAMES = {
 }
 OPENAI_TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
 OPENAI_SPEECH_MODEL = "gpt-4o-mini-tts"
+OPENAI_SPEECH_RATE = 24000
 
 
 class VendorMissing(Exception):
@@ -100,8 +101,9 @@ def stt_service(settings: Settings, agent: AgentVoice, keys: dict[str, str]) -> 
         return DeepgramHttpSTTService(api_key=key, base_url=settings.vendor_base_url("deepgram"),
                                       language=agent.language)
     return OpenAISTTService(api_key=key, base_url=settings.vendor_base_url("openai"),
-                            model=OPENAI_TRANSCRIPTION_MODEL,
-                            language=_language(agent.language))
+                            settings=OpenAISTTService.Settings(
+                                model=OPENAI_TRANSCRIPTION_MODEL,
+                                language=_language(agent.language)))
 
 
 def tts_service(settings: Settings, agent: AgentVoice, keys: dict[str, str],
@@ -118,5 +120,8 @@ def tts_service(settings: Settings, agent: AgentVoice, keys: dict[str, str],
         from pipecat.services.deepgram.tts import DeepgramHttpTTSService
         return DeepgramHttpTTSService(api_key=key, voice=voice, aiohttp_session=http,
                                       base_url=base_url)
-    return OpenAITTSService(api_key=key, base_url=base_url, voice=voice,
-                            model=OPENAI_SPEECH_MODEL)
+    # OpenAI speaks 24 kHz PCM; the output resamples it to the line's rate.
+    return OpenAITTSService(api_key=key, base_url=base_url, sample_rate=OPENAI_SPEECH_RATE,
+                            settings=OpenAITTSService.Settings(
+                                model=OPENAI_SPEECH_MODEL, voice=voice,
+                                language=_language(agent.language)))

@@ -13,8 +13,9 @@ Every request must carry a valid `X-Twilio-Signature` (TWILIO_AUTH_TOKEN), else 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from xml.etree import ElementTree
 
 import asyncpg
@@ -75,16 +76,19 @@ class TwilioBridge:
         self.pool = pool
 
     async def twiml(self, request: Request) -> Response:
-        form = await request.form()
-        params = [(name, str(value)) for name, value in form.multi_items()]
+        # Twilio posts application/x-www-form-urlencoded (Starlette's form() would need
+        # python-multipart for this alone).
+        params = parse_qsl((await request.body()).decode("utf-8", "replace"),
+                           keep_blank_values=True)
         if not signature_valid(self.settings.twilio_auth_token,
                                signed_urls(request, self.settings), params,
                                request.headers.get(SIGNATURE_HEADER)):
             log.warning("twilio webhook refused: missing or wrong signature")
             return Response("invalid signature", status_code=403, media_type="text/plain")
         fields = dict(params)
-        parameters = (self._outbound(request.query_params, fields)
-                      if "call_id" in request.query_params else await self._inbound(fields))
+        query = request.query_params
+        parameters = (self._outbound(query, fields) if "call_id" in query
+                      else await self._inbound(fields, query.get("agent_id")))
         if parameters is None:
             return Response(REJECT, media_type="application/xml")
         return Response(connect_twiml(media_stream_url(self.settings), parameters),
@@ -100,13 +104,20 @@ class TwilioBridge:
         return {"call_id": call_id, "sub_account_id": sub_account_id, "token": token,
                 "answered_by": answered_by(fields.get("AnsweredBy"))}
 
-    async def _inbound(self, fields: Mapping[str, str]) -> dict[str, str] | None:
+    async def _inbound(self, fields: Mapping[str, str],
+                       agent: str | None) -> dict[str, str] | None:
+        """The number's VoiceUrl names its agent (the adapter's assign_number), which tells
+        apart sub-accounts that hold the same number."""
         caller, number = valid_phone(fields.get("From", "")), valid_phone(fields.get("To", ""))
         call_sid = fields.get("CallSid", "")
+        try:
+            agent_id = uuid.UUID(agent) if agent else None
+        except ValueError:
+            return None
         if caller is None or number is None or not call_sid:
             return None
-        call = await inbound.answer_twilio(self.pool, inbound.Ringing(caller, number, "twilio",
-                                                                      call_sid))
+        call = await inbound.answer_twilio(
+            self.pool, inbound.Ringing(caller, number, "twilio", call_sid), agent_id)
         if call is None:
             return None
         return {"call_id": str(call.call_id), "sub_account_id": str(call.sub_account_id),

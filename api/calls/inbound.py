@@ -63,10 +63,12 @@ async def ring_sandbox(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_numbe
                              Ringing(from_number, to_number, "sandbox"))
 
 
-async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing) -> InboundCall | None:
-    """Twilio's voice webhook for one of our numbers: the call it rings, recorded once per
-    CallSid (a retried webhook finds the same call); None when no agent answers the number."""
-    owner = await number_owner(pool, ringing.to_number)
+async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
+                        agent_id: uuid.UUID | None) -> InboundCall | None:
+    """Twilio's voice webhook for one of our numbers (whose VoiceUrl names `agent_id`): the
+    call it rings, recorded once per CallSid (a retried webhook finds the same call); None when
+    no agent answers the number."""
+    owner = await number_owner(pool, ringing.to_number, agent_id)
     if owner is None:
         return None
     sub_account_id, schema = owner
@@ -82,16 +84,25 @@ async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing) -> InboundCall | N
             return None
 
 
-async def number_owner(pool: asyncpg.Pool, phone_number: str) -> tuple[uuid.UUID, str] | None:
-    """The active sub-account holding `phone_number`, and its schema.
+async def number_owner(pool: asyncpg.Pool, phone_number: str,
+                       agent_id: uuid.UUID | None) -> tuple[uuid.UUID, str] | None:
+    """The active sub-account holding `phone_number` (assigned to `agent_id` when given), and
+    its schema; None when none does, or when several do and nothing tells them apart.
 
-    Without the control schema's number directory (CONTRACT 9) every active sub-account is
-    asked in turn; the directory replaces this walk with one lookup."""
+    Without the control schema's number directory (CONTRACT 9), which makes a number unique
+    platform-wide, every active sub-account is asked in turn; the directory replaces this walk
+    with one lookup."""
+    holders = []
     for tenant in await pool.fetch(queries.SELECT_ACTIVE_SUB_ACCOUNTS):
         async with tenant_transaction(pool, tenant["schema_name"]) as conn:
-            if await conn.fetchval(queries.SELECT_HELD_NUMBER, phone_number) is not None:
-                return tenant["id"], tenant["schema_name"]
-    return None
+            held = await conn.fetchrow(queries.SELECT_HELD_NUMBER, phone_number)
+        if held is not None and agent_id in (None, held["agent_id"]):
+            holders.append((tenant["id"], tenant["schema_name"]))
+    if len(holders) != 1:
+        if holders:
+            log.warning("inbound call to %s: %d sub-accounts hold it", phone_number, len(holders))
+        return None
+    return holders[0]
 
 
 async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,

@@ -8,7 +8,9 @@ SELECT_ACTIVE_SUB_ACCOUNTS = """
 SELECT id, schema_name FROM control.sub_accounts WHERE status = 'active' ORDER BY created_at, id
 """
 
-SELECT_HELD_NUMBER = "SELECT id FROM phone_numbers WHERE phone_number = $1 AND is_active"
+SELECT_HELD_NUMBER = """
+SELECT id, agent_id FROM phone_numbers WHERE phone_number = $1 AND is_active
+"""
 
 # KEY SHARE on the agent: a deletion either sees this call or finds the agent in use.
 SELECT_NUMBER_AND_AGENT = """

@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     # included, reach its Media Streams WebSocket, and the http(s) base a real carrier is given.
     voice_url: str = Field(default="ws://127.0.0.1:8100", alias="SWITCHBOARD_VOICE_URL")
     voice_public_url: str | None = Field(default=None, alias="SWITCHBOARD_VOICE_PUBLIC_URL")
+    # Twilio's auth token checks the X-Twilio-Signature of its webhooks; its voice webhook is
+    # TWILIO_VOICE_URL, by default voice_public_url + /voice/twilio/twiml (CONTRACT 9).
+    twilio_auth_token: str | None = Field(default=None, alias="TWILIO_AUTH_TOKEN")
+    twilio_voice_url: str | None = Field(default=None, alias="TWILIO_VOICE_URL")
     # Signs the sandbox carrier's webhooks; derived from the key pepper when unset.
     sandbox_webhook_secret: str | None = Field(default=None,
                                                alias="SWITCHBOARD_SANDBOX_WEBHOOK_SECRET")

@@ -17,9 +17,7 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -36,7 +34,7 @@ from cryptography.fernet import Fernet
 from tenancy.embedded import free_port, start_postgres, start_redis
 from tenancy.settings import get_settings
 from tests.factories import Agency, Tenant, make_agency, make_priced_tenant, make_tenant
-from tests.helpers import SWITCHBOARD, Live, live_system, restore_environment, wait_for_http
+from tests.helpers import Live, live_system, restore_environment, voice_process
 from tests.receiver import Receiver
 from voice.fake_vendors import FakeVendors
 
@@ -393,23 +391,14 @@ def voice_runtime(migrated: str, fake_vendors: FakeVendors,
     port = free_port()
     values = {**fake_vendors.env, "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{port}"}
     log = folder / "voice.log"
-    process = subprocess.Popen(
-        [*SWITCHBOARD, "voice", "--port", str(port)], env={**os.environ, **values},
-        stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     saved = {key: os.environ.get(key) for key in values}
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/health", process, log)
+    with voice_process(port, values, log):
         os.environ.update(values)
         get_settings.cache_clear()
-        yield VoiceRuntime(values["SWITCHBOARD_VOICE_URL"], log, fake_vendors)
-    finally:
-        restore_environment(saved)
-        process.send_signal(signal.SIGTERM)
         try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield VoiceRuntime(values["SWITCHBOARD_VOICE_URL"], log, fake_vendors)
+        finally:
+            restore_environment(saved)
 
 
 @pytest.fixture

@@ -300,6 +300,26 @@ def wait_for_http(url: str, process: subprocess.Popen[bytes], log: Path,
         time.sleep(0.2)
 
 
+@contextlib.contextmanager
+def voice_process(port: int, values: dict[str, str],
+                  log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`switchboard voice --port PORT` with `values` added to the environment, answering its
+    health check, until the block ends (SIGTERM, then a kill after 30 s)."""
+    process = subprocess.Popen(
+        [*SWITCHBOARD, "voice", "--port", str(port)], env={**os.environ, **values},
+        stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", process, log)
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def restore_environment(saved: dict[str, str | None]) -> None:
     """Put back environment variables as `saved` had them (None: unset)."""
     from tenancy.settings import get_settings

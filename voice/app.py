@@ -1,5 +1,6 @@
-"""The `switchboard voice` process: the carrier's Media Streams WebSocket (and a health check),
-one Pipecat pipeline per call (voice/call.py). Served by hypercorn like the API."""
+"""The `switchboard voice` process: the carrier's Media Streams WebSocket, Twilio's voice webhook
+(voice/twilio.py) and a health check; one Pipecat pipeline per call (voice/call.py). Served by
+hypercorn like the API."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from tenancy.db import create_pool
 from tenancy.settings import Settings
 from voice.call import CallRuntime
-
-STREAM_PATH = "/voice/twilio/stream"
+from voice.twilio import STREAM_PATH, TWIML_PATH, TwilioBridge
 
 
 def build_voice_app(settings: Settings, database_url: str) -> Starlette:
@@ -28,6 +28,7 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         pool = await create_pool(database_url, min_size=1, max_size=settings.db_pool_max)
         state["runtime"] = CallRuntime(settings, pool)
+        state["twilio"] = TwilioBridge(settings, pool)
         try:
             yield
         finally:
@@ -45,12 +46,18 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
             if task is not None:
                 runtime.active.discard(task)
 
+    async def twilio_twiml(request: Request) -> Response:
+        bridge: TwilioBridge = state["twilio"]
+        return await bridge.twiml(request)
+
     async def health(_request: Request) -> JSONResponse:
         runtime: CallRuntime | None = state.get("runtime")
         return JSONResponse({"status": "ok",
                              "calls": len(runtime.active) if runtime else 0})
 
-    return Starlette(routes=[WebSocketRoute(STREAM_PATH, stream), Route("/health", health)],
+    return Starlette(routes=[WebSocketRoute(STREAM_PATH, stream),
+                             Route(TWIML_PATH, twilio_twiml, methods=["POST"]),
+                             Route("/health", health)],
                      lifespan=lifespan)
 
 

@@ -1,5 +1,6 @@
 """POST /contacts/{id}/call places an outbound AI call; GET /calls/{id} follows it; its
-recording is served without a key at the signed link GET /calls/{id} shows."""
+recording is served without a key at the signed link GET /calls/{id} shows; the sandbox carrier's
+webhook rings one of our numbers with an inbound call."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ from quart import Blueprint, Response, current_app, request
 from quart_schema import hide, tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
-from api.calls import service
-from api.calls.schemas import CallPlaced, CallResponse, PlaceCallRequest
+from api.calls import inbound, service
+from api.calls.schemas import (
+    CallPlaced,
+    CallResponse,
+    InboundCallRinging,
+    PlaceCallRequest,
+    SandboxInboundCall,
+)
+from api.contacts.service import valid_phone
+from api.conversations import signing
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
 from api.validation import validate_errors, validate_response
@@ -18,7 +27,7 @@ from integrations.recordings import CONTENT_TYPE
 from tenancy.errors import APIError
 from tenancy.recording_links import PATH_PREFIX, LinkCheck, verify
 
-blueprint = Blueprint("calls", __name__, url_prefix="/webhooks/inbound")
+blueprint = Blueprint("calls", __name__, url_prefix="/webhooks")
 recordings_blueprint = Blueprint("recordings", __name__, url_prefix=PATH_PREFIX)
 
 # A recording is private: no shared cache keeps it, and no search engine lists its link.
@@ -26,7 +35,7 @@ RECORDING_HEADERS = {"Cache-Control": "private, no-store", "X-Robots-Tag": "noin
                      "Referrer-Policy": "no-referrer"}
 
 
-@blueprint.post("/contacts/<contact_id>/call")
+@blueprint.post("/inbound/contacts/<contact_id>/call")
 @tag(["AI calls"])
 @requires(SUB_ACCOUNT)
 @validate_request(PlaceCallRequest)
@@ -42,7 +51,7 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
             "message": "the call is queued and will be placed shortly"}
 
 
-@blueprint.get("/calls/<call_id>")
+@blueprint.get("/inbound/calls/<call_id>")
 @tag(["Calls"])
 @requires(SUB_ACCOUNT)
 @validate_response(CallResponse, 200)
@@ -74,3 +83,33 @@ async def get_recording(sub_account_id: str, call_id: str) -> Response:
         "Content-Disposition": f'inline; filename="{call_uuid}.wav"'})
     return await response.make_conditional(request, accept_ranges=True,
                                            complete_length=len(wav))
+
+
+@blueprint.post("/providers/sandbox/calls/<sub_account_id>")
+@tag(["Calls"])
+@validate_response(InboundCallRinging, 202)
+@validate_errors(Error, 400, 401, 404, 409)
+async def sandbox_inbound_call(sub_account_id: str) -> tuple[dict[str, Any], int]:
+    """The sandbox carrier's webhook: ring one of the sub-account's numbers from `from`.
+
+    Signed like the sandbox SMS webhook (`X-Sandbox-Signature`); the number's agent answers and
+    the caller plays the sandbox script of its own number (CONTRACT 6).
+    """
+    sub_account_uuid = parse_uuid(sub_account_id, "sub_account_id")
+    raw = await request.get_data(as_text=False)
+    assert isinstance(raw, bytes)
+    data = signing.signed_body(SandboxInboundCall, sub_account_uuid, raw,
+                               request.headers.get(signing.HEADER))
+    caller, number = _phone(data.from_number, "from"), _phone(data.to, "to")
+    call = await inbound.ring_sandbox(current_app.config["DB_POOL"], sub_account_uuid, caller,
+                                      number)
+    return {"status": "success", "call_id": call.call_id, "contact_id": call.contact_id}, 202
+
+
+def _phone(value: str, name: str) -> str:
+    phone = valid_phone(value)
+    if phone is None:
+        raise APIError(400, "validation_error", f"{name} must be an E.164 phone number",
+                       details=[{"field": name, "message": "not an E.164 number",
+                                 "type": "value_error"}])
+    return phone

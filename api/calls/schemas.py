@@ -55,3 +55,16 @@ class Call(BaseModel):
 class CallResponse(BaseModel):
     status: str
     call: Call
+
+
+class SandboxInboundCall(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    from_number: StrictStr = Field(alias="from", max_length=64)
+    to: StrictStr = Field(max_length=64)
+
+
+class InboundCallRinging(BaseModel):
+    status: str
+    call_id: uuid.UUID
+    contact_id: uuid.UUID

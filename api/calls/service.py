@@ -42,6 +42,9 @@ CALL_WORK = "call"
 OPEN_STATUSES = ("queued", "ringing", "in_progress")
 # How long past its agent's max_duration a call may stay unfinished before we stop following it.
 TRACKING_GRACE = timedelta(minutes=10)
+# How long after the carrier reports the end of a call the runtime answered we wait for the
+# runtime's own record of it.
+RUNTIME_GRACE = timedelta(seconds=60)
 
 CALL_COLUMNS = """
 id, contact_id, agent_id, from_number, to_number, status, started_at, ended_at,
@@ -80,7 +83,8 @@ SELECT_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE id = $1"
 
 LOCK_OPEN_CALL = """
 SELECT c.id, c.status, c.provider, c.provider_call_id, c.from_number, c.to_number, c.agent_id,
-       c.started_at, c.created_at, a.language, a.max_duration, a.recording
+       c.started_at, c.created_at, a.language, a.max_duration, a.recording,
+       c.direction, c.answered_by, a.voicemail_detection
 FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
 WHERE c.id = $1 AND c.status IN ('queued', 'ringing', 'in_progress')
 FOR UPDATE OF c
@@ -150,9 +154,11 @@ FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
 WHERE c.id = $1
 """
 
+# The carrier may report the call in progress (MARK_PROGRESS) before its stream reaches the
+# runtime; the runtime answers a call once.
 MARK_ANSWERED = """
 UPDATE calls SET status = 'in_progress', answered_by = $2, updated_at = now()
-WHERE id = $1 AND status IN ('queued', 'ringing')
+WHERE id = $1 AND answered_by IS NULL AND status IN ('queued', 'ringing', 'in_progress')
 RETURNING id
 """
 
@@ -230,10 +236,8 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
         provider = providers.get(call["provider"])
         if call["status"] == "queued":
             try:
-                provider_call_id = await provider.place_call(OutboundCall(
-                    str(call_id), call["from_number"], call["to_number"], str(call["agent_id"]),
-                    call["language"], int(call["max_duration"] * 60), call["recording"],
-                    stream_parameters(get_settings(), sub_account_id, call_id)))
+                provider_call_id = await provider.place_call(
+                    carrier_call(call, sub_account_id))
             except TelephonyError as exc:
                 log.warning("placing call %s failed: %s", call_id, exc)
                 await conn.fetchrow(FINISH, call_id, "failed", None, None, None, None, None,
@@ -246,7 +250,7 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
     except TelephonyError as exc:
         log.warning("reading call %s failed: %s", call_id, exc)
         state = None
-    if state is not None and state.finished:
+    if state is not None and state.finished and not left_to_runtime(call, state):
         await finish_call(TenantScope(pool, sub_account_id, schema), call_id, state)
         return None
     started = call["started_at"] or call["created_at"]
@@ -258,6 +262,24 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
         async with tenant_transaction(pool, schema) as conn:
             await conn.execute(MARK_PROGRESS, call_id, state.status, state.started_at)
     return _poll_after(started)
+
+
+def carrier_call(call: asyncpg.Record, sub_account_id: uuid.UUID) -> OutboundCall:
+    """What the carrier needs to connect the call (LOCK_OPEN_CALL's row) to the voice runtime."""
+    return OutboundCall(
+        str(call["id"]), call["from_number"], call["to_number"], str(call["agent_id"]),
+        call["language"], int(call["max_duration"] * 60), call["recording"],
+        stream_parameters(get_settings(), sub_account_id, call["id"]),
+        voicemail_detection=call["voicemail_detection"], direction=call["direction"])
+
+
+def left_to_runtime(call: asyncpg.Record, state: CallState) -> bool:
+    """A call the voice runtime answered is its to record (transcript, reason) when it ends; the
+    carrier's own end is the fallback for a runtime that never reports, RUNTIME_GRACE later."""
+    if call["answered_by"] is None:
+        return False
+    ended = state.ended_at or utcnow()
+    return utcnow() - ended < RUNTIME_GRACE
 
 
 async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
-from pydantic import ValidationError
 from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
 
@@ -19,7 +18,6 @@ from api.conversations.schemas import (
     SendMessageRequest,
     SentMessageResponse,
 )
-from api.errors import validation_details
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
 from api.types import pagination, parse_uuid
@@ -82,14 +80,8 @@ async def sandbox_inbound_sms(sub_account_id: str) -> dict[str, Any]:
     sub_account_uuid = parse_uuid(sub_account_id, "sub_account_id")
     raw = await request.get_data(as_text=False)
     assert isinstance(raw, bytes)
-    if not signing.verify(str(sub_account_uuid), raw,
-                          request.headers.get(signing.HEADER)):
-        raise APIError(401, "invalid_signature", "the provider signature is missing or wrong")
-    try:
-        data = InboundSms.model_validate(await request.get_json(force=True))
-    except ValidationError as exc:
-        raise APIError(400, "validation_error", "invalid request",
-                       details=validation_details(exc)) from None
+    data = signing.signed_body(InboundSms, sub_account_uuid, raw,
+                               request.headers.get(signing.HEADER))
     sender = valid_phone(data.from_number)
     if sender is None:
         raise APIError(400, "validation_error", "from must be an E.164 phone number",

@@ -64,6 +64,11 @@ class OutboundCall:
     # What the voice runtime needs to know the call on its media stream (call_id,
     # sub_account_id and the token that proves we placed it): TwiML <Parameter>s on Twilio.
     stream_parameters: Mapping[str, str] = field(default_factory=dict)
+    # Ask the carrier's answering-machine detection (Twilio `MachineDetection`) who answered.
+    voicemail_detection: bool = False
+    # `inbound`: a caller rang our number (from_number, the contact) and the carrier connects
+    # them to the agent; only a carrier that simulates its callers (the sandbox) is asked to.
+    direction: Literal["outbound", "inbound"] = "outbound"
 
 
 @dataclass(frozen=True)

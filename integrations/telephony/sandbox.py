@@ -8,6 +8,8 @@
   (sandbox_media.py) in a task of this process; the runtime records the outcome. A callee whose
   number ends 0186 rings for `ring_seconds` and ends `no_answer`; 0187 is `busy`. The call id
   carries when it started and the script, so any worker process can answer for it.
+- An inbound call (`POST /webhooks/providers/sandbox/calls/{sub_account_id}`) is connected the
+  same way, the caller playing the script of its own number.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ class SandboxTelephony:
 
     async def place_call(self, call: OutboundCall) -> str:
         started_ms = int(time.time() * 1000)
-        script = script_for(call.to_number)
+        # An inbound call's contact is its caller, who rang our number (CONTRACT 6).
+        script = script_for(call.from_number if call.direction == "inbound" else call.to_number)
         provider_call_id = f"sbx_{started_ms}_{script}_{call.call_id}"
         if script not in NEVER_CONNECTS:
             session = ContactSession(

@@ -1,19 +1,26 @@
 """The `twilio` telephony provider, over Twilio's REST API (2010-04-01).
 
 Numbers are IncomingPhoneNumbers of the account; inbound routing to an agent is the number's
-VoiceUrl pointing at the voice bridge (`TWILIO_VOICE_URL`, which answers with TwiML that connects
-the call to the agent, e.g. a LiveKit SIP URI or a media stream); outbound calls are Calls whose
-Url is the same bridge. Imported numbers must already be in the Twilio account. Transcripts are
+VoiceUrl pointing at the voice bridge (`TWILIO_VOICE_URL`, by default the voice runtime's
+`/voice/twilio/twiml`, which answers with TwiML that connects the call to its Media Streams
+WebSocket); outbound calls are Calls whose Url is the same bridge, with the call's stream
+parameters in its query. Imported numbers must already be in the Twilio account. Transcripts are
 the voice bridge's business, so this provider reports none.
+
+Twilio signs every webhook it sends (`X-Twilio-Signature`, `signature` below).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
+from collections.abc import Iterable
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -33,6 +40,42 @@ STATUSES: dict[str, CallStatus] = {
     "in-progress": "in_progress", "completed": "completed",
     "busy": "failed", "failed": "failed", "no-answer": "failed", "canceled": "failed",
 }
+
+SIGNATURE_HEADER = "X-Twilio-Signature"
+VOICE_PATH = "/voice/twilio/twiml"
+# Twilio's AnsweredBy (MachineDetection) as a call's answered_by (CONTRACT 6, 9).
+ANSWERED_BY = {"human": "human", "unknown": "unknown", "fax": "machine",
+               "machine_start": "machine", "machine_end_beep": "machine",
+               "machine_end_silence": "machine", "machine_end_other": "machine"}
+
+
+def signature(auth_token: str, url: str, params: Iterable[tuple[str, str]]) -> str:
+    """Twilio's request signature: base64 HMAC-SHA1, under the auth token, of the full URL it
+    requested followed by every POST parameter's name and value, sorted by name."""
+    payload = url + "".join(name + value for name, value in sorted(params))
+    digest = hmac.new(auth_token.encode(), payload.encode(), hashlib.sha1).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def signature_valid(auth_token: str | None, urls: Iterable[str],
+                    params: Iterable[tuple[str, str]], given: str | None) -> bool:
+    """Whether `given` signs `params` at one of `urls` (where a proxy may have moved us)."""
+    if not auth_token or not given:
+        return False
+    pairs = list(params)
+    return any(hmac.compare_digest(signature(auth_token, url, pairs), given) for url in urls)
+
+
+def answered_by(value: str | None) -> str:
+    return ANSWERED_BY.get((value or "").lower(), "unknown")
+
+
+def default_voice_url(voice_public_url: str | None) -> str | None:
+    """`TWILIO_VOICE_URL` when unset: the voice runtime's TwiML route (CONTRACT 9)."""
+    if not voice_public_url:
+        return None
+    parts = urlsplit(voice_public_url.rstrip("/"))
+    return f"{parts.scheme}://{parts.netloc}{parts.path}{VOICE_PATH}"
 
 
 def _time(value: str | None) -> datetime | None:
@@ -60,12 +103,15 @@ class TwilioTelephony:
 
     @classmethod
     def from_env(cls) -> TwilioTelephony:
-        missing = [name for name in ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_VOICE_URL")
+        voice_url = (os.environ.get("TWILIO_VOICE_URL")
+                     or default_voice_url(os.environ.get("SWITCHBOARD_VOICE_PUBLIC_URL")))
+        missing = [name for name in ("TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN")
                    if not os.environ.get(name)]
-        if missing:
+        if not voice_url:
+            missing.append("TWILIO_VOICE_URL (or SWITCHBOARD_VOICE_PUBLIC_URL)")
+        if missing or not voice_url:
             raise TelephonyError("twilio is not configured: set " + ", ".join(missing))
-        return cls(os.environ["TWILIO_ACCOUNT_SID"], os.environ["TWILIO_AUTH_TOKEN"],
-                   os.environ["TWILIO_VOICE_URL"],
+        return cls(os.environ["TWILIO_ACCOUNT_SID"], os.environ["TWILIO_AUTH_TOKEN"], voice_url,
                    base_url=os.environ.get("TWILIO_API_BASE_URL", "https://api.twilio.com"),
                    country=os.environ.get("TWILIO_COUNTRY", "US"),
                    sms_from=os.environ.get("TWILIO_SMS_FROM") or None)
@@ -145,12 +191,20 @@ class TwilioTelephony:
         return await self.unassign_number(number)
 
     async def place_call(self, call: OutboundCall) -> str:
+        if call.direction != "outbound":
+            raise TelephonyError("twilio places outbound calls only")
+        # The bridge reads the stream parameters back from its own URL (which Twilio signs)
+        # and hands them to the Media Stream as <Parameter>s.
+        query = {"agent_id": call.agent_id, "call_id": call.call_id, **call.stream_parameters}
         form = {
             "To": call.to_number, "From": call.from_number,
-            "Url": self._agent_url(agent_id=call.agent_id, call_id=call.call_id),
+            "Url": self._agent_url(**query),
             "Method": "POST", "TimeLimit": str(call.max_duration_seconds),
             "Record": "true" if call.record else "false",
         }
+        if call.voicemail_detection:
+            # The webhook waits for the greeting's end, so the agent speaks after the beep.
+            form["MachineDetection"] = "DetectMessageEnd"
         placed = await self._request("POST", "Calls.json", form=form)
         return str(placed["sid"])
 

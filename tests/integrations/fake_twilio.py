@@ -3,17 +3,42 @@
 State lives in memory: numbers the "carrier" offers per area code, the account's
 IncomingPhoneNumbers, and Calls whose status advances on every read (queued, ringing,
 in-progress, then the final status the test chose).
+
+With `bridge` on, a call is carried out as Twilio carries it instead: its voice webhook (the
+call's `Url`, or for `ring` the number's VoiceUrl) is POSTed with a valid X-Twilio-Signature
+(CallSid, From, To, and AnsweredBy when MachineDetection was asked for), the TwiML's
+`<Connect><Stream>` is dialled over Media Streams with its `<Parameter>`s, and the callee (or
+caller) plays the sandbox script of its number (sandbox_media.run_contact). The call is
+`in-progress` while the stream runs and `completed` when it ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import itertools
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import format_datetime
 from typing import Any
+from xml.etree import ElementTree
 
+import httpx
 from quart import Quart, Response, jsonify, request
+
+from integrations.telephony import TelephonyError
+from integrations.telephony.sandbox_media import (
+    NEVER_CONNECTS,
+    ContactResult,
+    ContactSession,
+    run_contact,
+    script_for,
+)
+from integrations.telephony.twilio import SIGNATURE_HEADER, signature
+from tests.conftest import running_worker
 
 PREFIX = "/2010-04-01/Accounts/<account>"
 
@@ -30,6 +55,11 @@ class FakeTwilio:
     call_outcome: str = "completed"
     call_duration: int = 75
     url: str = ""
+    bridge: bool = False
+    # Every voice webhook the bridge sent: {url, params, status, twiml}.
+    webhooks: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, ContactResult] = field(default_factory=dict)
+    carrying: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     def own(self, phone_number: str, voice_url: str = "") -> str:
         sid = "PN" + uuid.uuid4().hex
@@ -40,11 +70,83 @@ class FakeTwilio:
         return next((n for n in self.incoming.values() if n["phone_number"] == phone_number),
                     None)
 
+    def ring(self, from_number: str, to_number: str) -> str:
+        """An inbound call from `from_number` to our number: its VoiceUrl is asked what to do."""
+        number = self.by_number(to_number)
+        assert number is not None and number["voice_url"], f"{to_number} has no VoiceUrl"
+        sid = "CA" + uuid.uuid4().hex
+        self.calls[sid] = {"sid": sid, "to": to_number, "from": from_number,
+                           "url": number["voice_url"], "direction": "inbound", "reads": 0,
+                           "status": "ringing", "bridged": True}
+        self._carry(sid)
+        return sid
+
+    async def ended(self, sid: str) -> dict[str, Any]:
+        await self.carrying[sid]
+        return self.calls[sid]
+
+    def _carry(self, sid: str) -> None:
+        self.carrying[sid] = asyncio.create_task(self._connect(self.calls[sid]))
+
+    async def _connect(self, call: dict[str, Any]) -> None:
+        inbound = call["direction"] == "inbound"
+        script = script_for(call["from"] if inbound else call["to"])
+        if script in NEVER_CONNECTS:
+            call["status"] = "no-answer" if script == "no_answer" else "busy"
+            return
+        call.update(status="in-progress", start_time=datetime.now(UTC))
+        params = {"AccountSid": self.account_sid, "ApiVersion": "2010-04-01",
+                  "CallSid": call["sid"], "CallStatus": "ringing" if inbound else "in-progress",
+                  "Direction": "inbound" if inbound else "outbound-api",
+                  "From": call["from"], "To": call["to"]}
+        if call.get("machine_detection"):
+            params["AnsweredBy"] = ("machine_end_beep" if script == "answering_machine"
+                                    else "human")
+        stream = await self._fetch_twiml(call["url"], params)
+        try:
+            if stream is None:
+                call["status"] = "failed"
+                return
+            url, parameters = stream
+            self.results[call["sid"]] = await run_contact(url, ContactSession(
+                call_sid=call["sid"], account_sid=self.account_sid,
+                stream_sid="MZ" + uuid.uuid4().hex, script=script,
+                custom_parameters=parameters, max_seconds=120))
+            call["status"] = "completed"
+        except TelephonyError:
+            call["status"] = "failed"
+        finally:
+            call["end_time"] = datetime.now(UTC)
+
+    async def _fetch_twiml(self, url: str,
+                           params: dict[str, str]) -> tuple[str, dict[str, str]] | None:
+        """POST the voice webhook, signed; the TwiML's stream URL and parameters, if any."""
+        headers = {SIGNATURE_HEADER: signature(self.auth_token, url, params.items())}
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.post(url, data=params, headers=headers)
+        self.webhooks.append({"url": url, "params": params, "status": response.status_code,
+                              "twiml": response.text})
+        if response.status_code != 200:
+            return None
+        stream = ElementTree.fromstring(response.text).find("./Connect/Stream")
+        if stream is None:
+            return None
+        return stream.get("url", ""), {p.get("name", ""): p.get("value", "")
+                                       for p in stream.findall("Parameter")}
+
 
 def _error(status: int, code: int, message: str) -> Response:
     response = jsonify({"code": code, "message": message, "more_info": "", "status": status})
     response.status_code = status
     return response
+
+
+def _bridged(call: dict[str, Any]) -> dict[str, Any]:
+    start, end = call.get("start_time"), call.get("end_time")
+    return {"sid": call["sid"], "status": call["status"],
+            "start_time": format_datetime(start) if start else None,
+            "end_time": format_datetime(end) if end else None,
+            "duration": str(round((end - start).total_seconds())) if start and end else None}
 
 
 def twilio_app(state: FakeTwilio) -> Quart:
@@ -123,7 +225,11 @@ def twilio_app(state: FakeTwilio) -> Quart:
         sid = "CA" + uuid.uuid4().hex
         state.calls[sid] = {"sid": sid, "to": form["To"], "from": form["From"],
                             "url": form["Url"], "record": form.get("Record"),
-                            "reads": 0, "status": "queued"}
+                            "reads": 0, "status": "queued", "direction": "outbound-api",
+                            "machine_detection": form.get("MachineDetection"),
+                            "bridged": state.bridge}
+        if state.bridge:
+            state._carry(sid)
         response = jsonify({"sid": sid, "status": "queued"})
         response.status_code = 201
         return response
@@ -133,6 +239,8 @@ def twilio_app(state: FakeTwilio) -> Quart:
         call = state.calls.get(sid)
         if call is None:
             return _error(404, 20404, "The requested resource was not found")
+        if call["bridged"]:
+            return jsonify(_bridged(call))
         steps = ["queued", "ringing", "in-progress", state.call_outcome]
         call["status"] = steps[min(call["reads"], len(steps) - 1)]
         call["reads"] += 1
@@ -151,3 +259,25 @@ def twilio_app(state: FakeTwilio) -> Quart:
         return jsonify({"recordings": items})
 
     return app
+
+
+@contextlib.asynccontextmanager
+async def worker_on_twilio(state: FakeTwilio, monkeypatch: Any, database_url: str,
+                           redis_url: str, **env: str) -> AsyncIterator[Any]:
+    """The real worker with SWITCHBOARD_TELEPHONY=twilio pointed at the fake (and `env`)."""
+    from tenancy.settings import get_settings
+
+    for name, value in {"SWITCHBOARD_TELEPHONY": "twilio",
+                        "TWILIO_ACCOUNT_SID": state.account_sid,
+                        "TWILIO_AUTH_TOKEN": state.auth_token,
+                        "TWILIO_API_BASE_URL": state.url, **env}.items():
+        monkeypatch.setenv(name, value)
+    if "TWILIO_VOICE_URL" not in env:
+        monkeypatch.delenv("TWILIO_VOICE_URL", raising=False)
+    get_settings.cache_clear()
+    try:
+        async with running_worker(database_url, redis_url) as running:
+            yield running
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()

@@ -15,13 +15,18 @@ from integrations.telephony import (
     OutboundCall,
     TelephonyError,
 )
-from integrations.telephony.twilio import TwilioTelephony
-from tests.conftest import running_worker
+from integrations.telephony.twilio import (
+    TwilioTelephony,
+    answered_by,
+    default_voice_url,
+    signature,
+    signature_valid,
+)
 from tests.factories import assign, make_agent, make_contact, priced_tenant
 from tests.helpers import balance
 from tests.receiver import serving
 
-from .fake_twilio import FakeTwilio, twilio_app
+from .fake_twilio import FakeTwilio, twilio_app, worker_on_twilio
 
 VOICE_URL = "https://bridge.example.com/twilio/voice"
 
@@ -114,6 +119,54 @@ async def test_call_is_placed_and_its_states_are_mapped(twilio, adapter):
     assert done.recording_url.endswith(f"/Recordings/RE{call_sid[2:]}.mp3")
 
 
+async def test_call_carries_its_stream_parameters_and_asks_for_machine_detection(twilio,
+                                                                                 adapter):
+    twilio.own("+14155550123")
+    call_sid = await adapter.place_call(OutboundCall(
+        "call-1", "+14155550123", "+14155552671", "agent-1", "en-US", 600, False,
+        {"call_id": "call-1", "sub_account_id": "sub-1", "token": "t"},
+        voicemail_detection=True))
+    placed = twilio.calls[call_sid]
+    assert parse_qs(urlsplit(placed["url"]).query) == {
+        "agent_id": ["agent-1"], "call_id": ["call-1"], "sub_account_id": ["sub-1"],
+        "token": ["t"]}
+    assert placed["machine_detection"] == "DetectMessageEnd"
+
+
+async def test_inbound_call_is_not_placed_through_twilio(twilio, adapter):
+    with pytest.raises(TelephonyError):
+        await adapter.place_call(OutboundCall(
+            "call-1", "+14155552671", "+14155550123", "agent-1", "en-US", 600, False,
+            direction="inbound"))
+
+
+def test_signature_is_twilios_documented_algorithm():
+    # Twilio's own example (its helper library's request validator test).
+    params = {"CallSid": "CA1234567890ABCDE", "Caller": "+14158675309", "Digits": "1234",
+              "From": "+14158675309", "To": "+18005551212"}
+    url = "https://mycompany.com/myapp.php?foo=1&bar=2"
+    assert signature("12345", url, params.items()) == "RSOYDt4T1cUTdK1PDd93/VVr8B8="
+    assert signature_valid("12345", ["https://elsewhere", url], params.items(),
+                           "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
+    assert not signature_valid("12345", [url], {**params, "Digits": "9"}.items(),
+                               "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
+    assert not signature_valid(None, [url], params.items(), "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
+    assert not signature_valid("12345", [url], params.items(), None)
+
+
+def test_answered_by_maps_twilios_machine_detection():
+    assert [answered_by(value) for value in (
+        "human", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax",
+        "unknown", None, "something_new")] == [
+        "human", "machine", "machine", "machine", "machine", "unknown", "unknown", "unknown"]
+
+
+def test_voice_url_defaults_to_the_runtimes_twiml_route():
+    assert default_voice_url("https://voice.example.com/") == (
+        "https://voice.example.com/voice/twilio/twiml")
+    assert default_voice_url(None) is None
+
+
 async def test_unanswered_call_is_failed(twilio, adapter):
     twilio.call_outcome = "no-answer"
     twilio.own("+14155550123")
@@ -152,21 +205,9 @@ async def test_unreachable_api_raises_telephony_error():
 @pytest.fixture
 async def twilio_worker(twilio, migrated, servers, monkeypatch):
     """The worker with SWITCHBOARD_TELEPHONY=twilio pointed at the fake server."""
-    from tenancy.settings import get_settings
-
-    for name, value in {"SWITCHBOARD_TELEPHONY": "twilio",
-                        "TWILIO_ACCOUNT_SID": twilio.account_sid,
-                        "TWILIO_AUTH_TOKEN": twilio.auth_token,
-                        "TWILIO_VOICE_URL": VOICE_URL,
-                        "TWILIO_API_BASE_URL": twilio.url}.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    try:
-        async with running_worker(migrated, servers.redis_url) as running:
-            yield running
-    finally:
-        monkeypatch.undo()
-        get_settings.cache_clear()
+    async with worker_on_twilio(twilio, monkeypatch, migrated, servers.redis_url,
+                                TWILIO_VOICE_URL=VOICE_URL) as running:
+        yield running
 
 
 async def test_numbers_and_calls_run_through_twilio_when_configured(

@@ -1,0 +1,127 @@
+"""Inbound AI calls (CONTRACT 6 "Inbound"): a number assigned to an agent answers with it.
+
+A call to one of our numbers becomes a call record (`direction` inbound) of the number's agent;
+a caller we do not know becomes a contact with `lead_source` inbound_call. The carrier then
+connects the caller to the voice runtime, which records the call's end as it does an outbound
+one (`service.finish_call`), and the worker follows it meanwhile (`service.advance_call`):
+
+- the sandbox carrier's call is written `queued`, so the worker connects it as it places an
+  outbound call, the caller playing the script of its own number;
+- a Twilio call is already on the line when its voice webhook arrives: written `ringing` with
+  its CallSid, so the worker only follows it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+import asyncpg
+
+from api.calls import queries
+from api.calls.service import CALL_WORK
+from tenancy.clock import utcnow
+from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.due import schedule_due
+from tenancy.errors import APIError
+
+log = logging.getLogger("switchboard.calls.inbound")
+
+# A call already on the line is first looked at by the worker this much later.
+FOLLOW_AFTER = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class InboundCall:
+    sub_account_id: uuid.UUID
+    call_id: uuid.UUID
+    contact_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class Ringing:
+    """One call to our number: who rang, which number, through which carrier."""
+
+    from_number: str
+    to_number: str
+    provider: str
+    provider_call_id: str | None = None
+
+
+async def ring_sandbox(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number: str,
+                       to_number: str) -> InboundCall:
+    """The sandbox rings `to_number` of the sub-account with a call from `from_number`.
+
+    404 when the sub-account does not hold `to_number`, 409 `phone_number_unassigned` when no
+    agent answers it, 409 `agent_inactive` when its agent takes no calls."""
+    tenant = await fetch_one_or_404(pool, queries.SELECT_ACTIVE_SUB_ACCOUNT, sub_account_id,
+                                    what="sub-account")
+    async with tenant_transaction(pool, tenant["schema_name"]) as conn:
+        return await _record(conn, sub_account_id,
+                             Ringing(from_number, to_number, "sandbox"))
+
+
+async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
+                        agent_id: uuid.UUID | None) -> InboundCall | None:
+    """Twilio's voice webhook for one of our numbers (whose VoiceUrl names `agent_id`): the
+    call it rings, recorded once per CallSid (a retried webhook finds the same call); None when
+    no agent answers the number."""
+    owner = await number_owner(pool, ringing.to_number, agent_id)
+    if owner is None:
+        return None
+    sub_account_id, schema = owner
+    async with tenant_transaction(pool, schema) as conn:
+        known = await conn.fetchrow(queries.SELECT_CALL_BY_PROVIDER_ID, ringing.provider,
+                                    ringing.provider_call_id)
+        if known is not None:
+            return InboundCall(sub_account_id, known["id"], known["contact_id"])
+        try:
+            return await _record(conn, sub_account_id, ringing)
+        except APIError as exc:
+            log.info("inbound call to %s not answered: %s", ringing.to_number, exc.code)
+            return None
+
+
+async def number_owner(pool: asyncpg.Pool, phone_number: str,
+                       agent_id: uuid.UUID | None) -> tuple[uuid.UUID, str] | None:
+    """The active sub-account holding `phone_number` (assigned to `agent_id` when given), and
+    its schema; None when none does, or when several do and nothing tells them apart.
+
+    Without the control schema's number directory (CONTRACT 9), which makes a number unique
+    platform-wide, every active sub-account is asked in turn; the directory replaces this walk
+    with one lookup."""
+    holders = []
+    for tenant in await pool.fetch(queries.SELECT_ACTIVE_SUB_ACCOUNTS):
+        async with tenant_transaction(pool, tenant["schema_name"]) as conn:
+            held = await conn.fetchrow(queries.SELECT_HELD_NUMBER, phone_number)
+        if held is not None and agent_id in (None, held["agent_id"]):
+            holders.append((tenant["id"], tenant["schema_name"]))
+    if len(holders) != 1:
+        if holders:
+            log.warning("inbound call to %s: %d sub-accounts hold it", phone_number, len(holders))
+        return None
+    return holders[0]
+
+
+async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                  ringing: Ringing) -> InboundCall:
+    number = await fetch_one_or_404(conn, queries.SELECT_NUMBER_AND_AGENT, ringing.to_number,
+                                    what="phone number")
+    if number["agent_id"] is None:
+        raise APIError(409, "phone_number_unassigned",
+                       "the number is not assigned to an agent, so no one answers it")
+    if not number["agent_active"] or await conn.fetchval(queries.LOCK_AGENT,
+                                                         number["agent_id"]) is None:
+        raise APIError(409, "agent_inactive", "the number's agent is inactive and takes no calls")
+    contact_id = await conn.fetchval(queries.UPSERT_CALLER, ringing.from_number)
+    on_the_line = ringing.provider_call_id is not None
+    call_id = await conn.fetchval(
+        queries.INSERT_INBOUND_CALL, contact_id, number["agent_id"], number["id"],
+        ringing.from_number, ringing.to_number, ringing.provider,
+        "ringing" if on_the_line else "queued", ringing.provider_call_id,
+        utcnow() if on_the_line else None)
+    await schedule_due(conn, sub_account_id, CALL_WORK, call_id,
+                       utcnow() + (FOLLOW_AFTER if on_the_line else timedelta(0)))
+    return InboundCall(sub_account_id, call_id, contact_id)

@@ -1,0 +1,40 @@
+"""SQL of inbound calls (api/calls/inbound.py)."""
+
+SELECT_ACTIVE_SUB_ACCOUNT = """
+SELECT id, schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'
+"""
+
+SELECT_ACTIVE_SUB_ACCOUNTS = """
+SELECT id, schema_name FROM control.sub_accounts WHERE status = 'active' ORDER BY created_at, id
+"""
+
+SELECT_HELD_NUMBER = """
+SELECT id, agent_id FROM phone_numbers WHERE phone_number = $1 AND is_active
+"""
+
+# KEY SHARE on the agent: a deletion either sees this call or finds the agent in use.
+SELECT_NUMBER_AND_AGENT = """
+SELECT n.id, n.phone_number, n.provider, n.agent_id, a.is_active AS agent_active
+FROM phone_numbers AS n LEFT JOIN agents AS a ON a.id = n.agent_id AND a.deleted_at IS NULL
+WHERE n.phone_number = $1 AND n.is_active
+FOR KEY SHARE OF n
+"""
+
+LOCK_AGENT = "SELECT id FROM agents WHERE id = $1 AND deleted_at IS NULL FOR KEY SHARE"
+
+UPSERT_CALLER = """
+INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_call')
+ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
+RETURNING id
+"""
+
+SELECT_CALL_BY_PROVIDER_ID = """
+SELECT id, contact_id FROM calls WHERE provider = $1 AND provider_call_id = $2
+"""
+
+INSERT_INBOUND_CALL = """
+INSERT INTO calls (contact_id, agent_id, phone_number_id, from_number, to_number, provider,
+                   direction, status, provider_call_id, started_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'inbound', $7, $8, $9)
+RETURNING id
+"""

@@ -1,8 +1,8 @@
 """Regenerate the agent's background ambience beds (voice/ambience/*.wav).
 
 Run by hand when a bed changes; the WAVs are committed. Each is 8 s of mono 16-bit PCM at
-8 kHz (the runtime's output rate, the telephone's), looped under the agent's voice by Pipecat's SoundfileMixer,
-about -30 dBFS RMS: heard, never louder than the voice. Synthesised (no recordings with
+8 kHz (the runtime's output rate, the telephone's), looped under the agent's voice by Pipecat's
+SoundfileMixer, about -30 dBFS RMS: heard, never louder than the voice. Synthesised (no recordings with
 licences to track): shaped noise with the events that make each room recognisable.
 """
 
@@ -44,7 +44,8 @@ def babble(rng: np.random.Generator, voices: int) -> np.ndarray:
         pitch = rng.uniform(100, 220)
         voiced = np.sign(np.sin(2 * np.pi * pitch * t)) * 0.3 + coloured_noise(rng, 1.0) * 0.7
         syllables = np.clip(np.sin(2 * np.pi * rng.uniform(3, 5) * t + rng.uniform(0, 6)), 0, None)
-        phrases = np.clip(np.sin(2 * np.pi * rng.uniform(0.15, 0.3) * t + rng.uniform(0, 6)), 0, None)
+        phrase_rate = rng.uniform(0.15, 0.3)
+        phrases = np.clip(np.sin(2 * np.pi * phrase_rate * t + rng.uniform(0, 6)), 0, None)
         total += voiced * syllables * phrases
     return total
 

@@ -2,8 +2,9 @@
 
 Run by hand when a bed changes; the WAVs are committed. Each is 8 s of mono 16-bit PCM at
 8 kHz (the runtime's output rate, the telephone's), looped under the agent's voice by Pipecat's
-SoundfileMixer, about -30 dBFS RMS: heard, never louder than the voice. Synthesised (no recordings with
-licences to track): shaped noise with the events that make each room recognisable.
+SoundfileMixer, about -30 dBFS RMS: heard, never louder than the voice. Synthesised (no
+recordings with licences to track): shaped noise with the events that make each room
+recognisable.
 """
 
 from __future__ import annotations

@@ -45,6 +45,10 @@ TRACKING_GRACE = timedelta(minutes=10)
 # How long after the carrier reports the end of a call the runtime answered we wait for the
 # runtime's own record of it.
 RUNTIME_GRACE = timedelta(seconds=60)
+# A sub-account without a plan, or whose plan says nothing, has this many calls at once.
+DEFAULT_MAX_CONCURRENT_CALLS = 10
+# How soon a call waiting for a free place looks again.
+SLOT_POLL = timedelta(seconds=1)
 
 CALL_COLUMNS = """
 id, contact_id, agent_id, from_number, to_number, status, started_at, ended_at,
@@ -111,6 +115,21 @@ SET status = $2, started_at = COALESCE($3, started_at), ended_at = COALESCE($4, 
     recording_key = $12, updated_at = now()
 WHERE id = $1 AND status IN ('queued', 'ringing', 'in_progress')
 RETURNING {CALL_COLUMNS}
+"""
+
+LOCK_CALL_PLACES = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+
+SELECT_MAX_CONCURRENT_CALLS = """
+SELECT p.max_concurrent_calls
+FROM control.sub_accounts AS s LEFT JOIN control.plans AS p ON p.id = s.plan_id
+WHERE s.id = $1
+"""
+
+# Calls on the line, and calls queued before this one (oldest first).
+COUNT_CALLS_AHEAD = """
+SELECT count(*) FROM calls
+WHERE status IN ('ringing', 'in_progress')
+   OR (status = 'queued' AND (created_at, id) < ($1, $2))
 """
 
 RECORD_CHARGE = "UPDATE calls SET billed_minutes = $2, cost = $3 WHERE id = $1"
@@ -235,6 +254,8 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
         # The provider that holds the caller ID places the call and reports on it.
         provider = providers.get(call["provider"])
         if call["status"] == "queued":
+            if not await _place_free(conn, sub_account_id, call):
+                return utcnow() + SLOT_POLL
             try:
                 provider_call_id = await provider.place_call(
                     carrier_call(call, sub_account_id))
@@ -256,12 +277,26 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
     started = call["started_at"] or call["created_at"]
     if utcnow() - started > timedelta(minutes=call["max_duration"]) + TRACKING_GRACE:
         await finish_call(TenantScope(pool, sub_account_id, schema), call_id,
-                          CallState("failed", error="the call's outcome never arrived"))
+                          CallState("failed", ended_reason="failed",
+                                    error="voice_unavailable: the call's outcome never arrived"))
         return None
     if state is not None:
         async with tenant_transaction(pool, schema) as conn:
             await conn.execute(MARK_PROGRESS, call_id, state.status, state.started_at)
     return _poll_after(started)
+
+
+async def _place_free(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                      call: asyncpg.Record) -> bool:
+    """Whether the queued call may be placed now: the sub-account has fewer calls on the line
+    than its plan's max_concurrent_calls, counting the older queued calls first (CONTRACT 6).
+
+    A transaction lock per sub-account makes the count and the placing one step, so two workers
+    never both take the last place."""
+    await conn.execute(LOCK_CALL_PLACES, f"calls:{sub_account_id}")
+    limit = await conn.fetchval(SELECT_MAX_CONCURRENT_CALLS, sub_account_id)
+    taken = await conn.fetchval(COUNT_CALLS_AHEAD, call["created_at"], call["id"])
+    return bool(taken < (limit or DEFAULT_MAX_CONCURRENT_CALLS))
 
 
 def carrier_call(call: asyncpg.Record, sub_account_id: uuid.UUID) -> OutboundCall:

@@ -45,6 +45,10 @@ from integrations.telephony.sandbox_media import (
 log = logging.getLogger("switchboard.telephony.sandbox")
 # The contacts on the line in this process (a reference keeps each task alive).
 _CONTACTS: set[asyncio.Task[None]] = set()
+# How calls whose line closed ended, as this process saw them: the fallback the worker records
+# when the runtime never reached it, or left the call without writing its end (CONTRACT 6).
+_LINE_CLOSED: dict[str, tuple[float, CallState]] = {}
+LINE_CLOSED_KEEP_SECONDS = 3600
 
 FAILING_SUFFIX = "0199"
 DEFAULT_AREA_CODES = ("201", "212", "305", "312", "404", "415", "503", "512", "617", "702", "718",
@@ -120,17 +124,26 @@ class SandboxTelephony:
                 custom_parameters={**call.stream_parameters,
                                    "answered_by": answered_by_for(script)},
                 max_seconds=call.max_duration_seconds + 30)
-            task = asyncio.create_task(self._contact(session))
+            task = asyncio.create_task(self._contact(session, provider_call_id))
             _CONTACTS.add(task)
             task.add_done_callback(_CONTACTS.discard)
         return provider_call_id
 
-    async def _contact(self, session: ContactSession) -> None:
+    async def _contact(self, session: ContactSession, provider_call_id: str) -> None:
         try:
             await run_contact(stream_url(self.voice_url), session)
-        except TelephonyError as exc:  # the runtime is down: the call is followed to `failed`
+            error = "voice_unavailable: the voice runtime left the call without its record"
+        except TelephonyError as exc:  # the runtime is down: the call fails at once
             log.warning("sandbox contact of %s could not reach the runtime: %s",
                         session.call_sid, exc)
+            error = f"voice_unavailable: {exc}"
+        now = time.time()
+        for key in [k for k, (at, _) in _LINE_CLOSED.items()
+                    if now - at > LINE_CLOSED_KEEP_SECONDS]:
+            del _LINE_CLOSED[key]
+        _LINE_CLOSED[provider_call_id] = (now, CallState(
+            "failed", ended_at=datetime.fromtimestamp(now, UTC), ended_reason="failed",
+            error=error))
 
     async def call_state(self, provider_call_id: str) -> CallState:
         try:
@@ -148,6 +161,9 @@ class SandboxTelephony:
                 return CallState("ringing", started_at=started_at)
             return CallState("failed", started_at=started_at, ended_reason="no_answer",
                              error="provider_error: nobody answered")
+        closed = _LINE_CLOSED.get(provider_call_id)
+        if closed is not None:
+            return closed[1]
         # A connected call is the runtime's to end and record.
         return CallState("in_progress", started_at=started_at)
 

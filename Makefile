@@ -32,13 +32,13 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy tenancy api jobs integrations cli
+	$(BIN)/mypy tenancy api jobs integrations cli voice
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy tenancy api jobs integrations cli
+	$(BIN)/mypy tenancy api jobs integrations cli voice
 	$(BIN)/lint-imports
 
 bench: $(STAMP)

@@ -9,6 +9,7 @@ import datetime
 import gc
 import json
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -190,6 +191,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from tenancy.migrate import run_cli
     from tenancy.secrets_ops import ensure_dev_secrets
 
+    # Links the API hands out (recordings, tracking) point at this dev server unless set.
+    os.environ.setdefault("SWITCHBOARD_PUBLIC_URL", f"http://127.0.0.1:{args.port}")
+    get_settings.cache_clear()
     ensure_dev_secrets(get_settings().data_dir)
     database_url, redis_url = _urls()
     if run_cli(session_url(database_url), 2, None) != 0:
@@ -197,25 +201,54 @@ def cmd_dev(args: argparse.Namespace) -> int:
     settings = get_settings()
 
     async def main() -> None:
-        await _ensure_demo(database_url, args.port, settings.data_dir)
+        demo = await _ensure_demo(database_url, args.port, settings.data_dir)
         stop = _shutdown_event()
         from voice.logs import route_pipecat_logs
 
         route_pipecat_logs(logging.getLogger().level)
+        from cli import dev_voice
         from voice.app import serve_voice
 
-        voice_host, voice_port = _voice_address(settings)
-        await asyncio.gather(_serve_api(args.host, args.port, stop),
-                             _run_worker(database_url, redis_url, stop),
-                             serve_voice(settings, database_url, voice_host, voice_port, stop))
+        voice_settings = settings
+        if not dev_voice.wants_real_vendors():
+            vendors = await dev_voice.start_fake_vendors()
+            get_settings.cache_clear()
+            voice_settings = get_settings()
+            print(f"fake LLM and speech vendors (a stand-in; {dev_voice.REAL_VENDORS}=true for "
+                  f"real ones) at {vendors.origin}", file=sys.stderr)
+        voice_host, voice_port = _voice_address(voice_settings)
+        work = [_serve_api(args.host, args.port, stop),
+                _run_worker(database_url, redis_url, stop),
+                serve_voice(voice_settings, database_url, voice_host, voice_port, stop)]
+        if demo is not None:
+            work.append(_announce_demo_call(args.port, *demo))
+        await asyncio.gather(*work)
 
     print(f"DATABASE_URL={database_url}\nREDIS_URL={redis_url}", file=sys.stderr)
     asyncio.run(main())
     return 0
 
 
-async def _ensure_demo(database_url: str, port: int, data_dir: Any) -> None:
-    """On first start, a demo organisation and sub-account with their keys printed once."""
+async def _announce_demo_call(port: int, sub_account_id: uuid.UUID,
+                              organisation_id: uuid.UUID, sub_key: str) -> None:
+    """The demo agent, number and contact, then the curl that places a first sandbox call."""
+    from cli.dev_voice import make_demo_agent
+
+    try:
+        curl = await make_demo_agent(f"http://127.0.0.1:{port}", sub_account_id,
+                                     organisation_id, sub_key)
+    except (RuntimeError, OSError) as exc:
+        print(f"the demo agent could not be made: {exc}", file=sys.stderr)
+        return
+    print("\nA demo agent with a sandbox number, and a contact who answers; call them:\n"
+          f"  {curl}\n  then GET /webhooks/inbound/calls/<call_id> with the same key for the "
+          "transcript and recording.\n", file=sys.stderr)
+
+
+async def _ensure_demo(database_url: str, port: int,
+                       data_dir: Any) -> tuple[uuid.UUID, uuid.UUID, str] | None:
+    """On first start, a demo organisation and sub-account with their keys printed once; their
+    ids and the sub-account key (None when the demo data already existed)."""
     from tenancy.db import create_pool
     from tenancy.organisations import create_organisation
     from tenancy.principals import insert_key
@@ -225,7 +258,7 @@ async def _ensure_demo(database_url: str, port: int, data_dir: Any) -> None:
     try:
         if await pool.fetchval("SELECT count(*) FROM control.organisations") > 0:
             print("demo data exists; keys were printed on first start", file=sys.stderr)
-            return
+            return None
         organisation_id, agency_key = await create_organisation(pool, "Demo Agency")
         result = await provision_sub_account(
             pool, organisation_id,
@@ -244,6 +277,7 @@ async def _ensure_demo(database_url: str, port: int, data_dir: Any) -> None:
         f"  curl -H 'x-api-key: {sub_key}' http://127.0.0.1:{port}/webhooks/inbound/team-users\n",
         file=sys.stderr,
     )
+    return result["sub_account_id"], organisation_id, sub_key
 
 
 

@@ -156,3 +156,50 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_dev_prints_a_call_that_works_without_vendor_keys(servers, empty_database,
+                                                          tmp_path) -> None:
+    """The README's first call: dev's banner curl places a sandbox call that is a conversation
+    through the fake vendors, with a transcript and a recording at the link it shows."""
+    port = free_port()
+    direct = servers.direct_url.rsplit("/", 1)[0] + "/" + empty_database.rsplit("/", 1)[1]
+    env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DIRECT_DATABASE_URL=direct,
+               SWITCHBOARD_DATA_DIR=str(tmp_path),
+               SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{free_port()}")
+    for name in [key for key in env if key.endswith("_BASE_URL")] + ["SWITCHBOARD_PUBLIC_URL"]:
+        env.pop(name, None)
+    log = tmp_path / "dev.stderr"
+    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=log.open("wb"))
+    try:
+        deadline = time.monotonic() + 120
+        while not (found := re.search(r"curl -X POST -H 'x-api-key: (\S+)' .* -d '(\{.*\})' "
+                                      r"(\S+/call)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        key, body, url = found.groups()
+        headers = {"x-api-key": key}
+        placed = httpx.post(url, content=body, timeout=10,
+                            headers={**headers, "content-type": "application/json"})
+        assert placed.status_code == 200, placed.text
+        call_url = f"http://127.0.0.1:{port}/webhooks/inbound/calls/{placed.json()['call_id']}"
+        for _ in range(600):
+            call = httpx.get(call_url, headers=headers, timeout=10).json()["call"]
+            if call["status"] in ("completed", "failed"):
+                break
+            time.sleep(0.2)
+        assert call["status"] == "completed", call
+        assert call["transcript"].splitlines()[:3] == [
+            "Contact: Hello?", "Agent: Hi, this is Sam from Demo Agency. Do you have a minute?",
+            "Contact: Yes, I have a minute."]
+        recording = httpx.get(call["recording_url"], timeout=10)
+        assert recording.status_code == 200
+        assert recording.headers["content-type"] == "audio/wav"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()

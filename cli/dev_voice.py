@@ -1,0 +1,83 @@
+"""`switchboard dev`'s voice set-up (CONTRACT 9): the fake vendors as a stand-in for the LLM and
+speech vendors, and a demo agent, number and contact so a first sandbox call needs no vendor key.
+
+The fake vendors run in the dev process; every SWITCHBOARD_<VENDOR>_BASE_URL points at them
+unless SWITCHBOARD_DEV_REAL_VENDORS=true (then the settings, or the vendors' public APIs, apply
+and the sub-account needs real keys). The demo agent is made through the API, as a user would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any
+
+import httpx
+
+from voice.fake_vendors import FakeVendors
+
+REAL_VENDORS = "SWITCHBOARD_DEV_REAL_VENDORS"
+# A number of the sandbox's person script (CONTRACT 6): it says "Hello?" and answers each turn.
+DEMO_CONTACT_PHONE = "+14155552671"
+DEMO_PROMPT = ("You are Sam, a friendly assistant for Demo Agency. Keep every answer to one "
+               "short sentence.")
+
+
+def wants_real_vendors() -> bool:
+    return os.environ.get(REAL_VENDORS, "").strip().lower() in ("1", "true", "yes")
+
+
+async def start_fake_vendors() -> FakeVendors:
+    """The fake vendors on a free loopback port, and this process's settings pointed at them."""
+    vendors = FakeVendors()
+    await vendors.start("127.0.0.1", 0)
+    os.environ.update(vendors.env)
+    return vendors
+
+
+async def make_demo_agent(base_url: str, sub_account_id: uuid.UUID, organisation_id: uuid.UUID,
+                          sub_key: str) -> str:
+    """A placeholder OpenAI key, an agent with a purchased number, a contact; the curl that
+    calls the contact (for the banner)."""
+    headers = {"x-api-key": sub_key}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
+        await _ready(http)
+        await _ok(http.put("/webhooks/inbound/integrations/openai",
+                           json={"api_key": "sk-placeholder-for-the-fake-vendors"}))
+        agent = await _ok(http.post("/functions/v1/crm-api/create-agent", json={
+            "name": "Demo agent", "voice_id": "openai/alloy", "max_duration": 5,
+            "temperature": 0.7, "silence_timeout": 10, "voice_activity_timeout": 700,
+            "llm_model": "gpt-4o-mini", "language": "en-US", "background_noise": False,
+            "voicemail_detection": False, "backcchanneling": False, "webhook": False,
+            "recording": True, "prompt": DEMO_PROMPT,
+            "first_message": "Hi, this is Sam from Demo Agency. Do you have a minute?",
+            "organization_id": str(organisation_id), "sub_account_id": str(sub_account_id)}))
+        number = await _ok(http.post("/webhooks/inbound/phone-numbers/purchase", json={}))
+        number_id = number["phone_number"]["id"]
+        await _ok(http.post(f"/webhooks/inbound/phone-numbers/{number_id}/agent",
+                            json={"agent_id": agent["id"]}))
+        contact = await _ok(http.post("/webhooks/inbound/contacts", json={
+            "name": "Demo Contact", "phone": DEMO_CONTACT_PHONE}))
+    return (f"curl -X POST -H 'x-api-key: {sub_key}' -H 'content-type: application/json' "
+            f"-d '{{\"agent_id\": \"{agent['id']}\"}}' "
+            f"{base_url}/webhooks/inbound/contacts/{contact['contact_id']}/call")
+
+
+async def _ready(http: httpx.AsyncClient) -> None:
+    for _ in range(300):
+        try:
+            if (await http.get("/healthz")).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the API did not come up for the demo agent")
+
+
+async def _ok(request: Any) -> Any:
+    response = await request
+    if response.status_code >= 300:
+        raise RuntimeError(f"demo set-up: {response.request.url.path} answered "
+                           f"{response.status_code}: {response.text[:300]}")
+    return response.json()

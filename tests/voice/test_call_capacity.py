@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.calls.test_calls import place, wait_for_end
 from tests.conftest import running_worker
 from tests.factories import create_plan, make_contact, make_tenant
 from tests.helpers import closed_port
 from tests.voice.test_call_scripts import MACHINE, PERSON, ready, stored
+
+pytestmark = pytest.mark.voice_e2e
 
 # An answering machine's greeting and beep, then the message: a call of about seven seconds.
 LEAVE_A_MESSAGE = {"voicemail_detection": True, "voicemail_type": "leave_message",

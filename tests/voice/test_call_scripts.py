@@ -9,9 +9,13 @@ import json
 import secrets
 from typing import Any
 
+import pytest
+
 from tests.calls.test_calls import place, wait_for_end
 from tests.factories import BASE, assign, import_number, make_agent, make_contact
 from tests.helpers import tenant_sql
+
+pytestmark = pytest.mark.voice_e2e
 
 REPLY = "Great, thank you for your time."
 PERSON, TALKATIVE, MACHINE, SILENT, NO_ANSWER, BUSY = (

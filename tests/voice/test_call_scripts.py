@@ -5,14 +5,18 @@ through the fake vendors, and recorded, charged and reported as the contact live
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import secrets
+import wave
 from typing import Any
+from urllib.parse import urlsplit
 
+import numpy as np
 import pytest
 
 from tests.calls.test_calls import place, wait_for_end
-from tests.factories import BASE, assign, import_number, make_agent, make_contact
+from tests.factories import BASE, CONTACTS, assign, connect, import_number, make_agent
 from tests.helpers import tenant_sql
 
 pytestmark = pytest.mark.voice_e2e
@@ -36,7 +40,11 @@ async def call_through(client: Any, tenant: Any, phone: str, agent_id: str | Non
                        **agent: Any) -> dict[str, Any]:
     """The agent (a new one unless given) calls a contact at `phone`: the call once ended."""
     agent_id = agent_id or await ready(client, tenant, **agent)
-    contact_id = await make_contact(client, tenant, phone=phone)
+    # The sub-account's contact at that number (a second call finds the first's contact).
+    response = await client.post(CONTACTS, json={"name": "Ada Lovelace", "phone": phone},
+                                 headers=tenant.headers)
+    assert response.status_code in (200, 201), await response.get_data(as_text=True)
+    contact_id = (await response.get_json())["contact_id"]
     response = await place(client, tenant, contact_id, agent_id)
     assert response.status_code == 200, await response.get_data(as_text=True)
     return await wait_for_end(client, tenant, (await response.get_json())["call_id"])
@@ -196,3 +204,70 @@ async def test_a_vendor_that_fails_ends_the_call_failed_with_the_reason(
     record = await stored(pool, tenant, call["id"])
     assert call["status"] == "failed" and record["ended_reason"] == "failed"
     assert record["error"].startswith("llm_error")
+
+
+# --- each agent field's effect (CONTRACT 6) ------------------------------------------------------
+
+
+async def test_voice_activity_timeout_decides_whether_a_pause_ends_the_turn(
+        client, pool, tenant, worker, vendors) -> None:
+    # The talkative contact pauses 300 ms inside each sentence. The call is cut at 12 s: its
+    # "Hello?" and its first sentence (from about 4.6 s).
+    async def transcriptions(pause_ms: int) -> int:
+        vendors.reset()
+        await call_through(client, tenant, TALKATIVE, voice_activity_timeout=pause_ms,
+                           backcchanneling=False, max_duration=0.2)
+        return len(vendors.requests_for(kind="stt"))
+
+    # 100 ms: the pause ends the turn, the sentence is transcribed in two halves.
+    assert await transcriptions(100) >= 3
+    # 700 ms: the pause is part of the turn, transcribed once.
+    assert await transcriptions(700) == 2
+
+
+async def test_backchanneling_acknowledges_a_long_turn_without_answering_it(
+        client, pool, tenant, worker, vendors) -> None:
+    async def spoken(backchanneling: bool) -> list[str]:
+        vendors.reset()
+        await call_through(client, tenant, TALKATIVE, backcchanneling=backchanneling,
+                           voice_activity_timeout=700, max_duration=0.2)
+        return [r.answer for r in vendors.requests_for(kind="tts")]
+
+    with_it = await spoken(True)
+    assert any(text in ("Mm-hmm.", "I see.", "Right.") for text in with_it)
+    assert not any(text in ("Mm-hmm.", "I see.", "Right.") for text in await spoken(False))
+
+
+async def test_background_ambience_is_under_the_agents_side_of_the_recording(
+        client, pool, tenant, worker, vendors) -> None:
+    async def first_second(background: dict[str, Any]) -> float:
+        call = await call_through(client, tenant, SILENT, silence_timeout=1, **background)
+        link = urlsplit(call["recording_url"])
+        response = await client.get(f"{link.path}?{link.query}")
+        with wave.open(io.BytesIO(await response.get_data())) as wav:
+            frames = wav.readframes(int(wav.getframerate() * 0.8))
+        samples = np.frombuffer(frames, dtype="<i2").astype(np.float64)
+        return float(np.sqrt(np.mean(samples * samples)))
+
+    # Before the agent's first words (after a second of silence), only the bed is heard.
+    assert await first_second({"background_noise": True, "background_type": "cafe"}) > 100
+    assert await first_second({"background_noise": False}) < 5
+
+
+async def test_anthropic_deepgram_and_elevenlabs_are_asked_in_their_own_formats(
+        client, pool, tenant, worker, vendors) -> None:
+    for provider in ("anthropic", "deepgram", "elevenlabs"):
+        await connect(client, tenant, provider)
+    call = await call_through(client, tenant, PERSON, llm_model="claude-3.5-haiku",
+                              transcriber="deepgram", voice_id="elevenlabs/EXAVITQu4vr4xnSDxMaL",
+                              temperature=0.2, prompt="Be brief.")
+    assert call["status"] == "completed"
+    chats = vendors.requests_for(vendor="anthropic", kind="llm")
+    assert chats and {c.body["model"] for c in chats} == {"claude-3-5-haiku-latest"}
+    assert {c.body["temperature"] for c in chats} == {0.2}
+    assert all("Be brief." in str(c.body["system"]) for c in chats)
+    assert [r.answer for r in vendors.requests_for(vendor="deepgram", kind="stt")][:2] == [
+        "Hello?", "Yes, I have a minute."]
+    voices = vendors.requests_for(vendor="elevenlabs", kind="tts")
+    assert voices and all("EXAVITQu4vr4xnSDxMaL" in r.path for r in voices)
+    assert not vendors.requests_for(vendor="openai")

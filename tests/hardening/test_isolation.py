@@ -265,6 +265,9 @@ ROUTES: dict[str, Entry] = {
     "/webhooks/providers/sandbox/sms/<sub_account_id>": Entry(
         "token", status=401, reason="signed by the provider, no API key: a signature made for "
                                     "one sub-account never verifies for another"),
+    "/webhooks/providers/sandbox/calls/<sub_account_id>": Entry(
+        "token", status=401, reason="signed by the provider, no API key: a signature made for "
+                                    "one sub-account never verifies for another"),
     "/docs/assets/<path:name>": Entry("exempt", reason="static Swagger UI files, no tenant data"),
     "/static/<path:filename>": Entry("exempt", reason="Quart's static folder, no tenant data"),
 }
@@ -435,21 +438,25 @@ async def test_genuine_tracking_token_shows_nothing_of_the_sub_account(
     assert not [value for value in _b_values(tenant_second) if value in text]
 
 
-async def test_sandbox_sms_signed_for_another_sub_account_is_refused(
-        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+@pytest.mark.parametrize(("kind", "body"), [
+    ("sms", {"from": "+14155550149", "body": "x", "message_id": "SMX"}),
+    ("calls", {"from": "+14155550149", "to": "+14155550123"})])
+async def test_sandbox_webhook_signed_for_another_sub_account_is_refused(
+        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant, kind: str,
+        body: dict[str, str]) -> None:
     from api.conversations.signing import HEADER, sign
 
-    raw = json.dumps({"from": "+14155550149", "body": "x", "message_id": "SMX"}).encode()
+    raw = json.dumps(body).encode()
     before = await snapshot(pool, tenant_second)
     for signature in (sign(tenant.id, raw), "v1=" + "0" * 64, None):
         headers = {"Content-Type": "application/json"}
         if signature:
             headers[HEADER] = signature
-        response = await client.post(f"/webhooks/providers/sandbox/sms/{tenant_second.id}",
+        response = await client.post(f"/webhooks/providers/sandbox/{kind}/{tenant_second.id}",
                                      data=raw, headers=headers)
         text = await response.get_data(as_text=True)
         assert response.status_code == ROUTES[
-            "/webhooks/providers/sandbox/sms/<sub_account_id>"].status, text
+            f"/webhooks/providers/sandbox/{kind}/<sub_account_id>"].status, text
         assert not [value for value in _b_values(tenant_second) - {str(tenant_second.id)}
                     if value in text]
     assert await snapshot(pool, tenant_second) == before

@@ -1,5 +1,6 @@
 """deploy/: the Kubernetes manifests pass the Kubernetes schemas, compose.yaml and the Dockerfile
-say what deploy/README.md promises. No container engine runs here: they are parsed and checked."""
+say what deploy/README.md promises, and every setting of the voice runtime is in the examples and
+the README. No container engine runs here: they are parsed and checked."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+from tenancy.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
 K8S_VERSIONS = ["1.29", kubernetes_validate.utils.latest_version()]
 APP_UID = 10001
 PLACEHOLDER = re.compile(r"change-?me|placeholder|example", re.IGNORECASE)
@@ -20,6 +24,12 @@ SECRET_NAME = re.compile(r"PASSWORD|SECRET|PEPPER|TOKEN|API_KEY", re.IGNORECASE)
 # ${VAR}, ${VAR:?message} or ${VAR:-} (empty default): supplied by the operator, never the file.
 OPERATOR_SUPPLIED = re.compile(r"^\$\{[A-Z_]+(:\?[^}]*|:-)?\}$")
 URL_PASSWORD = re.compile(r"://[^:/@\s]+:([^@\s]+)@")
+# How long the voice runtime lets running calls go on after SIGTERM (hypercorn's graceful_timeout).
+VOICE_GRACE = int(re.search(r"graceful_timeout = (\d+)",
+                            (ROOT / "voice" / "app.py").read_text()).group(1))  # type: ignore[union-attr]
+# The settings calls and the voice runtime added (CONTRACT 6, 9): each is in the examples.
+CALL_SETTINGS = re.compile(r"^(SWITCHBOARD_(VOICE|RECORDINGS|SANDBOX_WEBHOOK|[A-Z]+_BASE_URL)"
+                           r"|TWILIO_)")
 
 
 # --- Kubernetes -------------------------------------------------------------------------------
@@ -104,7 +114,7 @@ def test_pods_read_the_configmap_and_secret_that_exist_and_share_one_image() -> 
     config = _one("ConfigMap", "switchboard-config")
     secret = _one("Secret", "switchboard-secrets")
     pods = [_one("Deployment", "switchboard-api"), _one("Deployment", "switchboard-worker"),
-            _one("Job", "switchboard-migrate")]
+            _one("Deployment", "switchboard-voice"), _one("Job", "switchboard-migrate")]
     images = set()
     for pod in pods:
         container = pod["spec"]["template"]["spec"]["containers"][0]
@@ -128,6 +138,48 @@ def test_configmap_holds_no_secret() -> None:
     assert not [key for key, value in config.items() if URL_PASSWORD.search(value)]
 
 
+def _pod_spec(kind: str, name: str) -> dict[str, Any]:
+    return _one(kind, name)["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def test_voice_deployment_probes_health_and_outlasts_the_call_grace() -> None:
+    voice = _one("Deployment", "switchboard-voice")
+    container = _container(voice)
+    assert container["args"] == ["voice", "--host", "0.0.0.0", "--port", "8100"]
+    assert container["ports"] == [{"name": "http", "containerPort": 8100}]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert {"cpu", "memory"} <= set(container["resources"]["requests"])
+    pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[0] == "sleep"
+    # SIGKILL only after the preStop wait and the runtime's own grace for running calls.
+    pod = voice["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] > int(pre_stop[1]) + VOICE_GRACE
+    assert pod["securityContext"]["runAsUser"] == APP_UID
+    # Through PgBouncer, like the API (no LISTEN session).
+    assert _database_url_source(container) == "DATABASE_URL"
+
+
+def test_voice_service_carries_the_websocket_where_the_worker_dials() -> None:
+    service = _one("Service", "switchboard-voice")
+    voice = _one("Deployment", "switchboard-voice")
+    assert service["spec"]["selector"] == voice["spec"]["selector"]["matchLabels"]
+    [port] = service["spec"]["ports"]
+    assert port["targetPort"] == "http"
+    config = _one("ConfigMap", "switchboard-config")["data"]
+    assert config["SWITCHBOARD_VOICE_URL"] == f"ws://switchboard-voice:{port['port']}"
+    assert config["SWITCHBOARD_VOICE_PUBLIC_URL"].startswith("https://")
+
+
+def test_api_and_voice_pods_share_a_recordings_store() -> None:
+    config = _one("ConfigMap", "switchboard-config")["data"]
+    # Each pod has its own /tmp: files written by a voice pod would never reach the API's.
+    assert config["SWITCHBOARD_RECORDINGS"] == "s3"
+    assert config["SWITCHBOARD_RECORDINGS_S3_BUCKET"]
+    secret = _one("Secret", "switchboard-secrets")["stringData"]
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(secret)
+
+
 # --- compose ----------------------------------------------------------------------------------
 
 
@@ -144,21 +196,23 @@ def _environment(service: dict[str, Any]) -> dict[str, str]:
 
 def test_compose_has_every_service_with_a_healthcheck() -> None:
     services = _compose()["services"]
-    assert set(services) == {"postgres", "redis", "pgbouncer", "migrate", "api", "worker"}
-    for name in ("postgres", "redis", "pgbouncer", "api", "worker"):
+    assert set(services) == {"postgres", "redis", "pgbouncer", "migrate", "api", "worker",
+                             "voice"}
+    for name in ("postgres", "redis", "pgbouncer", "api", "worker", "voice"):
         check = services[name]["healthcheck"]
         assert check.get("disable") is not True and check["test"], name
     assert "/healthz" in json.dumps(services["api"]["healthcheck"]["test"])
+    assert "8100/health'" in json.dumps(services["voice"]["healthcheck"]["test"])
     # The image's HEALTHCHECK probes HTTP, which the one-shot migration does not serve.
     assert services["migrate"]["healthcheck"] == {"disable": True}
 
 
-def test_compose_runs_migrate_to_completion_before_api_and_worker() -> None:
+def test_compose_runs_migrate_to_completion_before_api_worker_and_voice() -> None:
     services = _compose()["services"]
     assert services["migrate"]["command"][0] == "migrate"
     assert services["migrate"]["restart"] == "no"
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    for name in ("api", "worker"):
+    for name in ("api", "worker", "voice"):
         depends = services[name]["depends_on"]
         assert depends["migrate"]["condition"] == "service_completed_successfully", name
         assert depends["redis"]["condition"] == "service_healthy", name
@@ -181,8 +235,32 @@ def test_compose_api_uses_pgbouncer_in_transaction_mode_and_worker_goes_direct()
     assert "@postgres:5432/" in _environment(services["api"])["SWITCHBOARD_DIRECT_DATABASE_URL"]
 
 
+def test_compose_voice_runs_the_runtime_the_worker_dials() -> None:
+    services = _compose()["services"]
+    voice = services["voice"]
+    assert voice["command"] == ["voice", "--host", "0.0.0.0", "--port", "8100"]
+    assert _environment(services["worker"])["SWITCHBOARD_VOICE_URL"] == "ws://voice:8100"
+    assert "@pgbouncer:" in _environment(voice)["DATABASE_URL"]
+    assert voice["depends_on"]["pgbouncer"]["condition"] == "service_healthy"
+    # The worker signs the call tokens the runtime checks.
+    assert _environment(voice)["SWITCHBOARD_KEY_PEPPER"] == \
+        _environment(services["worker"])["SWITCHBOARD_KEY_PEPPER"]
+    assert {"SWITCHBOARD_VOICE_PUBLIC_URL", "TWILIO_AUTH_TOKEN"} <= set(_environment(voice))
+    grace = voice["stop_grace_period"]
+    assert grace.endswith("s") and int(grace[:-1]) > VOICE_GRACE
+
+
+def test_compose_api_worker_and_voice_share_the_recordings_volume() -> None:
+    services = _compose()["services"]
+    for name in ("api", "worker", "voice"):
+        environment = _environment(services[name])
+        assert environment["SWITCHBOARD_RECORDINGS"] == "${SWITCHBOARD_RECORDINGS:-file}", name
+        assert f"recordings:{environment['SWITCHBOARD_DATA_DIR']}" in services[name]["volumes"]
+    assert "recordings" in _compose()["volumes"]
+
+
 def test_compose_builds_the_dockerfile_from_the_repository_root() -> None:
-    for name in ("migrate", "api", "worker"):
+    for name in ("migrate", "api", "worker", "voice"):
         build = _compose()["services"][name]["build"]
         assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == \
             (DEPLOY / "Dockerfile").resolve()
@@ -262,3 +340,52 @@ def test_dockerfile_runs_as_a_non_root_user_with_a_healthcheck_and_entrypoint() 
     assert [json.loads(args) for args in entrypoint] == [["switchboard"]]
     command = [json.loads(args) for keyword, args in runtime if keyword == "CMD"]
     assert command[-1][:3] == ["serve", "--host", "0.0.0.0"]
+
+
+def test_dockerfile_installs_the_cli_and_the_voice_runtime() -> None:
+    builder = _stages()[0]
+    copies = {args.split()[0] for keyword, args in builder if keyword == "COPY"}
+    assert {"cli", "voice"} <= copies
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    assert {"!cli/**", "!voice/**"} <= set(ignore)
+    assert any("voice/ambience" in args for keyword, args in builder if keyword == "RUN")
+
+
+# --- settings in the examples and the README ----------------------------------------------------
+
+
+def _aliases() -> list[str]:
+    return [field.alias for field in Settings.model_fields.values() if field.alias]
+
+
+def test_every_call_setting_is_in_the_compose_and_kubernetes_examples() -> None:
+    compose = (DEPLOY / "compose.yaml").read_text() + (DEPLOY / ".env.example").read_text()
+    k8s = "".join(path.read_text() for path in sorted((DEPLOY / "k8s").glob("*.yaml")))
+    settings = [alias for alias in _aliases() if CALL_SETTINGS.match(alias)]
+    assert len(settings) >= 16
+    assert [s for s in settings if s not in compose] == []
+    assert [s for s in settings if s not in k8s] == []
+
+
+def _readme_names() -> set[str]:
+    """Every variable the README's settings tables name; `_SUFFIX` after a full name in the
+    same cell is short for that name with its last parts replaced."""
+    names: set[str] = set()
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        cell = line.split("|")[1]
+        full: list[str] = []
+        for token in re.findall(r"`([A-Z0-9_*]+)`", cell):
+            if token.startswith("_") and full:
+                parts = full[-1].split("_")
+                names.update("_".join(parts[:n]) + token for n in range(1, len(parts)))
+            else:
+                full.append(token)
+                names.add(token)
+    return names
+
+
+def test_every_setting_is_in_the_readme() -> None:
+    documented = _readme_names()
+    assert [alias for alias in _aliases() if alias not in documented] == []

@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     # included, reach its Media Streams WebSocket, and the http(s) base a real carrier is given.
     voice_url: str = Field(default="ws://127.0.0.1:8100", alias="SWITCHBOARD_VOICE_URL")
     voice_public_url: str | None = Field(default=None, alias="SWITCHBOARD_VOICE_PUBLIC_URL")
+    # On SIGTERM the voice runtime takes no new call and gives running ones this long to end.
+    voice_shutdown_grace_seconds: float = Field(
+        default=600, ge=0, le=86_400, alias="SWITCHBOARD_VOICE_SHUTDOWN_GRACE_SECONDS")
     # Twilio's auth token checks the X-Twilio-Signature of its webhooks; its voice webhook is
     # TWILIO_VOICE_URL, by default voice_public_url + /voice/twilio/twiml (CONTRACT 9).
     twilio_auth_token: str | None = Field(default=None, alias="TWILIO_AUTH_TOKEN")

@@ -69,7 +69,7 @@ async def serve_voice(settings: Settings, database_url: str, host: str, port: in
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None
-    # On SIGTERM running calls get this long to finish (CONTRACT 9: deploy).
-    config.graceful_timeout = 600
+    # On SIGTERM no new call is taken; running calls get this long to finish (CONTRACT 9).
+    config.graceful_timeout = settings.voice_shutdown_grace_seconds
     await serve(build_voice_app(settings, database_url), config,  # type: ignore[arg-type]
                 shutdown_trigger=stop.wait)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,8 @@ SECRET_NAME = re.compile(r"PASSWORD|SECRET|PEPPER|TOKEN|API_KEY", re.IGNORECASE)
 # ${VAR}, ${VAR:?message} or ${VAR:-} (empty default): supplied by the operator, never the file.
 OPERATOR_SUPPLIED = re.compile(r"^\$\{[A-Z_]+(:\?[^}]*|:-)?\}$")
 URL_PASSWORD = re.compile(r"://[^:/@\s]+:([^@\s]+)@")
-# How long the voice runtime lets running calls go on after SIGTERM (hypercorn's graceful_timeout).
-VOICE_GRACE = int(re.search(r"graceful_timeout = (\d+)",
-                            (ROOT / "voice" / "app.py").read_text()).group(1))  # type: ignore[union-attr]
+# How long the voice runtime lets running calls go on after SIGTERM, by default.
+VOICE_GRACE = int(Settings.model_fields["voice_shutdown_grace_seconds"].default)
 # The settings calls and the voice runtime added (CONTRACT 6, 9): each is in the examples.
 CALL_SETTINGS = re.compile(r"^(SWITCHBOARD_(VOICE|RECORDINGS|SANDBOX_WEBHOOK|[A-Z]+_BASE_URL)"
                            r"|TWILIO_)")
@@ -348,7 +348,11 @@ def test_dockerfile_installs_the_cli_and_the_voice_runtime() -> None:
     assert {"cli", "voice"} <= copies
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
     assert {"!cli/**", "!voice/**"} <= set(ignore)
-    assert any("voice/ambience" in args for keyword, args in builder if keyword == "RUN")
+    # The ambience beds and the sandbox's recordings are package data: the wheel carries them.
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]
+    assert package_data["voice"] == ["ambience/*.wav"]
+    assert package_data["integrations"] == ["telephony/sandbox_audio/*"]
 
 
 # --- settings in the examples and the README ----------------------------------------------------

@@ -8,6 +8,7 @@ import asyncio
 import io
 import json
 import secrets
+import uuid
 import wave
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +16,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
+from tenancy.call_tokens import stream_parameters
+from tenancy.settings import get_settings
 from tests.calls.test_calls import place, wait_for_end
 from tests.factories import BASE, CONTACTS, assign, connect, import_number, make_agent
 from tests.helpers import tenant_sql
@@ -271,3 +274,24 @@ async def test_anthropic_deepgram_and_elevenlabs_are_asked_in_their_own_formats(
     voices = vendors.requests_for(vendor="elevenlabs", kind="tts")
     assert voices and all("EXAVITQu4vr4xnSDxMaL" in r.path for r in voices)
     assert not vendors.requests_for(vendor="openai")
+
+
+async def test_the_voice_process_logs_no_secret(client, pool, tenant, worker, vendors,
+                                                voice_runtime) -> None:
+    """The runtime's whole output over a call that succeeds and one whose vendor refuses the
+    key: no vendor key, call token, pepper or secrets key in it (CONTRACT 9)."""
+    agent_id = await ready(client, tenant)
+    key = f"sk-{secrets.token_hex(16)}"
+    assert (await client.put(f"{BASE}/integrations/openai", json={"api_key": key},
+                             headers=tenant.headers)).status_code == 200
+    first = await call_through(client, tenant, PERSON, agent_id)
+    vendors.configure(failures={"openai.llm": 401})
+    second = await call_through(client, tenant, PERSON, agent_id)
+    assert (first["status"], second["status"]) == ("completed", "failed")
+    settings = get_settings()
+    tokens = {stream_parameters(settings, tenant.id, uuid.UUID(call["id"]))["token"]
+              for call in (first, second)}
+    output = voice_runtime.log.read_text(errors="replace")
+    assert "Pipecat" in output or "Running on" in output, "expected the runtime's own output"
+    values = {key, settings.key_pepper, *(settings.secrets_key or "").split(","), *tokens}
+    assert not sorted(value for value in values if value and value in output)

@@ -64,7 +64,7 @@ from pipecat.turns.user_stop.speech_timeout_user_turn_stop_strategy import (
 )
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from api.calls import service as calls
 from integrations.telephony import CallState
@@ -88,6 +88,9 @@ PIPELINE_RATE = 8000
 FRAME_SECONDS = 0.02
 SILENT_FRAME = bytes(int(PIPELINE_RATE * FRAME_SECONDS) * 2)
 LAST_WORDS_SECONDS = 5.0
+# A stream names its call in its first messages, soon after it opens.
+START_MESSAGES = 10
+START_SECONDS = 10.0
 # The background beds (scripts/make_ambience.py), mixed at this share under the agent's voice.
 AMBIENCE = {path.stem: path for path in (Path(__file__).parent / "ambience").glob("*.wav")}
 AMBIENCE_VOLUME = 0.3  # how long the transcriber gets for words said while hanging up
@@ -110,18 +113,25 @@ class StreamStart:
 
 
 async def read_start(websocket: WebSocket) -> StreamStart | None:
-    """The Media Streams `connected` and `start` messages; None when the stream ends first."""
-    for _ in range(10):
-        message = json.loads(await websocket.receive_text())
-        event = message.get("event")
-        if event == "start":
-            start = message.get("start") or {}
-            parameters = start.get("customParameters") or {}
-            return StreamStart(str(message.get("streamSid") or start.get("streamSid")),
-                               str(start.get("callSid", "")), str(start.get("accountSid", "")),
-                               {str(k): str(v) for k, v in parameters.items()})
-        if event == "stop":
-            return None
+    """The Media Streams `connected` and `start` messages; None when the stream ends first, or
+    when what arrives is not Media Streams (the connection is then refused, not an error)."""
+    try:
+        for _ in range(START_MESSAGES):
+            message = json.loads(await asyncio.wait_for(websocket.receive_text(),
+                                                        START_SECONDS))
+            event = message.get("event")
+            if event == "start":
+                start = message.get("start") or {}
+                parameters = start.get("customParameters") or {}
+                return StreamStart(str(message.get("streamSid") or start.get("streamSid")),
+                                   str(start.get("callSid", "")),
+                                   str(start.get("accountSid", "")),
+                                   {str(k): str(v) for k, v in parameters.items()})
+            if event == "stop":
+                return None
+    except (WebSocketDisconnect, TimeoutError, ValueError, KeyError, TypeError, AttributeError,
+            RuntimeError):
+        return None
     return None
 
 
@@ -182,6 +192,8 @@ class CallRuntime:
     async def handle(self, websocket: WebSocket) -> None:
         start = await read_start(websocket)
         if start is None:
+            with contextlib.suppress(Exception):
+                await websocket.close(code=1008)
             return
         call_id = start.parameters.get("call_id", "")
         sub_account_id = start.parameters.get("sub_account_id", "")
@@ -190,7 +202,7 @@ class CallRuntime:
             log.warning("media stream refused: bad token for call %s", call_id[:40])
             await websocket.close(code=1008)
             return
-        tenant = uuid.UUID(sub_account_id)
+        tenant = uuid.UUID(sub_account_id)  # the token signed it: a UUID of ours
         schema = await self.pool.fetchval(SELECT_SCHEMA, tenant)
         if schema is None:
             await websocket.close(code=1008)

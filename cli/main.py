@@ -221,7 +221,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 _run_worker(database_url, redis_url, stop),
                 serve_voice(voice_settings, database_url, voice_host, voice_port, stop)]
         if demo is not None:
-            work.append(_announce_demo_call(args.port, *demo))
+            work.append(_announce_demo_call(args.port, stop, *demo))
         await asyncio.gather(*work)
 
     print(f"DATABASE_URL={database_url}\nREDIS_URL={redis_url}", file=sys.stderr)
@@ -229,15 +229,27 @@ def cmd_dev(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _announce_demo_call(port: int, sub_account_id: uuid.UUID,
+async def _announce_demo_call(port: int, stop: asyncio.Event, sub_account_id: uuid.UUID,
                               organisation_id: uuid.UUID, sub_key: str) -> None:
-    """The demo agent, number and contact, then the curl that places a first sandbox call."""
+    """The demo agent, number and contact, then the curl that places a first sandbox call.
+    A stop signal before it is done abandons it (the API it talks to is going away)."""
+    import httpx
+
     from cli.dev_voice import make_demo_agent
 
+    making = asyncio.ensure_future(make_demo_agent(f"http://127.0.0.1:{port}", sub_account_id,
+                                                   organisation_id, sub_key))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([making, stopping], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not making.done():
+        making.cancel()
+        print("stopped before the demo agent was made (make one through the API)",
+              file=sys.stderr)
+        return
     try:
-        curl = await make_demo_agent(f"http://127.0.0.1:{port}", sub_account_id,
-                                     organisation_id, sub_key)
-    except (RuntimeError, OSError) as exc:
+        curl = making.result()
+    except (RuntimeError, OSError, httpx.HTTPError) as exc:
         print(f"the demo agent could not be made: {exc}", file=sys.stderr)
         return
     print("\nA demo agent with a sandbox number, and a contact who answers; call them:\n"

@@ -173,7 +173,7 @@ class _Earpiece:
         kept = []
         for start, samples in self.segments:
             if start < now:
-                kept.append((start, samples[: int(round((now - start) * SAMPLE_RATE))]))
+                kept.append((start, samples[: int((now - start) * SAMPLE_RATE)]))
         self.segments = kept
         self.play_end = min(self.play_end, now)
         self.last_speech_end = min(self.last_speech_end, now)

@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import asyncpg
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
@@ -72,7 +71,14 @@ from tenancy.call_tokens import token_valid
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings
 from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
-from voice.vendors import AgentVoice, VendorMissing, llm_service, stt_service, tts_service
+from voice.vendors import (
+    AgentVoice,
+    VendorMissing,
+    llm_service,
+    stt_service,
+    tts_service,
+    vendor_session,
+)
 
 log = logging.getLogger("switchboard.voice")
 
@@ -240,7 +246,7 @@ class CallRuntime:
             return
         agent = AgentVoice(call["llm_model"], float(call["temperature"]), call["prompt"] or "",
                            call["language"], call["voice_id"], call["transcriber"])
-        async with aiohttp.ClientSession() as http:
+        async with vendor_session() as http:
             tts = tts_service(self.settings, agent, keys, http)
             if machine:
                 await self._leave_message(websocket, start, call, tts, conversation)

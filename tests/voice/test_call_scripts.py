@@ -13,8 +13,10 @@ import wave
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from integrations.telephony.sandbox import SandboxTelephony
 from tenancy.call_tokens import stream_parameters
@@ -250,6 +252,35 @@ async def test_the_contact_cutting_in_stops_the_agent_at_once(client, pool, tena
     contact_lines = [text for role, text in said(record["messages"]) if role == "contact"]
     assert contact_lines == ["Hello?", "Yes, I have a minute.", "That sounds good.",
                              "Thank you, goodbye."]
+
+
+async def voice_metrics(voice_runtime: Any) -> dict[str, float]:
+    """The runtime's /metrics samples, by name and labels."""
+    url = voice_runtime.url.replace("ws://", "http://") + "/metrics"
+    async with httpx.AsyncClient(timeout=5) as http:
+        page = (await http.get(url)).text
+    return {f"{sample.name}{sorted(sample.labels.items())}": sample.value
+            for family in text_string_to_metric_families(page) for sample in family.samples}
+
+
+async def test_the_runtime_counts_calls_and_times_each_response_at_its_metrics(
+        client, pool, tenant, worker, vendors, voice_runtime) -> None:
+    before = await voice_metrics(voice_runtime)
+    vendors.configure(llm_first_token_ms=200)
+    call = await call_through(client, tenant, PERSON)
+    assert call["status"] == "completed"
+    after = await voice_metrics(voice_runtime)
+
+    def grew(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    assert grew("switchboard_voice_calls_total[('ended_reason', 'customer_hangup')]") == 1
+    # Three responses (to "Hello?", "Yes, I have a minute." and "That sounds good."), each
+    # after the model's 200 ms and within the second.
+    assert grew("switchboard_voice_response_seconds_count[]") == 3
+    assert grew("switchboard_voice_response_seconds_bucket[('le', '0.1')]") == 0
+    assert grew("switchboard_voice_response_seconds_bucket[('le', '1.0')]") == 3
+    assert after["switchboard_voice_calls_active[]"] == 0
 
 
 # --- each agent field's effect (CONTRACT 6) ------------------------------------------------------

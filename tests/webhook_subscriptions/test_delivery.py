@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from integrations.webhooks import new_secret
+from tenancy.clock import iso
 from tenancy.db import tenant_transaction
 from tests.factories import SUBSCRIPTIONS, emit_event, emit_target, subscribe
-from tenancy.clock import iso
 from tests.helpers import attempts, deliveries, due_rows, next_attempt_delay, stored_events
 from tests.receiver import signature_valid
 

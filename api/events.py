@@ -8,8 +8,9 @@ transaction.
   explicit target that no subscription backs, such as an agent's post-call webhook; `secret` is
   the target's signing secret (`whsec_<base64>`, see `integrations.webhooks.new_secret`).
   Returns the delivery id.
+- `emit_again(conn, delivery_id)`: a new delivery of what an earlier one carried (a replay).
 
-Both must run inside `tenant_transaction(...)`: the event, the deliveries and their entries in the
+All must run inside `tenant_transaction(...)`: the event, the deliveries and their entries in the
 durable scheduler commit (or roll back) with the caller's change, and the worker sends them only
 after commit. Every delivery carries the Standard Webhooks body `{type, timestamp, data}` and the
 event's id as its message id (`webhook-id`, shared by every target, kept across retries and
@@ -57,6 +58,15 @@ VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id, next_attempt_at
 """
 
+# The same message (id, body) to the same target, as a delivery of its own.
+INSERT_DELIVERY_AGAIN = """
+INSERT INTO webhook_deliveries
+    (subscription_id, target_url, target_secret, agent_id, event_type, message_id, body)
+SELECT subscription_id, target_url, target_secret, agent_id, event_type, message_id, body
+FROM webhook_deliveries WHERE id = $1
+RETURNING id, next_attempt_at
+"""
+
 SELECT_SUB_ACCOUNT = "SELECT id FROM control.sub_accounts WHERE schema_name = current_schema()"
 
 
@@ -82,6 +92,14 @@ async def emit_to(conn: asyncpg.Connection, event: Event, url: str, secret: str,
     """Queue one delivery of `event` to `url`, signed with `secret` (same transaction)."""
     row = await conn.fetchrow(INSERT_TARGET_DELIVERY, url, secrets.encrypt(secret), agent_id,
                               event.type, event.id, event.body)
+    await _schedule(conn, [row])
+    return row["id"]  # type: ignore[no-any-return]
+
+
+async def emit_again(conn: asyncpg.Connection, delivery_id: uuid.UUID) -> uuid.UUID:
+    """Queue a new delivery of what `delivery_id` carried, to its target (same transaction); it
+    is signed afresh when sent, with the same message id."""
+    row = await conn.fetchrow(INSERT_DELIVERY_AGAIN, delivery_id)
     await _schedule(conn, [row])
     return row["id"]  # type: ignore[no-any-return]
 

@@ -24,6 +24,7 @@ from api.companies.routes import blueprint as companies_routes
 from api.contacts.routes import blueprint as contacts_routes
 from api.conversations.routes import blueprint as conversations_routes
 from api.custom_fields.routes import blueprint as custom_fields_routes
+from api.event_log.routes import blueprint as event_log_routes
 from api.events import DELIVERY_KIND
 from api.integrations.routes import blueprint as integrations_routes
 from api.invoices.routes import blueprint as invoices_routes
@@ -57,6 +58,7 @@ BLUEPRINTS = [
     contacts_routes,
     conversations_routes,
     custom_fields_routes,
+    event_log_routes,
     integrations_routes,
     invoices_routes,
     notes_routes,

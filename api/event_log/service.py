@@ -132,4 +132,6 @@ async def _with_attempts(conn: asyncpg.Connection,
     for row in rows:
         attempts[row["delivery_id"]].append(
             {key: row[key] for key in ("at", "status_code", "error", "duration_ms")})
-    return [{**item, "attempts": attempts[item["id"]]} for item in items]
+    return [{"id": item["id"], "event_id": item["event_id"], "event_type": item["event_type"],
+             "status": item["status"], "attempts": attempts[item["id"]],
+             "next_attempt_at": item["next_attempt_at"]} for item in items]

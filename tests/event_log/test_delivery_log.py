@@ -227,7 +227,8 @@ async def test_agent_log_of_an_unknown_or_deleted_agent_is_404(client, pool, ten
     [delivery] = await deliveries(pool, tenant)
     response = await client.delete(f"{BASE}/agents/{agent_id}", headers=tenant.headers)
     assert response.status_code == 200
-    for path in (f"{BASE}/agents/{agent_id}/deliveries", f"{BASE}/agents/{uuid.uuid4()}/deliveries"):
+    for some_agent in (agent_id, uuid.uuid4()):
+        path = f"{BASE}/agents/{some_agent}/deliveries"
         await expect_error(await client.get(path, headers=tenant.headers), 404, "not_found")
     response = await client.post(redeliver_path(delivery["id"]), headers=tenant.headers)
     await expect_error(response, 409, "delivery_target_inactive")

@@ -59,6 +59,13 @@ async def list_events() -> dict[str, Any]:
     return page_body("events", items, total, limit, offset)
 
 
+async def _delivery_log(log: service.DeliveryLog, owner_id: str) -> dict[str, Any]:
+    owner = parse_uuid(owner_id, "id")
+    limit, offset = pagination(request.args)
+    items, total = await service.list_deliveries(tenant_scope(), log, owner, limit, offset)
+    return page_body("deliveries", items, total, limit, offset)
+
+
 @blueprint.get("/webhook-subscriptions/<subscription_id>/deliveries")
 @tag(["Webhook Subscriptions"])
 @requires(SUB_ACCOUNT)
@@ -66,10 +73,7 @@ async def list_events() -> dict[str, Any]:
 @validate_errors(Error, 400, 404)
 async def list_subscription_deliveries(subscription_id: str) -> dict[str, Any]:
     """List a subscription's deliveries (a deleted one's too), newest first, with attempts."""
-    sub_id = parse_uuid(subscription_id, "id")
-    limit, offset = pagination(request.args)
-    items, total = await service.subscription_deliveries(tenant_scope(), sub_id, limit, offset)
-    return page_body("deliveries", items, total, limit, offset)
+    return await _delivery_log(service.SUBSCRIPTION_LOG, subscription_id)
 
 
 @blueprint.get("/agents/<agent_id>/deliveries")
@@ -79,10 +83,7 @@ async def list_subscription_deliveries(subscription_id: str) -> dict[str, Any]:
 @validate_errors(Error, 400, 404)
 async def list_agent_deliveries(agent_id: str) -> dict[str, Any]:
     """List the deliveries of an agent's post-call webhook, newest first, with attempts."""
-    agent_uuid = parse_uuid(agent_id, "id")
-    limit, offset = pagination(request.args)
-    items, total = await service.agent_deliveries(tenant_scope(), agent_uuid, limit, offset)
-    return page_body("deliveries", items, total, limit, offset)
+    return await _delivery_log(service.AGENT_LOG, agent_id)
 
 
 @blueprint.post("/webhook-deliveries/<delivery_id>/redeliver")

@@ -4,6 +4,7 @@ agent's post-call webhook, and redelivery (the same event, a new delivery)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,24 +34,35 @@ WHERE timestamp > $1 AND ($2::text[] IS NULL OR type = ANY($2)) AND timestamp > 
 DELIVERY_COLUMNS = """id, message_id AS event_id, event_type, status,
 CASE WHEN status = 'pending' THEN next_attempt_at END AS next_attempt_at"""
 
-# A delivery log is the deliveries of one subscription (deleted ones included) or of one agent.
-SELECT_SUBSCRIPTION_DELIVERIES = f"""
+
+
+def _log_queries(owner_column: str) -> tuple[str, str]:
+    """The page and count of one delivery log: the deliveries whose `owner_column` is $1."""
+    page = f"""
 SELECT {DELIVERY_COLUMNS}, count(*) OVER () AS total FROM webhook_deliveries
-WHERE subscription_id = $1
+WHERE {owner_column} = $1
 ORDER BY created_at DESC, id DESC
 LIMIT $2 OFFSET $3
 """
+    return page, f"SELECT count(*) FROM webhook_deliveries WHERE {owner_column} = $1"
 
-COUNT_SUBSCRIPTION_DELIVERIES = "SELECT count(*) FROM webhook_deliveries WHERE subscription_id = $1"
 
-SELECT_AGENT_DELIVERIES = f"""
-SELECT {DELIVERY_COLUMNS}, count(*) OVER () AS total FROM webhook_deliveries
-WHERE agent_id = $1
-ORDER BY created_at DESC, id DESC
-LIMIT $2 OFFSET $3
-"""
+@dataclass(frozen=True)
+class DeliveryLog:
+    """Whose deliveries: a subscription's (deleted ones included), or an agent's (not deleted)."""
 
-COUNT_AGENT_DELIVERIES = "SELECT count(*) FROM webhook_deliveries WHERE agent_id = $1"
+    what: str
+    exists: str
+    page: str
+    count: str
+
+
+SUBSCRIPTION_LOG = DeliveryLog(
+    "webhook subscription", "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE id = $1)",
+    *_log_queries("subscription_id"))
+AGENT_LOG = DeliveryLog(
+    "agent", "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND deleted_at IS NULL)",
+    *_log_queries("agent_id"))
 
 SELECT_DELIVERY = f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = $1"
 
@@ -59,10 +71,6 @@ SELECT delivery_id, attempted_at AS at, status_code, error, duration_ms FROM web
 WHERE delivery_id = ANY($1::uuid[])
 ORDER BY delivery_id, attempt_number
 """
-
-SUBSCRIPTION_EXISTS = "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE id = $1)"
-
-AGENT_EXISTS = "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND deleted_at IS NULL)"
 
 # Whether the delivery's target still takes events: a live subscription, or an agent not deleted.
 SELECT_FOR_REDELIVERY = """
@@ -87,24 +95,14 @@ async def list_events(scope: TenantScope, types: list[str] | None, since: dateti
                                 count_args=window)
 
 
-async def subscription_deliveries(scope: TenantScope, subscription_id: uuid.UUID, limit: int,
-                                  offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_deliveries(scope: TenantScope, log: DeliveryLog, owner_id: uuid.UUID,
+                          limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """A page of the owner's deliveries, newest first, each with its attempts."""
     async with scope.transaction() as conn:
-        if not await conn.fetchval(SUBSCRIPTION_EXISTS, subscription_id):
-            raise not_found("webhook subscription")
-        items, total = await fetch_page(conn, SELECT_SUBSCRIPTION_DELIVERIES,
-                                        COUNT_SUBSCRIPTION_DELIVERIES, subscription_id, limit,
-                                        offset, count_args=(subscription_id,))
-        return await _with_attempts(conn, items), total
-
-
-async def agent_deliveries(scope: TenantScope, agent_id: uuid.UUID, limit: int,
-                           offset: int) -> tuple[list[dict[str, Any]], int]:
-    async with scope.transaction() as conn:
-        if not await conn.fetchval(AGENT_EXISTS, agent_id):
-            raise not_found("agent")
-        items, total = await fetch_page(conn, SELECT_AGENT_DELIVERIES, COUNT_AGENT_DELIVERIES,
-                                        agent_id, limit, offset, count_args=(agent_id,))
+        if not await conn.fetchval(log.exists, owner_id):
+            raise not_found(log.what)
+        items, total = await fetch_page(conn, log.page, log.count, owner_id, limit, offset,
+                                        count_args=(owner_id,))
         return await _with_attempts(conn, items), total
 
 

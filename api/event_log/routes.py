@@ -39,10 +39,11 @@ def _since(args: Any) -> datetime | None:
         return None
     try:
         since = datetime.fromisoformat(raw)
-    except ValueError:
+        # In UTC, where a zone could carry it past year 9999 (or before year 1).
+        return since.astimezone(UTC) if since.tzinfo else since.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         raise _invalid("since", "since must be an ISO 8601 timestamp, such as "
                                 "2026-11-24T10:00:00.000Z") from None
-    return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
 
 
 @blueprint.get("/events")

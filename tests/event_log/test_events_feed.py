@@ -85,6 +85,7 @@ async def test_feed_paginates(client, tenant):
 
 @pytest.mark.parametrize("query", [
     "since=yesterday", "since=", "since=2026-13-01T00:00:00Z", "since=1700000000",
+    "since=9999-12-31T23:59:59-23:59", "since=0001-01-01T00:00:00%2B23:59",
     "type=contact.exploded", "type=", "type=*", "limit=0", "limit=101", "limit=x", "offset=-1",
 ])
 async def test_feed_bad_query_is_400(client, tenant, query):

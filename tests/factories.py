@@ -327,7 +327,7 @@ async def emit_event(pool: asyncpg.Pool, tenant: Any, event_type: str = "contact
 async def emit_target(pool: asyncpg.Pool, tenant: Any, url: str, secret: str,
                       data: dict[str, Any]) -> uuid.UUID:
     async with tenant_transaction(pool, tenant.schema) as conn:
-        return await emit_to(conn, url, secret, "call.completed", data)
+        return await emit_to(conn, await emit(conn, "call.completed", data), url, secret)
 
 
 # --- a sub-account with something of everything (the tenant operations) ------------------------

@@ -25,6 +25,7 @@ import asyncpg
 
 from api.calls import queries
 from api.calls.service import CALL_WORK, place_free
+from api.contacts.service import emit_created
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import schedule_due
@@ -122,7 +123,10 @@ async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
     if not number["agent_active"] or await conn.fetchval(queries.LOCK_AGENT,
                                                          number["agent_id"]) is None:
         raise APIError(409, "agent_inactive", "the number's agent is inactive and takes no calls")
-    contact_id = await conn.fetchval(queries.UPSERT_CALLER, ringing.from_number)
+    caller = await conn.fetchrow(queries.UPSERT_CALLER, ringing.from_number)
+    contact_id = caller["id"]
+    if caller["created"]:
+        await emit_created(conn, sub_account_id, contact_id)
     on_the_line = ringing.provider_call_id is not None
     call_id = await conn.fetchval(
         queries.INSERT_INBOUND_CALL, contact_id, number["agent_id"], number["id"],

@@ -30,9 +30,11 @@ from typing import Any
 
 import asyncpg
 
+from api import events
 from api.campaigns import business_hours
 from api.campaigns.content import message_id, render
 from api.campaigns.mime import CampaignHeaders, message_bytes
+from api.campaigns.service import read_campaign
 from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
@@ -305,6 +307,9 @@ async def _finish(run: Run) -> datetime | None:
         return None
     async with tenant_transaction(run.pool, run.schema) as conn:
         if await conn.fetchval(COMPLETE, run.campaign_id) is not None:
+            await events.emit(conn, "campaign.completed", {
+                "sub_account_id": str(run.sub_account_id),
+                "campaign": await read_campaign(conn, run.campaign_id)})
             log.info("campaign %s completed", run.campaign_id)
             return None
         left = await conn.fetchval(WORK_LEFT, run.campaign_id)

@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from api.contacts.service import emit_created
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
 from integrations.email import (
@@ -86,7 +87,7 @@ WHERE id = $1 AND status = 'active'
 UPSERT_CONTACT_BY_PHONE = """
 INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_sms')
 ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
-RETURNING id
+RETURNING id, xmax = 0 AS created
 """
 
 INSERT_INBOUND = """
@@ -285,7 +286,10 @@ async def receive_sms(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number
     await fetch_one_or_404(pool, SELECT_SUB_ACCOUNT, sub_account_id, what="sub-account")
     schema = schema_name_for(sub_account_id)
     async with tenant_transaction(pool, schema) as conn:
-        contact_id = await conn.fetchval(UPSERT_CONTACT_BY_PHONE, from_number)
+        sender = await conn.fetchrow(UPSERT_CONTACT_BY_PHONE, from_number)
+        contact_id = sender["id"]
+        if sender["created"]:
+            await emit_created(conn, sub_account_id, contact_id)
         row = await conn.fetchrow(INSERT_INBOUND, contact_id, body, provider_message_id)
         duplicate = row is None
         if duplicate:

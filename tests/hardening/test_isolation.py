@@ -203,6 +203,25 @@ async def subscription(client: Any, b: Tenant) -> Record:
     return Record({"subscription_id": sub["id"]}, {sub["id"], url, sub["secret"]} | _b_values(b))
 
 
+async def delivery(client: Any, b: Tenant) -> Record:
+    """A subscription with one finished delivery (of B's contact.created), so only the tenant
+    check can refuse a redelivery."""
+    from tenancy.db import tenant_transaction
+
+    url = f"https://b-{uuid.uuid4().hex[:8]}.example.org/hook"
+    sub = (await _post(client, b, f"{BASE}/webhook-subscriptions",
+                       {"url": url, "events": ["*"]}))["subscription"]
+    person = await contact(client, b)
+    async with tenant_transaction(client.app.config["DB_POOL"], b.schema) as conn:
+        await conn.execute("UPDATE webhook_deliveries SET status = 'delivered'")
+    log = await client.get(f"{BASE}/webhook-subscriptions/{sub['id']}/deliveries",
+                           headers=b.headers)
+    [shown] = (await log.get_json())["deliveries"]
+    return Record({"subscription_id": sub["id"], "delivery_id": shown["id"]},
+                  person.secrets | {sub["id"], url, sub["secret"], shown["id"],
+                                    shown["event_id"]})
+
+
 async def sub_account(client: Any, b: Tenant) -> Record:
     return Record({"sub_account_id": str(b.id)}, _b_values(b))
 
@@ -247,6 +266,10 @@ ROUTES: dict[str, Entry] = {
         worker=True),
     f"{BASE}/smart-lists/<smart_list_id>": Entry("sub_account", smart_list),
     f"{BASE}/webhook-subscriptions/<subscription_id>": Entry("sub_account", subscription),
+    f"{BASE}/webhook-subscriptions/<subscription_id>/deliveries": Entry("sub_account", delivery),
+    f"{BASE}/webhook-deliveries/<delivery_id>/redeliver": Entry(
+        "sub_account", delivery, bodies={"POST": {}}),
+    f"{BASE}/agents/<agent_id>/deliveries": Entry("sub_account", agent),
     f"{BASE}/integrations/<provider>": Entry(
         "exempt", reason="the parameter is a provider name from a fixed list, not a record id; "
                          "each sub-account's connection is its own"),

@@ -31,8 +31,8 @@ from integrations.telephony import (
     TelephonyError,
     TelephonyProvider,
 )
-from tenancy.clock import utcnow
 from tenancy import phone_directory
+from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found

@@ -43,6 +43,9 @@ STATUSES: dict[str, CallStatus] = {
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 VOICE_PATH = "/voice/twilio/twiml"
+# Our webhooks on the API (SWITCHBOARD_PUBLIC_URL): inbound messages, message status callbacks.
+SMS_PATH = "/webhooks/providers/twilio/sms"
+STATUS_PATH = "/webhooks/providers/twilio/status"
 # Twilio's AnsweredBy (MachineDetection) as a call's answered_by (CONTRACT 6, 9).
 ANSWERED_BY = {"human": "human", "unknown": "unknown", "fax": "machine",
                "machine_start": "machine", "machine_end_beep": "machine",
@@ -78,6 +81,11 @@ def default_voice_url(voice_public_url: str | None) -> str | None:
     return f"{parts.scheme}://{parts.netloc}{parts.path}{VOICE_PATH}"
 
 
+def status_callback_url(public_url: str) -> str:
+    """Where Twilio reports an outbound message's status: the API's status webhook."""
+    return public_url.rstrip("/") + STATUS_PATH
+
+
 def _time(value: str | None) -> datetime | None:
     if not value:
         return None
@@ -92,9 +100,11 @@ class TwilioTelephony:
 
     def __init__(self, account_sid: str, auth_token: str, voice_url: str, *,
                  base_url: str = "https://api.twilio.com", country: str = "US",
-                 timeout: float = 10.0, sms_from: str | None = None) -> None:
+                 timeout: float = 10.0, sms_from: str | None = None,
+                 status_callback: str | None = None) -> None:
         self.account_sid = account_sid
         self.sms_from = sms_from
+        self.status_callback = status_callback
         self.voice_url = voice_url
         self.country = country
         self.base_url = base_url.rstrip("/")
@@ -114,7 +124,9 @@ class TwilioTelephony:
         return cls(os.environ["TWILIO_ACCOUNT_SID"], os.environ["TWILIO_AUTH_TOKEN"], voice_url,
                    base_url=os.environ.get("TWILIO_API_BASE_URL", "https://api.twilio.com"),
                    country=os.environ.get("TWILIO_COUNTRY", "US"),
-                   sms_from=os.environ.get("TWILIO_SMS_FROM") or None)
+                   sms_from=os.environ.get("TWILIO_SMS_FROM") or None,
+                   status_callback=status_callback_url(
+                       os.environ.get("SWITCHBOARD_PUBLIC_URL") or "http://127.0.0.1:8000"))
 
     def _path(self, resource: str) -> str:
         return f"/{API_VERSION}/Accounts/{self.account_sid}/{resource}"
@@ -232,8 +244,10 @@ class TwilioTelephony:
         sender = from_number or self.sms_from
         if not sender:
             raise TelephonyError("twilio: no sender number (set TWILIO_SMS_FROM)")
-        sent = await self._request("POST", "Messages.json",
-                                   form={"To": to_number, "From": sender, "Body": body})
+        form = {"To": to_number, "From": sender, "Body": body}
+        if self.status_callback:
+            form["StatusCallback"] = self.status_callback
+        sent = await self._request("POST", "Messages.json", form=form)
         return str(sent["sid"])
 
     async def aclose(self) -> None:

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from api.types import HeaderText, NonBlank, document, when
 
@@ -115,7 +115,14 @@ class UpdateConversationRequest(BaseModel):
     # Only marking read is offered: unread false marks every inbound message read.
     model_config = ConfigDict(extra="forbid")
 
-    unread: Literal[False]
+    unread: StrictBool = Field(json_schema_extra={"const": False})
+
+    @field_validator("unread")
+    @classmethod
+    def only_false(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("only false is accepted: it marks every inbound message read")
+        return value
 
 
 class ConversationUpdated(BaseModel):

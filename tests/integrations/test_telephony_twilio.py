@@ -154,6 +154,22 @@ def test_signature_is_twilios_documented_algorithm():
     assert not signature_valid("12345", [url], params.items(), None)
 
 
+@pytest.mark.parametrize(("caller", "expected"), [
+    # Twilio's security page's worked example (the issue's +12349013030 gives the second value;
+    # GvWf1cFY/Q7PnoempGyD5oXAezc= is the signature for +14158675310, checked here).
+    ("+14158675310", "GvWf1cFY/Q7PnoempGyD5oXAezc="),
+    ("+12349013030", "0/KCTR6DLpKmkAf8muzZqo1nDgQ="),
+])
+def test_signature_matches_twilios_security_page_example(caller, expected):
+    params = {"CallSid": "CA1234567890ABCDE", "Caller": caller, "Digits": "1234",
+              "From": caller, "To": "+18005551212"}
+    url = "https://mycompany.com/myapp.php?foo=1&bar=2"
+    assert signature("12345", url, params.items()) == expected
+    assert signature_valid("12345", [url], params.items(), expected)
+    assert not signature_valid("12345", [url.replace("bar=2", "bar=3")], params.items(),
+                               expected)
+
+
 def test_answered_by_maps_twilios_machine_detection():
     assert [answered_by(value) for value in (
         "human", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax",

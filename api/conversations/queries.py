@@ -26,6 +26,23 @@ SELECT COALESCE(
     (SELECT phone_number FROM phone_numbers WHERE is_active ORDER BY created_at, id LIMIT 1))
 """
 
+# The contact's ($1) conversation, started or moved to the top by a new message.
+CONVERSATION_CTE = """
+conversation AS (
+    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
+    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
+    RETURNING id
+)
+"""
+
+APPEND_MESSAGE = f"""
+WITH {CONVERSATION_CTE}
+INSERT INTO messages
+    (id, conversation_id, direction, sender_type, message_type, subject, content, status,
+     campaign_id, provider_message_id, phone_number)
+SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM conversation
+"""
+
 UPSERT_CONTACT_BY_PHONE = """
 INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_sms')
 ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
@@ -33,12 +50,8 @@ RETURNING id
 """
 
 # Our number is kept only when the sub-account holds it.
-INSERT_INBOUND = """
-WITH conversation AS (
-    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
-    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
-    RETURNING id
-)
+INSERT_INBOUND = f"""
+WITH {CONVERSATION_CTE}
 INSERT INTO messages
     (conversation_id, direction, sender_type, message_type, content, status,
      provider_message_id, phone_number)

@@ -37,20 +37,6 @@ PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
 
 SELECT_REBILLING = "SELECT rebilling FROM control.sub_accounts WHERE id = $1"
 
-APPEND_MESSAGE = """
-WITH conversation AS (
-    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
-    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
-    RETURNING id
-)
-INSERT INTO messages
-    (id, conversation_id, direction, sender_type, message_type, subject, content, status,
-     campaign_id, provider_message_id, phone_number)
-SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM conversation
-RETURNING id, conversation_id, direction, sender_type, message_type, subject, content, status,
-          created_at
-"""
-
 SELECT_CONTACT = "SELECT id, name, email, phone FROM contacts WHERE id = $1"
 
 SELECT_CONTACT_AND_CONVERSATION = """
@@ -99,11 +85,11 @@ async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, dir
                          campaign_id: uuid.UUID | None = None,
                          provider_message_id: str | None = None,
                          message_id: uuid.UUID | None = None,
-                         phone_number: str | None = None) -> asyncpg.Record:
+                         phone_number: str | None = None) -> None:
     """Add a message to the contact's conversation, starting the conversation if need be."""
-    return await conn.fetchrow(APPEND_MESSAGE, contact_id, message_id or uuid.uuid4(), direction,
-                               sender_type, message_type, subject, content, status, campaign_id,
-                               provider_message_id, phone_number)
+    await conn.execute(queries.APPEND_MESSAGE, contact_id, message_id or uuid.uuid4(), direction,
+                       sender_type, message_type, subject, content, status, campaign_id,
+                       provider_message_id, phone_number)
 
 
 def message_view(row: asyncpg.Record) -> dict[str, Any]:

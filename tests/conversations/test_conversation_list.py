@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from api.conversations.signing import HEADER, sign
-from tests.factories import add_contact
+from tests.factories import add_contact, send_message
 from tests.helpers import expect_error, tenant_sql
 
 CONVERSATIONS = "/webhooks/inbound/conversations"
@@ -27,14 +27,6 @@ async def text_in(client, tenant, from_number, body):
                                           HEADER: sign(tenant.id, raw)})
     assert response.status_code == 200, await response.get_data(as_text=True)
     return (await response.get_json())["conversation_id"]
-
-
-async def text_out(client, tenant, contact_id, content):
-    response = await client.post(f"/webhooks/inbound/contacts/{contact_id}/messages",
-                                 json={"message_type": "sms", "content": content},
-                                 headers=tenant.headers)
-    assert response.status_code == 201, await response.get_data(as_text=True)
-    return (await response.get_json())["message"]
 
 
 async def get(client, tenant, path):
@@ -55,7 +47,7 @@ async def test_conversations_are_listed_latest_message_first(client, tenant):
     second = await text_in(client, tenant, "+14155550182", "second")
     contact = (await (await get(client, tenant, CONVERSATIONS)).get_json())[
         "conversations"][1]["contact_id"]
-    await text_out(client, tenant, contact, "a reply to the first, which is now the latest")
+    await send_message(client, tenant, contact, "a reply to the first, which is now the latest")
 
     response = await get(client, tenant, CONVERSATIONS)
 
@@ -74,7 +66,7 @@ async def test_conversations_are_listed_latest_message_first(client, tenant):
 async def test_conversations_filter_by_contact_and_unread(client, tenant):
     unread = await text_in(client, tenant, "+14155550183", "unread")
     contact = await add_contact(client, tenant, phone="+14155550184")
-    only_outbound = (await text_out(client, tenant, contact, "hello"))["conversation_id"]
+    only_outbound = (await send_message(client, tenant, contact, "hello"))["conversation_id"]
 
     by_contact = await (await get(client, tenant, f"{CONVERSATIONS}?contact_id={contact}")
                         ).get_json()
@@ -130,7 +122,7 @@ async def test_conversation_messages_are_newest_first_with_direction_and_status(
     conversation = await text_in(client, tenant, "+14155550186", "question")
     contact = (await (await get(client, tenant, CONVERSATIONS)).get_json())[
         "conversations"][0]["contact_id"]
-    await text_out(client, tenant, contact, "answer")
+    await send_message(client, tenant, contact, "answer")
 
     body = await (await get(client, tenant, f"{CONVERSATIONS}/{conversation}/messages")
                   ).get_json()

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from tenancy.settings import get_settings
-from tests.factories import add_contact, import_number
+from tests.factories import add_contact, import_number, send_message
 from tests.helpers import expect_error, tenant_sql
 from tests.integrations.fake_twilio import FakeTwilio, twilio_app
 from tests.receiver import serving
@@ -107,12 +107,11 @@ async def conversations(client, tenant, query=""):
     return await response.get_json()
 
 
-async def send_sms(client, tenant, contact_id, content="On my way"):
-    response = await client.post(f"/webhooks/inbound/contacts/{contact_id}/messages",
-                                 json={"message_type": "sms", "content": content},
-                                 headers=tenant.headers)
-    assert response.status_code == 201, await response.get_data(as_text=True)
-    return (await response.get_json())["message"]
+async def sent_from_our_number(client, tenant, twilio):
+    """A text sent to CUSTOMER from OURS, the sub-account's one number."""
+    await hold(client, tenant, twilio, OURS)
+    contact = await add_contact(client, tenant, phone=CUSTOMER)
+    return await send_message(client, tenant, contact)
 
 
 # --- inbound ----------------------------------------------------------------------------------
@@ -239,7 +238,7 @@ async def test_outbound_sms_goes_from_the_oldest_number_and_asks_for_status(
     twilio = sending_through
     await hold(client, tenant, twilio, OURS, OURS_NEWER)
     contact = await add_contact(client, tenant, phone=CUSTOMER)
-    message = await send_sms(client, tenant, contact)
+    message = await send_message(client, tenant, contact)
     [sent] = twilio.messages.values()
     assert (sent["from"], sent["to"], sent["status_callback"]) == (OURS, CUSTOMER,
                                                                    STATUS_WEBHOOK)
@@ -253,7 +252,7 @@ async def test_a_reply_goes_from_the_conversations_last_number(client, tenant, s
     await hold(client, tenant, twilio, OURS, OURS_NEWER)
     await twilio.receive_sms(PUBLIC_URL, CUSTOMER, OURS_NEWER, "Hi", client=client)
     contact = (await conversations(client, tenant))["conversations"][0]["contact_id"]
-    await send_sms(client, tenant, contact)
+    await send_message(client, tenant, contact)
     [sent] = [m for m in twilio.messages.values()]
     assert sent["from"] == OURS_NEWER
 
@@ -261,7 +260,7 @@ async def test_a_reply_goes_from_the_conversations_last_number(client, tenant, s
 async def test_without_numbers_the_default_sender_is_used(client, tenant, sending_through):
     twilio = sending_through
     contact = await add_contact(client, tenant, phone=CUSTOMER)
-    await send_sms(client, tenant, contact)
+    await send_message(client, tenant, contact)
     [sent] = twilio.messages.values()
     assert sent["from"] == DEFAULT_SENDER
 
@@ -272,7 +271,7 @@ async def test_status_callbacks_move_forward_only_and_fire_on_change(
     await hold(client, tenant, twilio, OURS)
     await subscribe(client, tenant, receiver, "message.status_updated")
     contact = await add_contact(client, tenant, phone=CUSTOMER)
-    message = await send_sms(client, tenant, contact)
+    message = await send_message(client, tenant, contact)
     sid = message["provider_message_id"]
 
     for status in ("queued", "sent", "delivered", "sent", "delivered", "failed", "undelivered"):
@@ -290,9 +289,7 @@ async def test_status_callbacks_move_forward_only_and_fire_on_change(
 async def test_a_failed_delivery_is_recorded_with_the_carriers_error(client, pool, tenant,
                                                                      sending_through, worker):
     twilio = sending_through
-    await hold(client, tenant, twilio, OURS)
-    contact = await add_contact(client, tenant, phone=CUSTOMER)
-    message = await send_sms(client, tenant, contact)
+    message = await sent_from_our_number(client, tenant, twilio)
     await twilio.report_status(message["provider_message_id"], "undelivered", "30003",
                                client=client)
     [row] = await stored_messages(pool, tenant)
@@ -302,9 +299,7 @@ async def test_a_failed_delivery_is_recorded_with_the_carriers_error(client, poo
 async def test_status_callback_for_an_unknown_message_changes_nothing(client, pool, tenant,
                                                                       sending_through, worker):
     twilio = sending_through
-    await hold(client, tenant, twilio, OURS)
-    contact = await add_contact(client, tenant, phone=CUSTOMER)
-    await send_sms(client, tenant, contact)
+    await sent_from_our_number(client, tenant, twilio)
     params = {"MessageSid": "SM" + uuid.uuid4().hex, "MessageStatus": "delivered",
               "From": OURS, "To": CUSTOMER}
     response = await twilio.post_webhook(STATUS_WEBHOOK, params, client)
@@ -316,9 +311,7 @@ async def test_status_callback_for_an_unknown_message_changes_nothing(client, po
 async def test_forged_status_callback_is_401_and_changes_nothing(client, pool, tenant,
                                                                  sending_through, worker):
     twilio = sending_through
-    await hold(client, tenant, twilio, OURS)
-    contact = await add_contact(client, tenant, phone=CUSTOMER)
-    message = await send_sms(client, tenant, contact)
+    message = await sent_from_our_number(client, tenant, twilio)
     params = twilio.status_params(message["provider_message_id"], "delivered")
     response = await twilio.post_webhook(STATUS_WEBHOOK, params, client,
                                          headers=twilio.signed_headers(SMS_WEBHOOK, params))
@@ -329,6 +322,6 @@ async def test_forged_status_callback_is_401_and_changes_nothing(client, pool, t
 
 async def test_sandbox_sms_ids_look_like_twilios_and_are_sent(client, tenant):
     contact = await add_contact(client, tenant, phone=CUSTOMER)
-    message = await send_sms(client, tenant, contact)
+    message = await send_message(client, tenant, contact)
     assert re.fullmatch(r"SM[0-9a-f]{32}", message["provider_message_id"])
     assert (message["direction"], message["delivery_status"]) == ("outbound", "sent")

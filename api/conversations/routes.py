@@ -109,7 +109,8 @@ async def sandbox_inbound_sms(sub_account_id: str) -> dict[str, Any]:
 
 async def _twilio_fields() -> dict[str, str]:
     """The form Twilio posted, once its X-Twilio-Signature checks out against TWILIO_AUTH_TOKEN
-    and the URL it was given (SWITCHBOARD_PUBLIC_URL + this path); else 401."""
+    and the URL it was given (SWITCHBOARD_PUBLIC_URL + this path); else 401. NUL characters
+    are dropped from the values."""
     raw = await request.get_data(as_text=False)
     assert isinstance(raw, bytes)
     params = parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)
@@ -120,7 +121,8 @@ async def _twilio_fields() -> dict[str, str]:
     if not signature_valid(settings.twilio_auth_token, [url], params,
                            request.headers.get(SIGNATURE_HEADER)):
         raise APIError(401, "invalid_signature", "the provider signature is missing or wrong")
-    return dict(params)
+    # PostgreSQL text cannot hold NUL; the signature was checked over what Twilio sent.
+    return {name: value.replace("\x00", "") for name, value in params}
 
 
 def _twiml() -> Response:

@@ -325,3 +325,12 @@ async def test_sandbox_sms_ids_look_like_twilios_and_are_sent(client, tenant):
     message = await send_message(client, tenant, contact)
     assert re.fullmatch(r"SM[0-9a-f]{32}", message["provider_message_id"])
     assert (message["direction"], message["delivery_status"]) == ("outbound", "sent")
+
+
+async def test_inbound_sms_with_a_nul_in_its_body_is_kept_without_it(client, pool, tenant,
+                                                                     twilio, worker):
+    await hold(client, tenant, twilio, OURS)
+    response = await twilio.receive_sms(PUBLIC_URL, CUSTOMER, OURS, "a\x00b", client=client)
+    assert response.status_code == 200
+    [row] = await stored_messages(pool, tenant)
+    assert row["content"] == "ab"

@@ -17,6 +17,7 @@ from starlette.websockets import WebSocket
 
 from tenancy.db import create_pool
 from tenancy.settings import Settings
+from voice import metrics
 from voice.call import CallRuntime
 from voice.twilio import STREAM_PATH, TWIML_PATH, TwilioBridge
 
@@ -40,9 +41,11 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
         task = asyncio.current_task()
         if task is not None:
             runtime.active.add(task)
+        metrics.CALLS_ACTIVE.inc()
         try:
             await runtime.handle(websocket)
         finally:
+            metrics.CALLS_ACTIVE.dec()
             if task is not None:
                 runtime.active.discard(task)
 
@@ -55,9 +58,13 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
         return JSONResponse({"status": "ok",
                              "calls": len(runtime.active) if runtime else 0})
 
+    async def metrics_page(_request: Request) -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
+
     return Starlette(routes=[WebSocketRoute(STREAM_PATH, stream),
                              Route(TWIML_PATH, twilio_twiml, methods=["POST"]),
-                             Route("/health", health)],
+                             Route("/health", health), Route("/metrics", metrics_page)],
                      lifespan=lifespan)
 
 

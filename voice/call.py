@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import asyncpg
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
@@ -71,8 +70,17 @@ from integrations.telephony import CallState
 from tenancy.call_tokens import token_valid
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings
+from voice import metrics
+from voice.metrics import ResponseTimer
 from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
-from voice.vendors import AgentVoice, VendorMissing, llm_service, stt_service, tts_service
+from voice.vendors import (
+    AgentVoice,
+    VendorMissing,
+    llm_service,
+    stt_service,
+    tts_service,
+    vendor_session,
+)
 
 log = logging.getLogger("switchboard.voice")
 
@@ -190,31 +198,14 @@ class CallRuntime:
         self.active: set[asyncio.Task[Any]] = set()
 
     async def handle(self, websocket: WebSocket) -> None:
-        start = await read_start(websocket)
-        if start is None:
+        admitted = await self._admit(websocket)
+        if admitted is None:
+            metrics.call_ended("refused")
             with contextlib.suppress(Exception):
                 await websocket.close(code=1008)
             return
-        call_id = start.parameters.get("call_id", "")
-        sub_account_id = start.parameters.get("sub_account_id", "")
-        token = start.parameters.get("token", "")
-        if not token_valid(self.settings, sub_account_id, call_id, token):
-            log.warning("media stream refused: bad token for call %s", call_id[:40])
-            await websocket.close(code=1008)
-            return
-        tenant = uuid.UUID(sub_account_id)  # the token signed it: a UUID of ours
-        schema = await self.pool.fetchval(SELECT_SCHEMA, tenant)
-        if schema is None:
-            await websocket.close(code=1008)
-            return
-        answered_by = start.parameters.get("answered_by") or "unknown"
-        if answered_by not in ("human", "machine", "unknown"):
-            answered_by = "unknown"
-        answered = await calls.answer_call(TenantScope(self.pool, tenant, schema),
-                                           uuid.UUID(call_id), answered_by)
-        if answered is None:
-            await websocket.close(code=1008)
-            return
+        start, tenant, schema, answered_by, answered = admitted
+        call_id = start.parameters["call_id"]
         call, keys = answered
         conversation = Conversation()
         try:
@@ -230,6 +221,32 @@ class CallRuntime:
             await self._finish(tenant, schema, uuid.UUID(call_id), call, answered_by,
                                conversation)
 
+    async def _admit(self, websocket: WebSocket) -> tuple[
+            StreamStart, uuid.UUID, str, str, tuple[asyncpg.Record, dict[str, str]]] | None:
+        """The stream's start, tenant, schema, answered_by and answered call when it is one of
+        our calls waiting for the runtime (its token signed by us); else None (refused)."""
+        start = await read_start(websocket)
+        if start is None:
+            return None
+        call_id = start.parameters.get("call_id", "")
+        sub_account_id = start.parameters.get("sub_account_id", "")
+        token = start.parameters.get("token", "")
+        if not token_valid(self.settings, sub_account_id, call_id, token):
+            log.warning("media stream refused: bad token for call %s", call_id[:40])
+            return None
+        tenant = uuid.UUID(sub_account_id)  # the token signed it: a UUID of ours
+        schema = await self.pool.fetchval(SELECT_SCHEMA, tenant)
+        if schema is None:
+            return None
+        answered_by = start.parameters.get("answered_by") or "unknown"
+        if answered_by not in ("human", "machine", "unknown"):
+            answered_by = "unknown"
+        answered = await calls.answer_call(TenantScope(self.pool, tenant, schema),
+                                           uuid.UUID(call_id), answered_by)
+        if answered is None:
+            return None
+        return start, tenant, schema, answered_by, answered
+
     async def _converse(self, websocket: WebSocket, start: StreamStart, call: asyncpg.Record,
                         keys: dict[str, str], answered_by: str,
                         conversation: Conversation) -> None:
@@ -240,7 +257,7 @@ class CallRuntime:
             return
         agent = AgentVoice(call["llm_model"], float(call["temperature"]), call["prompt"] or "",
                            call["language"], call["voice_id"], call["transcriber"])
-        async with aiohttp.ClientSession() as http:
+        async with vendor_session() as http:
             tts = tts_service(self.settings, agent, keys, http)
             if machine:
                 await self._leave_message(websocket, start, call, tts, conversation)
@@ -285,7 +302,7 @@ class CallRuntime:
         stages: list[Any] = [transport.input()]
         if call["backcchanneling"]:
             stages.append(Backchannel(turn_end_seconds=pause))
-        stages += [stt, user, *([first] if first else []),
+        stages += [stt, user, ResponseTimer(str(call["id"])), *([first] if first else []),
                    AfterHangUp(lambda: conversation.line_closed), llm, tts, transport.output(),
                    recorder, assistant]
         worker = _worker(stages)
@@ -375,6 +392,7 @@ class CallRuntime:
                       conversation: Conversation) -> None:
         conversation.end("customer_hangup")
         reason = conversation.ended_reason or "customer_hangup"
+        metrics.call_ended(reason)
         ended = datetime.now(UTC)
         duration = max(1, round(time.monotonic() - conversation.answered_at))
         state = CallState(

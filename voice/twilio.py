@@ -5,7 +5,8 @@ call to our own Media Streams WebSocket, `<Connect><Stream>` with the call's par
   sub_account_id and the token that proves we did); Twilio's AnsweredBy, present when the agent
   has voicemail detection on, becomes `answered_by`.
 - Any other call rang one of our numbers: the number's agent answers it (api/calls/inbound.py);
-  a number no agent answers is rejected.
+  a number no agent answers is rejected. While the sub-account has no free place
+  (max_concurrent_calls) the caller is held: TwiML pauses and asks this webhook again.
 
 Every request must carry a valid `X-Twilio-Signature` (TWILIO_AUTH_TOKEN), else 403.
 """
@@ -39,6 +40,7 @@ TWIML_PATH = "/voice/twilio/twiml"
 STREAM_PATH = "/voice/twilio/stream"
 XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>'
 REJECT = f"{XML_DECLARATION}<Response><Reject /></Response>"
+HOLD_SECONDS = 2
 WS_SCHEMES = {"http": "ws", "https": "wss"}
 
 
@@ -56,6 +58,14 @@ def connect_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
                                     url=stream_url)
     for name, value in parameters.items():
         ElementTree.SubElement(stream, "Parameter", name=name, value=value)
+    return XML_DECLARATION + ElementTree.tostring(response, encoding="unicode")
+
+
+def hold_twiml(url: str) -> str:
+    """Keep the caller on the line a moment, then ask `url` again."""
+    response = ElementTree.Element("Response")
+    ElementTree.SubElement(response, "Pause", length=str(HOLD_SECONDS))
+    ElementTree.SubElement(response, "Redirect", method="POST").text = url
     return XML_DECLARATION + ElementTree.tostring(response, encoding="unicode")
 
 
@@ -91,6 +101,9 @@ class TwilioBridge:
                       else await self._inbound(fields, query.get("agent_id")))
         if parameters is None:
             return Response(REJECT, media_type="application/xml")
+        if isinstance(parameters, str):  # held until the sub-account has a free place
+            return Response(hold_twiml(signed_urls(request, self.settings)[-1]),
+                            media_type="application/xml")
         return Response(connect_twiml(media_stream_url(self.settings), parameters),
                         media_type="application/xml")
 
@@ -105,7 +118,7 @@ class TwilioBridge:
                 "answered_by": answered_by(fields.get("AnsweredBy"))}
 
     async def _inbound(self, fields: Mapping[str, str],
-                       agent: str | None) -> dict[str, str] | None:
+                       agent: str | None) -> dict[str, str] | str | None:
         """The number's VoiceUrl names its agent (the adapter's assign_number), which tells
         apart sub-accounts that hold the same number."""
         caller, number = valid_phone(fields.get("From", "")), valid_phone(fields.get("To", ""))
@@ -120,6 +133,8 @@ class TwilioBridge:
             self.pool, inbound.Ringing(caller, number, "twilio", call_sid), agent_id)
         if call is None:
             return None
+        if call.waiting:
+            return "hold"
         return {"call_id": str(call.call_id), "sub_account_id": str(call.sub_account_id),
                 "token": call_token(self.settings.key_pepper, call.sub_account_id, call.call_id),
                 "answered_by": "unknown"}

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+import anthropic
+import openai
 from anthropic import AsyncAnthropic
 from google.genai.types import HttpOptions
 from pipecat.services.anthropic.llm import AnthropicLLMService
@@ -38,6 +41,54 @@ ANTHROPIC_NAMES = {
 OPENAI_TRANSCRIPTION_MODEL = "gpt-4o-transcribe"
 OPENAI_SPEECH_MODEL = "gpt-4o-mini-tts"
 OPENAI_SPEECH_RATE = 24000
+# A vendor that stops answering ends the call (llm_error, speech_error) instead of holding the
+# line until max_duration: no read from a vendor waits longer than this, and a live call does not
+# retry (the contact would be waiting through each attempt).
+VENDOR_READ_SECONDS = 15.0
+VENDOR_CONNECT_SECONDS = 5.0
+VENDOR_TIMEOUT = openai.Timeout(VENDOR_READ_SECONDS, connect=VENDOR_CONNECT_SECONDS)
+
+
+def vendor_session() -> aiohttp.ClientSession:
+    """The HTTP session of a call's aiohttp-based vendors, with the same bound on a read."""
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
+        total=None, sock_connect=VENDOR_CONNECT_SECONDS, sock_read=VENDOR_READ_SECONDS))
+
+
+def _openai_http() -> openai.DefaultAsyncHttpxClient:
+    return openai.DefaultAsyncHttpxClient(timeout=VENDOR_TIMEOUT)
+
+
+class _Bounded:
+    """An OpenAI-compatible LLM service whose client waits VENDOR_TIMEOUT at most, once."""
+
+    def create_client(self, *args: Any, **kwargs: Any) -> Any:
+        client = super().create_client(*args, **kwargs)  # type: ignore[misc]
+        return client.with_options(timeout=VENDOR_TIMEOUT, max_retries=0)
+
+
+class _OpenAILLM(_Bounded, OpenAILLMService):
+    pass
+
+
+class _DeepSeekLLM(_Bounded, DeepSeekLLMService):
+    pass
+
+
+class _GrokLLM(_Bounded, GrokLLMService):
+    pass
+
+
+class _OpenAISTT(OpenAISTTService):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(http_client=_openai_http(), **kwargs)
+        self._client = self._client.with_options(max_retries=0)
+
+
+class _OpenAITTS(OpenAITTSService):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(http_client=_openai_http(), **kwargs)
+        self._client = self._client.with_options(max_retries=0)
 
 
 class VendorMissing(Exception):
@@ -79,16 +130,16 @@ def llm_service(settings: Settings, agent: AgentVoice, keys: dict[str, str]) -> 
         anthropic_settings = AnthropicLLMService.Settings(
             model=ANTHROPIC_NAMES.get(agent.llm_model, agent.llm_model),
             temperature=agent.temperature, system_instruction=prompt)
-        return AnthropicLLMService(api_key=key, settings=anthropic_settings,
-                                   client=AsyncAnthropic(api_key=key, base_url=base_url,
-                                                         max_retries=0))
+        timeout = anthropic.Timeout(VENDOR_READ_SECONDS, connect=VENDOR_CONNECT_SECONDS)
+        client = AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+        return AnthropicLLMService(api_key=key, settings=anthropic_settings, client=client)
     if vendor == "google":
         google_settings = GoogleLLMService.Settings(
             model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt)
         return GoogleLLMService(api_key=key, settings=google_settings,
-                                http_options=HttpOptions(base_url=base_url))
-    kind: Any = {"deepseek": DeepSeekLLMService, "grok": GrokLLMService}.get(vendor,
-                                                                         OpenAILLMService)
+                                http_options=HttpOptions(
+                                    base_url=base_url, timeout=int(VENDOR_READ_SECONDS * 1000)))
+    kind: Any = {"deepseek": _DeepSeekLLM, "grok": _GrokLLM}.get(vendor, _OpenAILLM)
     return kind(api_key=key, base_url=base_url, settings=kind.Settings(
         model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt))
 
@@ -100,7 +151,7 @@ def stt_service(settings: Settings, agent: AgentVoice, keys: dict[str, str]) -> 
         from voice.deepgram import DeepgramHttpSTTService
         return DeepgramHttpSTTService(api_key=key, base_url=settings.vendor_base_url("deepgram"),
                                       language=agent.language)
-    return OpenAISTTService(api_key=key, base_url=settings.vendor_base_url("openai"),
+    return _OpenAISTT(api_key=key, base_url=settings.vendor_base_url("openai"),
                             settings=OpenAISTTService.Settings(
                                 model=OPENAI_TRANSCRIPTION_MODEL,
                                 language=_language(agent.language)))
@@ -115,13 +166,14 @@ def tts_service(settings: Settings, agent: AgentVoice, keys: dict[str, str],
         return ElevenLabsHttpTTSService(api_key=key, voice_id=voice, aiohttp_session=http,
                                         base_url=base_url)
     if vendor == "cartesia":
-        return CartesiaHttpTTSService(api_key=key, voice_id=voice, base_url=base_url)
+        return CartesiaHttpTTSService(api_key=key, voice_id=voice, base_url=base_url,
+                                      aiohttp_session=http)
     if vendor == "deepgram":
         from pipecat.services.deepgram.tts import DeepgramHttpTTSService
         return DeepgramHttpTTSService(api_key=key, voice=voice, aiohttp_session=http,
                                       base_url=base_url)
     # OpenAI speaks 24 kHz PCM; the output resamples it to the line's rate.
-    return OpenAITTSService(api_key=key, base_url=base_url, sample_rate=OPENAI_SPEECH_RATE,
+    return _OpenAITTS(api_key=key, base_url=base_url, sample_rate=OPENAI_SPEECH_RATE,
                             settings=OpenAITTSService.Settings(
                                 model=OPENAI_SPEECH_MODEL, voice=voice,
                                 language=_language(agent.language)))

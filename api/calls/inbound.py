@@ -7,8 +7,11 @@ one (`service.finish_call`), and the worker follows it meanwhile (`service.advan
 
 - the sandbox carrier's call is written `queued`, so the worker connects it as it places an
   outbound call, the caller playing the script of its own number;
-- a Twilio call is already on the line when its voice webhook arrives: written `ringing` with
-  its CallSid, so the worker only follows it.
+- a Twilio call is already on the line when its voice webhook arrives: written with its
+  CallSid, `ringing` when the sub-account has a free place (max_concurrent_calls), so the worker
+  only follows it; else `queued` and held on the line (`waiting`): Twilio is told to ask again
+  shortly, and the call is connected on the first ask that finds its place free, in the same
+  order as queued outbound calls. A caller who gives up waiting ends `failed`, `no_answer`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from datetime import timedelta
 import asyncpg
 
 from api.calls import queries
-from api.calls.service import CALL_WORK
+from api.calls.service import CALL_WORK, place_free
 from tenancy import phone_directory
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
@@ -39,6 +42,8 @@ class InboundCall:
     sub_account_id: uuid.UUID
     call_id: uuid.UUID
     contact_id: uuid.UUID
+    # On the line but held: the sub-account has no free place for it yet.
+    waiting: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,9 @@ async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
         known = await conn.fetchrow(queries.SELECT_CALL_BY_PROVIDER_ID, ringing.provider,
                                     ringing.provider_call_id)
         if known is not None:
-            return InboundCall(sub_account_id, known["id"], known["contact_id"])
+            waiting = known["status"] == "queued" and not await _connect_held(
+                conn, sub_account_id, known["id"])
+            return InboundCall(sub_account_id, known["id"], known["contact_id"], waiting)
         try:
             return await _record(conn, sub_account_id, ringing)
         except APIError as exc:
@@ -115,9 +122,19 @@ async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
     on_the_line = ringing.provider_call_id is not None
     call_id = await conn.fetchval(
         queries.INSERT_INBOUND_CALL, contact_id, number["agent_id"], number["id"],
-        ringing.from_number, ringing.to_number, ringing.provider,
-        "ringing" if on_the_line else "queued", ringing.provider_call_id,
-        utcnow() if on_the_line else None)
+        ringing.from_number, ringing.to_number, ringing.provider, "queued",
+        ringing.provider_call_id, None)
+    waiting = on_the_line and not await _connect_held(conn, sub_account_id, call_id)
     await schedule_due(conn, sub_account_id, CALL_WORK, call_id,
                        utcnow() + (FOLLOW_AFTER if on_the_line else timedelta(0)))
-    return InboundCall(sub_account_id, call_id, contact_id)
+    return InboundCall(sub_account_id, call_id, contact_id, waiting)
+
+
+async def _connect_held(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                        call_id: uuid.UUID) -> bool:
+    """Whether the queued call on the line takes a free place now (then it is `ringing`)."""
+    call = await conn.fetchrow(queries.SELECT_QUEUED_CALL, call_id)
+    if call is None or not await place_free(conn, sub_account_id, call):
+        return False
+    await conn.execute(queries.MARK_CONNECTED, call_id)
+    return True

@@ -25,7 +25,15 @@ RETURNING id
 """
 
 SELECT_CALL_BY_PROVIDER_ID = """
-SELECT id, contact_id FROM calls WHERE provider = $1 AND provider_call_id = $2
+SELECT id, contact_id, status FROM calls WHERE provider = $1 AND provider_call_id = $2
+"""
+
+SELECT_QUEUED_CALL = """
+SELECT id, created_at FROM calls WHERE id = $1 AND status = 'queued' FOR UPDATE
+"""
+
+MARK_CONNECTED = """
+UPDATE calls SET status = 'ringing', started_at = now(), updated_at = now() WHERE id = $1
 """
 
 INSERT_INBOUND_CALL = """

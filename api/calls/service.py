@@ -247,36 +247,47 @@ def _poll_after(started_at: datetime | None) -> datetime:
 async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
                        sub_account_id: uuid.UUID, call_id: uuid.UUID) -> datetime | None:
     """One step of a call's life; the time to look again, or None once it has ended."""
+    scope = TenantScope(pool, sub_account_id, schema)
     async with tenant_transaction(pool, schema) as conn:
         call = await conn.fetchrow(LOCK_OPEN_CALL, call_id)
         if call is None:
             return None
         # The provider that holds the caller ID places the call and reports on it.
         provider = providers.get(call["provider"])
-        if call["status"] == "queued":
-            if not await _place_free(conn, sub_account_id, call):
+        if call["status"] == "queued" and call["provider_call_id"] is not None:
+            given_up = await _held_given_up(provider, call)
+            if given_up is None:
+                return utcnow() + SLOT_POLL
+            never_connected = given_up
+        elif call["status"] == "queued":
+            if not await place_free(conn, sub_account_id, call):
                 return utcnow() + SLOT_POLL
             try:
                 provider_call_id = await provider.place_call(
                     carrier_call(call, sub_account_id))
             except TelephonyError as exc:
                 log.warning("placing call %s failed: %s", call_id, exc)
-                await conn.fetchrow(FINISH, call_id, "failed", None, None, None, None, None,
-                                    f"provider_error: {exc}", "failed", None, None, None)
-                return None
-            await conn.execute(MARK_PLACED, call_id, provider_call_id)
-            return _poll_after(None)
+                never_connected = CallState("failed", ended_reason="failed",
+                                            error=f"provider_error: {exc}")
+            else:
+                await conn.execute(MARK_PLACED, call_id, provider_call_id)
+                return _poll_after(None)
+        else:
+            never_connected = None
+    if never_connected is not None:
+        await finish_call(scope, call_id, never_connected)
+        return None
     try:
         state = await provider.call_state(call["provider_call_id"])
     except TelephonyError as exc:
         log.warning("reading call %s failed: %s", call_id, exc)
         state = None
     if state is not None and state.finished and not left_to_runtime(call, state):
-        await finish_call(TenantScope(pool, sub_account_id, schema), call_id, state)
+        await finish_call(scope, call_id, state)
         return None
     started = call["started_at"] or call["created_at"]
     if utcnow() - started > timedelta(minutes=call["max_duration"]) + TRACKING_GRACE:
-        await finish_call(TenantScope(pool, sub_account_id, schema), call_id,
+        await finish_call(scope, call_id,
                           CallState("failed", ended_reason="failed",
                                     error="voice_unavailable: the call's outcome never arrived"))
         return None
@@ -286,8 +297,23 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
     return _poll_after(started)
 
 
-async def _place_free(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                      call: asyncpg.Record) -> bool:
+async def _held_given_up(provider: Any, call: asyncpg.Record) -> CallState | None:
+    """An inbound call already on the line, held until the sub-account has a free place: its
+    carrier connects it when it asks again (`inbound.answer_twilio`); the worker only ends it
+    (the returned state) when the caller gave up waiting."""
+    try:
+        state = await provider.call_state(call["provider_call_id"])
+    except TelephonyError as exc:
+        log.warning("reading held call %s failed: %s", call["id"], exc)
+        return None
+    if not state.finished:
+        return None
+    return CallState("failed", ended_at=state.ended_at, ended_reason="no_answer",
+                     error="provider_error: the caller hung up before a line was free")
+
+
+async def place_free(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                     call: asyncpg.Record) -> bool:
     """Whether the queued call may be placed now: the sub-account has fewer calls on the line
     than its plan's max_concurrent_calls, counting the older queued calls first (CONTRACT 6).
 

@@ -35,6 +35,7 @@ from integrations.telephony import (
 )
 from integrations.telephony.sandbox_media import (
     NEVER_CONNECTS,
+    ContactResult,
     ContactSession,
     answered_by_for,
     run_contact,
@@ -48,6 +49,9 @@ _CONTACTS: set[asyncio.Task[None]] = set()
 # How calls whose line closed ended, as this process saw them: the fallback the worker records
 # when the runtime never reached it, or left the call without writing its end (CONTRACT 6).
 _LINE_CLOSED: dict[str, tuple[float, CallState]] = {}
+# What each contact lived on the line (what it said, heard, and when the runtime cleared its
+# audio), by provider call id: the sandbox's call log, kept as long as the fallback above.
+_LINE_LOG: dict[str, tuple[float, ContactResult]] = {}
 LINE_CLOSED_KEEP_SECONDS = 3600
 
 FAILING_SUFFIX = "0199"
@@ -131,19 +135,26 @@ class SandboxTelephony:
 
     async def _contact(self, session: ContactSession, provider_call_id: str) -> None:
         try:
-            await run_contact(stream_url(self.voice_url), session)
+            lived = await run_contact(stream_url(self.voice_url), session)
+            _LINE_LOG[provider_call_id] = (time.time(), lived)
             error = "voice_unavailable: the voice runtime left the call without its record"
         except TelephonyError as exc:  # the runtime is down: the call fails at once
             log.warning("sandbox contact of %s could not reach the runtime: %s",
                         session.call_sid, exc)
             error = f"voice_unavailable: {exc}"
         now = time.time()
-        for key in [k for k, (at, _) in _LINE_CLOSED.items()
-                    if now - at > LINE_CLOSED_KEEP_SECONDS]:
-            del _LINE_CLOSED[key]
+        for kept in (_LINE_CLOSED, _LINE_LOG):
+            for key in [k for k, (at, _) in kept.items() if now - at > LINE_CLOSED_KEEP_SECONDS]:
+                del kept[key]
         _LINE_CLOSED[provider_call_id] = (now, CallState(
             "failed", ended_at=datetime.fromtimestamp(now, UTC), ended_reason="failed",
             error=error))
+
+    @staticmethod
+    def line_log(provider_call_id: str) -> ContactResult | None:
+        """What the contact of a call this process placed lived on the line, once it closed."""
+        kept = _LINE_LOG.get(provider_call_id)
+        return kept[1] if kept else None
 
     async def call_state(self, provider_call_id: str) -> CallState:
         try:

@@ -28,7 +28,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from integrations.telephony import TelephonyError, mulaw
 from integrations.telephony.sandbox_audio import CLIPS, SAMPLE_RATE, load_clip
 
-ScriptKind = Literal["person", "talkative", "answering_machine", "silent", "no_answer", "busy"]
+ScriptKind = Literal["person", "talkative", "interrupting", "answering_machine", "silent",
+                     "no_answer", "busy"]
 AnsweredBy = Literal["human", "machine"]
 EndedBy = Literal["contact", "runtime", "timeout"]
 
@@ -37,6 +38,8 @@ FRAME_SECONDS = 0.02
 FRAME_SAMPLES = 160
 TURN_GAP_SECONDS = 0.7  # the agent's silence after which the contact takes its turn
 HANGUP_DELAY_SECONDS = 0.5
+# The interrupting contact cuts in once the agent has been speaking this long in a turn.
+INTERRUPT_AFTER_SECONDS = 1.0
 UTTERANCE_GAP_SECONDS = 0.3
 # Agent audio quieter than this (RMS of a 20 ms frame) is silence: speech is well above it and a
 # background ambience bed is mixed well below it.
@@ -44,6 +47,7 @@ SPEECH_RMS = 2000.0  # about -24 dBFS
 
 NEVER_CONNECTS: frozenset[ScriptKind] = frozenset({"no_answer", "busy"})
 _BY_SUFFIX: dict[str, ScriptKind] = {
+    "0144": "interrupting",
     "0155": "talkative",
     "0166": "answering_machine",
     "0177": "silent",
@@ -55,9 +59,10 @@ _BY_SUFFIX: dict[str, ScriptKind] = {
 _LINES: dict[ScriptKind, tuple[str, ...]] = {
     "person": ("hello", "minute", "sounds_good", "goodbye"),
     "talkative": ("hello", "talk_1", "talk_2", "talk_3"),
+    "interrupting": ("hello", "minute", "sounds_good", "goodbye"),
     "answering_machine": ("voicemail_greeting", "beep"),
 }
-_CONVERSING: frozenset[ScriptKind] = frozenset({"person", "talkative"})
+_CONVERSING: frozenset[ScriptKind] = frozenset({"person", "talkative", "interrupting"})
 
 
 def script_for(phone_number: str) -> ScriptKind:
@@ -149,6 +154,7 @@ class _Earpiece:
         self.segments: list[tuple[float, np.ndarray]] = []
         self.play_end = 0.0
         self.last_speech_end = -math.inf
+        self.speech_start = -math.inf  # where the utterance being heard (or the last) began
         self._marks: list[tuple[float, str]] = []
 
     def play(self, now: float, pcm: bytes) -> None:
@@ -158,6 +164,9 @@ class _Earpiece:
         self.play_end = start + samples.size / SAMPLE_RATE
         speech = np.flatnonzero(_speech_frames(samples))
         if speech.size:
+            begin = start + int(speech[0]) * FRAME_SAMPLES / SAMPLE_RATE
+            if begin - self.last_speech_end >= UTTERANCE_GAP_SECONDS:
+                self.speech_start = begin
             end = min((int(speech[-1]) + 1) * FRAME_SAMPLES, samples.size) / SAMPLE_RATE
             self.last_speech_end = max(self.last_speech_end, start + end)
 
@@ -243,6 +252,9 @@ class _Contact:
         if self._said_last_at is None or self.script not in _CONVERSING:
             return True
         agent_answered = heard.last_speech_end > self._said_last_at
+        if self.script == "interrupting":
+            return (agent_answered and heard.speech_start > self._said_last_at
+                    and now - heard.speech_start >= INTERRUPT_AFTER_SECONDS)
         return agent_answered and now - heard.last_speech_end >= TURN_GAP_SECONDS
 
     def _finish(self, name: str, start: float, end: float) -> None:

@@ -41,6 +41,13 @@ STATUSES: dict[str, CallStatus] = {
     "busy": "failed", "failed": "failed", "no-answer": "failed", "canceled": "failed",
 }
 
+# A call that never connected: its ended_reason and error, by Twilio's final status (CONTRACT 9).
+NEVER_CONNECTED: dict[str, tuple[str, str]] = {
+    "busy": ("busy", "provider_error: the line was busy"),
+    "no-answer": ("no_answer", "provider_error: nobody answered"),
+    "canceled": ("failed", "provider_error: the call was canceled"),
+}
+
 SIGNATURE_HEADER = "X-Twilio-Signature"
 VOICE_PATH = "/voice/twilio/twiml"
 # Our webhooks on the API (SWITCHBOARD_PUBLIC_URL): inbound messages, message status callbacks.
@@ -225,9 +232,12 @@ class TwilioTelephony:
         status = STATUSES.get(call.get("status", ""), "failed")
         state = CallState(status, started_at=_time(call.get("start_time")))
         if status == "failed":
+            reason, error = NEVER_CONNECTED.get(
+                call.get("status", ""),
+                ("failed", f"provider_error: call {call.get('status', 'unknown')}"))
             return CallState("failed", started_at=state.started_at,
-                             ended_at=_time(call.get("end_time")),
-                             error=f"call {call.get('status', 'unknown')}")
+                             ended_at=_time(call.get("end_time")), ended_reason=reason,
+                             error=error)
         if status != "completed":
             return state
         recordings = await self._request("GET", f"Calls/{provider_call_id}/Recordings.json")

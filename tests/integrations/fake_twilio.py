@@ -61,6 +61,8 @@ class FakeTwilio:
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     call_outcome: str = "completed"
     call_duration: int = 75
+    # How long a caller put on hold (<Pause> + <Redirect>) waits before hanging up.
+    hold_patience: float = 60.0
     url: str = ""
     bridge: bool = False
     # Every voice webhook the bridge sent: {url, params, status, twiml}.
@@ -174,19 +176,28 @@ class FakeTwilio:
 
     async def _fetch_twiml(self, url: str,
                            params: dict[str, str]) -> tuple[str, dict[str, str]] | None:
-        """POST the voice webhook, signed; the TwiML's stream URL and parameters, if any."""
-        headers = {SIGNATURE_HEADER: signature(self.auth_token, url, params.items())}
-        async with httpx.AsyncClient(timeout=10) as http:
-            response = await http.post(url, data=params, headers=headers)
-        self.webhooks.append({"url": url, "params": params, "status": response.status_code,
-                              "twiml": response.text})
-        if response.status_code != 200:
-            return None
-        stream = ElementTree.fromstring(response.text).find("./Connect/Stream")
-        if stream is None:
-            return None
-        return stream.get("url", ""), {p.get("name", ""): p.get("value", "")
-                                       for p in stream.findall("Parameter")}
+        """POST the voice webhook, signed, following `<Pause>` + `<Redirect>` (a caller on hold)
+        for as long as `hold_patience` seconds; the TwiML's stream URL and parameters, if any."""
+        held_until = asyncio.get_running_loop().time() + self.hold_patience
+        while True:
+            headers = {SIGNATURE_HEADER: signature(self.auth_token, url, params.items())}
+            async with httpx.AsyncClient(timeout=10) as http:
+                response = await http.post(url, data=params, headers=headers)
+            self.webhooks.append({"url": url, "params": params, "status": response.status_code,
+                                  "twiml": response.text})
+            if response.status_code != 200:
+                return None
+            twiml = ElementTree.fromstring(response.text)
+            stream = twiml.find("./Connect/Stream")
+            if stream is not None:
+                return stream.get("url", ""), {p.get("name", ""): p.get("value", "")
+                                               for p in stream.findall("Parameter")}
+            redirect = twiml.find("./Redirect")
+            if redirect is None or asyncio.get_running_loop().time() > held_until:
+                return None  # rejected, or the caller gave up waiting
+            pause = twiml.find("./Pause")
+            await asyncio.sleep(float(pause.get("length", "1")) if pause is not None else 1.0)
+            url = (redirect.text or url).strip()
 
 
 def _error(status: int, code: int, message: str) -> Response:

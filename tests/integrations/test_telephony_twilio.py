@@ -183,15 +183,22 @@ def test_voice_url_defaults_to_the_runtimes_twiml_route():
     assert default_voice_url(None) is None
 
 
-async def test_unanswered_call_is_failed(twilio, adapter):
-    twilio.call_outcome = "no-answer"
+@pytest.mark.parametrize(("outcome", "reason", "error"), [
+    ("no-answer", "no_answer", "provider_error: nobody answered"),
+    ("busy", "busy", "provider_error: the line was busy"),
+    ("failed", "failed", "provider_error: call failed"),
+])
+async def test_a_call_that_never_connects_is_failed_with_its_reason(twilio, adapter, outcome,
+                                                                    reason, error):
+    twilio.call_outcome = outcome
     twilio.own("+14155550123")
     call_sid = await adapter.place_call(OutboundCall(
         "call-1", "+14155550123", "+14155552671", "agent-1", "en-US", 600, False))
     for _ in range(3):
         await adapter.call_state(call_sid)
     state = await adapter.call_state(call_sid)
-    assert state.status == "failed" and state.finished and "no-answer" in state.error
+    assert state.status == "failed" and state.finished
+    assert (state.ended_reason, state.error) == (reason, error)
 
 
 async def test_wrong_credentials_raise_telephony_error(twilio):

@@ -13,9 +13,12 @@ import wave
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from integrations.telephony.sandbox import SandboxTelephony
 from tenancy.call_tokens import stream_parameters
 from tenancy.settings import get_settings
 from tests.calls.test_calls import place, wait_for_end
@@ -25,9 +28,9 @@ from tests.helpers import tenant_sql
 pytestmark = pytest.mark.voice_e2e
 
 REPLY = "Great, thank you for your time."
-PERSON, TALKATIVE, MACHINE, SILENT, NO_ANSWER, BUSY = (
+PERSON, TALKATIVE, MACHINE, SILENT, NO_ANSWER, BUSY, INTERRUPTING = (
     "+14155552671", "+14155550155", "+14155550166", "+14155550177", "+14155550186",
-    "+14155550187")
+    "+14155550187", "+14155550144")
 
 
 async def ready(client: Any, tenant: Any, **agent: Any) -> str:
@@ -207,6 +210,77 @@ async def test_a_vendor_that_fails_ends_the_call_failed_with_the_reason(
     record = await stored(pool, tenant, call["id"])
     assert call["status"] == "failed" and record["ended_reason"] == "failed"
     assert record["error"].startswith("llm_error")
+
+
+async def test_a_vendor_that_hangs_ends_the_call_failed_instead_of_holding_it(
+        client, pool, tenant, worker, vendors) -> None:
+    # The model never answers: the call is not held open until max_duration (5 minutes).
+    vendors.configure(failures={"openai.llm": "hang"})
+    call = await call_through(client, tenant, PERSON, max_duration=5)
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "failed" and record["ended_reason"] == "failed", record
+    assert record["error"].startswith("llm_error"), record["error"]
+    assert call["duration_seconds"] < 60
+
+
+async def test_the_contact_cutting_in_stops_the_agent_at_once(client, pool, tenant, worker,
+                                                              vendors) -> None:
+    """Barge-in: the contact speaks over a long first message; the runtime clears what the line
+    has not played yet and the agent's voice stops, then the conversation goes on."""
+    opening = ("Hi, this is Sam from Sunny Roofs, calling about the solar panel quote you asked "
+               "for last week on our website.")  # about six seconds of speech
+    agent_id = await ready(client, tenant, first_message=opening, voice_activity_timeout=700)
+    call = await call_through(client, tenant, INTERRUPTING, agent_id)
+    rows = await tenant_sql(pool, tenant, "SELECT provider_call_id FROM calls WHERE id = $1",
+                            call["id"])
+    lived = SandboxTelephony.line_log(rows[0]["provider_call_id"])
+    assert lived is not None
+    hello, cut_in = lived.lines[:2]
+    assert (hello.text, cut_in.text) == ("Hello?", "Yes, I have a minute.")
+    opening_start, opening_end = lived.agent_utterances[0]
+    # The contact cut in a second into the opening ...
+    assert cut_in.start_seconds - opening_start == pytest.approx(1.0, abs=0.1)
+    # ... the runtime cleared the line as soon as it heard speech, and the opening stopped there
+    # instead of playing its six seconds.
+    cleared = [at for at in lived.clear_seconds if at > cut_in.start_seconds]
+    assert cleared and cleared[0] - cut_in.start_seconds < 0.8, lived.clear_seconds
+    assert opening_end <= cleared[0] + 0.02
+    assert opening_end - opening_start < 2.0
+    # The agent answered what the contact said, and the call went on to its goodbye.
+    record = await stored(pool, tenant, call["id"])
+    assert call["status"] == "completed" and record["ended_reason"] == "customer_hangup"
+    contact_lines = [text for role, text in said(record["messages"]) if role == "contact"]
+    assert contact_lines == ["Hello?", "Yes, I have a minute.", "That sounds good.",
+                             "Thank you, goodbye."]
+
+
+async def voice_metrics(voice_runtime: Any) -> dict[str, float]:
+    """The runtime's /metrics samples, by name and labels."""
+    url = voice_runtime.url.replace("ws://", "http://") + "/metrics"
+    async with httpx.AsyncClient(timeout=5) as http:
+        page = (await http.get(url)).text
+    return {f"{sample.name}{sorted(sample.labels.items())}": sample.value
+            for family in text_string_to_metric_families(page) for sample in family.samples}
+
+
+async def test_the_runtime_counts_calls_and_times_each_response_at_its_metrics(
+        client, pool, tenant, worker, vendors, voice_runtime) -> None:
+    before = await voice_metrics(voice_runtime)
+    vendors.configure(llm_first_token_ms=200)
+    call = await call_through(client, tenant, PERSON)
+    assert call["status"] == "completed"
+    after = await voice_metrics(voice_runtime)
+
+    def grew(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    assert grew("switchboard_voice_calls_total[('ended_reason', 'customer_hangup')]") == 1
+    # Three responses (to "Hello?", "Yes, I have a minute." and "That sounds good."), each
+    # after the model's 200 ms and within the second.
+    assert grew("switchboard_voice_response_seconds_count[]") == 3
+    assert grew("switchboard_voice_response_seconds_bucket[('le', '0.1')]") == 0
+    assert grew("switchboard_voice_response_seconds_bucket[('le', '1.0')]") == 3
+    assert after["switchboard_voice_calls_active[]"] == 0
 
 
 # --- each agent field's effect (CONTRACT 6) ------------------------------------------------------

@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from integrations.telephony.sandbox_media import stream_url
 from tenancy.call_tokens import call_token
 from tenancy.settings import get_settings
+from tests.voice.test_call_scripts import voice_metrics
 
 
 def start_message(parameters: dict[str, str]) -> str:
@@ -49,7 +50,10 @@ async def closed_with(url: str, *messages: str | bytes) -> int | None:
 async def test_a_stream_that_is_not_one_of_our_calls_is_closed(voice_runtime: Any,
                                                                messages: tuple[Any, ...]) -> None:
     url = stream_url(voice_runtime.url)
+    refused = "switchboard_voice_calls_total[('ended_reason', 'refused')]"
+    before = (await voice_metrics(voice_runtime)).get(refused, 0.0)
     assert await closed_with(url, *messages) == 1008
+    assert (await voice_metrics(voice_runtime))[refused] == before + 1
     async with httpx.AsyncClient(timeout=5) as http:
         health = await http.get(voice_runtime.url.replace("ws://", "http://") + "/health")
     assert health.status_code == 200 and health.json()["status"] == "ok"

@@ -16,7 +16,14 @@ import pytest
 from integrations.telephony.twilio import SIGNATURE_HEADER, signature
 from tenancy.embedded import free_port
 from tests.calls.test_calls import wait_for_end
-from tests.factories import assign, import_number, make_agent, make_contact
+from tests.factories import (
+    assign,
+    create_plan,
+    import_number,
+    make_agent,
+    make_contact,
+    make_tenant,
+)
 from tests.helpers import tenant_sql, voice_process
 from tests.integrations.fake_twilio import FakeTwilio, twilio_app, worker_on_twilio
 from tests.receiver import serving
@@ -25,6 +32,7 @@ AUTH_TOKEN = uuid.uuid4().hex
 NUMBER = "+14155550123"
 CONTACT = "+14155552671"
 CALLER = "+14155550161"
+SECOND_CALLER = "+14155550162"
 ANSWERING_MACHINE = "+14155550166"
 REPLY = "Agent: Great, thank you for your time."
 PERSON = ["Contact: Hello?", REPLY, "Contact: Yes, I have a minute.", REPLY,
@@ -198,3 +206,51 @@ async def test_twilio_inbound_call_to_an_unassigned_number_is_rejected(client, p
     assert (await asyncio.wait_for(twilio.ended(sid), 30))["status"] == "failed"
     assert ElementTree.fromstring(twilio.webhooks[0]["twiml"]).find("Reject") is not None
     assert await tenant_sql(pool, tenant, "SELECT id FROM calls") == []
+
+
+async def held_call(client, pool, tenant, sid):
+    [row] = await tenant_sql(pool, tenant, "SELECT id FROM calls WHERE provider_call_id = $1",
+                             sid)
+    return await wait_for_end(client, tenant, str(row["id"]))
+
+
+def held(twilio, sid):
+    """How many times the caller of `sid` was told to hold (a Pause and a Redirect)."""
+    return sum(1 for hook in twilio.webhooks if hook["params"]["CallSid"] == sid
+               and ElementTree.fromstring(hook["twiml"]).find("Redirect") is not None)
+
+
+async def test_twilio_inbound_calls_beyond_the_plans_limit_hold_then_connect_in_turn(
+        client, pool, agency, twilio, twilio_worker):
+    plan = await create_plan(client, agency.headers, name="One line", max_concurrent_calls=1)
+    tenant = await make_tenant(client, agency, plan=plan["slug"])
+    await twilio_agent(client, twilio, tenant)
+    first = twilio.ring(CALLER, NUMBER)
+    await asyncio.sleep(1)
+    second = twilio.ring(SECOND_CALLER, NUMBER)
+    await asyncio.wait_for(asyncio.gather(twilio.ended(first), twilio.ended(second)), 120)
+    calls = [await held_call(client, pool, tenant, sid) for sid in (first, second)]
+    assert [call["status"] for call in calls] == ["completed", "completed"], twilio.webhooks
+    assert [(call["transcript"] or "").split("\n") for call in calls] == [PERSON, PERSON]
+    # The second caller was held while the first talked, and connected once it had ended.
+    assert held(twilio, first) == 0 and held(twilio, second) >= 2
+    assert calls[1]["started_at"] >= calls[0]["ended_at"]
+
+
+async def test_a_twilio_caller_who_gives_up_on_hold_is_a_failed_no_answer_call(
+        client, pool, agency, twilio, twilio_worker):
+    plan = await create_plan(client, agency.headers, name="One line", max_concurrent_calls=1)
+    tenant = await make_tenant(client, agency, plan=plan["slug"])
+    await twilio_agent(client, twilio, tenant)
+    twilio.hold_patience = 3
+    first = twilio.ring(CALLER, NUMBER)
+    await asyncio.sleep(1)
+    second = twilio.ring(SECOND_CALLER, NUMBER)
+    await asyncio.wait_for(twilio.ended(second), 30)
+    call = await held_call(client, pool, tenant, second)
+    row = await call_row(pool, tenant, call["id"])
+    assert call["status"] == "failed" and row["ended_reason"] == "no_answer"
+    assert call["error"] == "provider_error: the caller hung up before a line was free"
+    assert call["cost"] == 0 and held(twilio, second) >= 1
+    await asyncio.wait_for(twilio.ended(first), 90)
+    assert (await held_call(client, pool, tenant, first))["status"] == "completed"

@@ -1,0 +1,78 @@
+"""Prometheus metrics of one `switchboard voice` process, at its /metrics.
+
+- calls on the line now, and calls ended by ended_reason (a stream refused is `refused`);
+- the agent's response time per turn: from the moment the runtime decided the contact's turn
+  was over (the VAD's stop, voice_activity_timeout after the last speech) to the agent's first
+  audio frame written to the carrier. Vendor time is inside it; the benchmark (bench/voice)
+  subtracts the fake vendors' known latencies to get the runtime's own share.
+
+Every value is also logged per turn (`agent responded ... ms after the turn ended`) at INFO.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    Frame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+log = logging.getLogger("switchboard.voice.turns")
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+CALLS_ACTIVE = Gauge("switchboard_voice_calls_active", "Calls on the line in this process",
+                     registry=REGISTRY)
+CALLS_ENDED = Counter("switchboard_voice_calls_total", "Calls ended, by ended_reason",
+                      ["ended_reason"], registry=REGISTRY)
+RESPONSE = Histogram(
+    "switchboard_voice_response_seconds",
+    "End of the contact's turn (as decided) to the agent's first audio sent, vendors included",
+    registry=REGISTRY,
+    buckets=(0.1, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 2, 3, 5, 10))
+ENDED_REASONS = ("customer_hangup", "agent_hangup", "silence_timeout", "max_duration",
+                 "voicemail", "no_answer", "busy", "failed", "refused")
+
+
+def exposition() -> tuple[bytes, str]:
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def call_ended(reason: str) -> None:
+    CALLS_ENDED.labels(reason if reason in ENDED_REASONS else "failed").inc()
+
+
+class ResponseTimer(FrameProcessor):
+    """Times each agent response; placed after the user aggregator, where the VAD's frames pass
+    downstream and the output's BotStartedSpeakingFrame passes upstream."""
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__()
+        self._call_id = call_id
+        self._turn_ended: float | None = None
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, VADUserStoppedSpeakingFrame):
+            self._turn_ended = time.monotonic()
+        elif isinstance(frame, VADUserStartedSpeakingFrame):
+            self._turn_ended = None  # the contact went on: the turn had not ended
+        elif isinstance(frame, BotStartedSpeakingFrame) and self._turn_ended is not None:
+            seconds = time.monotonic() - self._turn_ended
+            self._turn_ended = None
+            RESPONSE.observe(seconds)
+            log.info("agent responded %.1f ms after the turn ended (call %s)", seconds * 1000,
+                     self._call_id)
+        await self.push_frame(frame, direction)

@@ -334,3 +334,29 @@ async def test_inbound_sms_with_a_nul_in_its_body_is_kept_without_it(client, poo
     assert response.status_code == 200
     [row] = await stored_messages(pool, tenant)
     assert row["content"] == "ab"
+
+
+async def test_sms_campaign_goes_from_the_sub_accounts_number_and_takes_status(
+        client, pool, migrated, tenant, sending_through, worker):
+    from api.campaigns.delivery import run_campaign
+    from tests.factories import create_campaign
+    from tests.helpers import schedule, soon
+
+    twilio = sending_through
+    await hold(client, tenant, twilio, OURS)
+    contact = await add_contact(client, tenant, phone=CUSTOMER)
+    campaign = await create_campaign(client, tenant, campaign_type="sms", subject=None,
+                                     message_content="Sale today!", contact_ids=[contact])
+    await schedule(client, tenant, campaign["id"], soon(3600))
+    await tenant_sql(pool, tenant, "UPDATE campaigns SET start_date = now() - interval '1 s' "
+                                   "WHERE id = $1", uuid.UUID(campaign["id"]))
+
+    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+
+    [sent] = twilio.messages.values()
+    assert (sent["from"], sent["to"], sent["status_callback"]) == (OURS, CUSTOMER,
+                                                                   STATUS_WEBHOOK)
+    await twilio.report_status(sent["sid"], "delivered", client=client)
+    [row] = await stored_messages(pool, tenant)
+    assert (row["status"], row["phone_number"], row["provider_message_id"]) == (
+        "delivered", OURS, sent["sid"])

@@ -242,6 +242,8 @@ async def test_outbound_sms_goes_from_the_oldest_number_and_asks_for_status(
     [sent] = twilio.messages.values()
     assert (sent["from"], sent["to"], sent["status_callback"]) == (OURS, CUSTOMER,
                                                                    STATUS_WEBHOOK)
+    # Importing the numbers pointed their inbound texts at our webhook.
+    assert twilio.by_number(OURS)["sms_url"] == SMS_WEBHOOK
     assert (message["direction"], message["delivery_status"], message["provider_message_id"]) \
         == ("outbound", "sent", sent["sid"])
 

@@ -243,11 +243,15 @@ def twilio_app(state: FakeTwilio) -> Quart:
 
     @app.post(f"{PREFIX}/IncomingPhoneNumbers.json")
     async def buy(account: str) -> Response:
-        number = (await request.form).get("PhoneNumber", "")
+        form = await request.form
+        number = form.get("PhoneNumber", "")
         for offered in state.available.values():
             if number in offered:
                 offered.remove(number)
-                response = jsonify(state.incoming[state.own(number)])
+                sid = state.own(number)
+                if form.get("SmsUrl"):
+                    state.incoming[sid]["sms_url"] = form["SmsUrl"]
+                response = jsonify(state.incoming[sid])
                 response.status_code = 201
                 return response
         return _error(400, 21422, "PhoneNumber requested is not available")
@@ -259,6 +263,8 @@ def twilio_app(state: FakeTwilio) -> Quart:
         form = await request.form
         if "VoiceUrl" in form:
             state.incoming[sid]["voice_url"] = form["VoiceUrl"]
+        if "SmsUrl" in form:
+            state.incoming[sid]["sms_url"] = form["SmsUrl"]
         return jsonify(state.incoming[sid])
 
     @app.delete(f"{PREFIX}/IncomingPhoneNumbers/<sid>.json")

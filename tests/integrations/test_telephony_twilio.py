@@ -73,6 +73,22 @@ async def test_import_finds_the_number_in_the_account(twilio, adapter):
         await adapter.import_number("+14155559999")
 
 
+async def test_bought_and_imported_numbers_send_their_texts_to_our_sms_webhook(twilio):
+    sms_url = "https://switchboard.example.com/webhooks/providers/twilio/sms"
+    provider = TwilioTelephony(twilio.account_sid, twilio.auth_token, VOICE_URL,
+                               base_url=twilio.url, sms_url=sms_url)
+    twilio.available["415"] = ["+14155550100"]
+    imported_sid = twilio.own("+14155552671")
+    try:
+        bought = await provider.purchase_number("415", frozenset())
+        imported = await provider.import_number("+14155552671")
+    finally:
+        await provider.aclose()
+    assert twilio.incoming[bought.provider_ref]["sms_url"] == sms_url
+    assert imported.provider_ref == imported_sid
+    assert twilio.incoming[imported_sid]["sms_url"] == sms_url
+
+
 async def test_assign_points_the_voice_url_at_the_agent_and_unassign_clears_it(twilio, adapter):
     sid = twilio.own("+14155552671")
     rule = await adapter.assign_number(held(twilio, "+14155552671", sid), "agent-1")

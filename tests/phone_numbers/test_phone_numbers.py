@@ -473,3 +473,34 @@ async def test_a_purchased_number_is_entered_in_the_directory(client, pool, tena
     entry = await directory(pool, number["phone_number"])
     assert (str(entry["sub_account_id"]), str(entry["phone_number_id"])) == (
         str(tenant.id), number["id"])
+
+
+async def test_a_purchase_that_meets_a_number_held_elsewhere_buys_another_and_keeps_it_there(
+        client, pool, tenant, tenant_second, worker, monkeypatch):
+    import time
+
+    from api.phone_numbers.service import provision_purchase
+    from integrations.telephony import Providers
+    from tests.integrations.fake_twilio import FakeTwilio, twilio_app
+    from tests.receiver import serving
+
+    held = await import_number(client, tenant_second, "+14155550175")
+    carrier = FakeTwilio(available={"415": ["+14155550175", "+14155550176"]})
+    async with serving(twilio_app(carrier)) as base:
+        for name, value in {"TWILIO_ACCOUNT_SID": carrier.account_sid,
+                            "TWILIO_AUTH_TOKEN": carrier.auth_token,
+                            "TWILIO_VOICE_URL": "https://voice.example.com/voice/twilio/twiml",
+                            "TWILIO_API_BASE_URL": base}.items():
+            monkeypatch.setenv(name, value)
+        providers = Providers("twilio")
+        try:
+            outcome = await provision_purchase(pool, providers, tenant.id, "415",
+                                               time.time() + 30)
+        finally:
+            await providers.aclose()
+    [mine] = await number_rows(pool, tenant)
+    assert (str(mine["id"]), mine["phone_number"]) == (outcome["phone_number_id"],
+                                                       "+14155550176")
+    entry = await directory(pool, "+14155550175")
+    assert (entry["sub_account_id"], str(entry["phone_number_id"])) == (tenant_second.id, held)
+    assert not [r for r in carrier.requests if r[0] == "DELETE"]

@@ -4,10 +4,6 @@ SELECT_ACTIVE_SUB_ACCOUNT = """
 SELECT id, schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'
 """
 
-SELECT_ACTIVE_SUB_ACCOUNTS = """
-SELECT id, schema_name FROM control.sub_accounts WHERE status = 'active' ORDER BY created_at, id
-"""
-
 SELECT_HELD_NUMBER = """
 SELECT id, agent_id FROM phone_numbers WHERE phone_number = $1 AND is_active
 """

@@ -152,6 +152,25 @@ async def conversation(client: Any, b: Tenant) -> Record:
     return record
 
 
+async def conversation_thread(client: Any, b: Tenant) -> Record:
+    """B's conversation: an outbound text and an unread inbound one (so mark-read would show)."""
+    from api.conversations.signing import HEADER, sign
+
+    record = await contact(client, b)
+    body = await _post(client, b, f"{BASE}/contacts/{record.params['contact_id']}/messages",
+                       {"message_type": "sms", "content": "B's private message"})
+    conversation_id = body["message"]["conversation_id"]
+    raw = json.dumps({"from": "+14155550142", "body": "B's private reply",
+                      "message_id": f"SM{uuid.uuid4().hex}"}).encode()
+    response = await client.post(f"/webhooks/providers/sandbox/sms/{b.id}", data=raw,
+                                 headers={"Content-Type": "application/json",
+                                          HEADER: sign(b.id, raw)})
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    record.params["conversation_id"] = conversation_id
+    record.secrets |= {conversation_id, "B's private message", "B's private reply"}
+    return record
+
+
 async def invoice(client: Any, b: Tenant) -> Record:
     record = await contact(client, b)
     body = await _post(client, b, f"{BASE}/invoices",
@@ -253,6 +272,9 @@ ROUTES: dict[str, Entry] = {
         "sub_account", paused_campaign, bodies={"POST": {}}),
     f"{BASE}/campaigns/<campaign_id>/schedule": Entry(
         "sub_account", campaign, bodies={"POST": {"start_date": FUTURE}}),
+    f"{BASE}/conversations/<conversation_id>": Entry(
+        "sub_account", conversation_thread, bodies={"PATCH": {"unread": False}}),
+    f"{BASE}/conversations/<conversation_id>/messages": Entry("sub_account", conversation_thread),
     f"{BASE}/invoices/<invoice_id>": Entry(
         "sub_account", invoice, bodies={"PATCH": {"status": "void"}}),
     f"{BASE}/invoices/<invoice_id>/mark-paid": Entry(

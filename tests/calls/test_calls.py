@@ -268,7 +268,7 @@ async def test_call_agent_without_number_and_no_pool_is_400(client, pool, tenant
 async def test_call_with_another_sub_accounts_records_is_404(client, pool, tenant,
                                                              tenant_second, worker):
     agent_id, contact_id = await ready_agent(client, tenant)
-    their_agent, their_contact = await ready_agent(client, tenant_second)
+    their_agent, their_contact = await ready_agent(client, tenant_second, "+14155550124")
     their_number = await import_number(client, tenant_second, "+14155550177")
     created = await client.post("/webhooks/inbound/number-pools",
                                 json={"name": "Theirs", "phone_number_ids": [their_number]},

@@ -26,7 +26,7 @@ from tenancy import jsonenc, secrets
 from tenancy.clock import iso, utcnow
 from tenancy.due import schedule_due
 
-EVENT_TYPES = ("contact.updated", "call.completed", "call.failed")
+EVENT_TYPES = ("contact.updated", "contact.consent_updated", "call.completed", "call.failed")
 DELIVERY_KIND = "webhook_delivery"
 
 INSERT_SUBSCRIPTION_DELIVERIES = """

@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from api.consent.service import apply_inbound_keyword, ensure_allowed
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
 from integrations.email import (
@@ -32,7 +33,6 @@ from tenancy.scope import TenantScope
 
 CENT = Decimal("0.01")
 PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
-STOP_WORDS = {"stop", "stopall", "unsubscribe", "cancel", "end", "quit"}
 
 SELECT_REBILLING = "SELECT rebilling FROM control.sub_accounts WHERE id = $1"
 
@@ -107,12 +107,6 @@ SELECT id, conversation_id FROM messages
 WHERE direction = 'inbound' AND message_type = 'sms' AND provider_message_id = $1
 """
 
-UNSUBSCRIBE = """
-INSERT INTO unsubscribes (contact_id, channel) VALUES ($1, $2)
-ON CONFLICT (contact_id, channel) DO NOTHING
-"""
-
-
 def as_price(value: Any) -> Decimal:
     """A rebilling price as money; anything unusable counts as free."""
     try:
@@ -186,6 +180,7 @@ async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contac
     try:
         async with scope.transaction() as conn:
             contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
+            await ensure_allowed(conn, contact_id, outgoing.message_type)
             envelope = _envelope(config, _address(contact, outgoing.message_type), outgoing,
                                  message_id)
             if price > 0:
@@ -280,7 +275,7 @@ async def receive_sms(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number
     """Append an inbound text to the sender's conversation (a new contact when unknown).
 
     A provider retrying the same message id appends nothing the second time. STOP and its
-    synonyms unsubscribe the contact from SMS campaigns.
+    synonyms revoke the contact's sms consent, START and UNSTOP grant it.
     """
     await fetch_one_or_404(pool, SELECT_SUB_ACCOUNT, sub_account_id, what="sub-account")
     schema = schema_name_for(sub_account_id)
@@ -290,7 +285,7 @@ async def receive_sms(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number
         duplicate = row is None
         if duplicate:
             row = await conn.fetchrow(SELECT_INBOUND, provider_message_id)
-        elif body.strip().lower() in STOP_WORDS:
-            await conn.execute(UNSUBSCRIBE, contact_id, "sms")
+        else:
+            await apply_inbound_keyword(conn, contact_id, body)
     return {"message_id": row["id"], "conversation_id": row["conversation_id"],
             "contact_id": contact_id, "duplicate": duplicate}

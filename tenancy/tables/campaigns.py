@@ -1,4 +1,4 @@
-"""Campaigns and their recipients, smart lists, conversations, messages and unsubscribes."""
+"""Campaigns and their recipients, smart lists, conversations and messages."""
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
@@ -121,17 +121,4 @@ messages = sa.Table(
     # A provider that retries an inbound webhook gives the same id: kept once.
     sa.Index("uq_messages_inbound_provider_message_id", "message_type", "provider_message_id",
              unique=True, postgresql_where=sa.text("direction = 'inbound'")),
-)
-
-unsubscribes = sa.Table(
-    "unsubscribes",
-    tenant_metadata,
-    uuid_pk(),
-    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
-              nullable=False),
-    sa.Column("channel", sa.Text, nullable=False),
-    sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id", ondelete="SET NULL")),
-    created_at(),
-    sa.UniqueConstraint("contact_id", "channel"),
-    sa.CheckConstraint("channel IN ('sms', 'email')", name="channel"),
 )

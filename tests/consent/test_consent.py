@@ -296,3 +296,29 @@ async def test_a_channel_granted_again_can_be_messaged(client, pool, tenant_pric
     await put(client, tenant, contact, channel="email", status="granted")
     assert (await send(client, tenant, contact, "email")).status_code == 201
     assert len(mailbox.to(await contact_email(pool, tenant, contact))) == 1
+
+
+# --- the OpenAPI document ---------------------------------------------------------------------
+
+
+def _resolve(spec, schema):
+    while "$ref" in schema:
+        schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+async def test_openapi_documents_both_consent_operations(client):
+    spec = await (await client.get("/openapi.json")).get_json()
+    path = spec["paths"]["/webhooks/inbound/contacts/{contact_id}/consent"]
+    assert set(path["get"]["responses"]) >= {"200", "400", "404"}
+    assert set(path["put"]["responses"]) >= {"200", "400", "404"}
+    body = _resolve(spec, path["put"]["requestBody"]["content"]["application/json"]["schema"])
+    assert set(body["required"]) == {"channel", "status"}
+    assert body["properties"]["channel"]["enum"] == ["sms", "email", "call"]
+    assert body["properties"]["status"]["enum"] == ["granted", "revoked"]
+    answer = _resolve(spec, path["get"]["responses"]["200"]["content"]["application/json"]
+                      ["schema"])
+    assert set(answer["properties"]) == {"status", "contact_id", "consent"}
+    for route, method in (("/webhooks/inbound/contacts/{contact_id}/messages", "post"),
+                          ("/webhooks/inbound/contacts/{contact_id}/call", "post")):
+        assert "409" in spec["paths"][route][method]["responses"], route

@@ -3,6 +3,7 @@ and what it refuses (messages, calls) or skips (campaign recipients)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from decimal import Decimal
@@ -179,6 +180,17 @@ async def test_a_change_fires_contact_consent_updated_once(client, pool, subscri
          "status": status, "source": source}
         for status, source in (("revoked", "api"), ("granted", "api"),
                                ("granted", "inbound_keyword"))]
+
+
+async def test_concurrent_identical_puts_store_one_row_and_fire_one_event(client, pool,
+                                                                          subscribed):
+    tenant = subscribed
+    contact = await add_contact(client, tenant)
+    answers = await asyncio.gather(*(put(client, tenant, contact, channel="email",
+                                         status="revoked") for _ in range(8)))
+    assert {answer.status_code for answer in answers} == {200}
+    assert len(await stored(pool, tenant)) == 1
+    assert len(await consent_events(pool, tenant)) == 1
 
 
 async def test_the_same_status_and_source_again_changes_nothing(client, pool, tenant):

@@ -25,6 +25,8 @@ from api.consent.routes import blueprint as consent_routes
 from api.contacts.routes import blueprint as contacts_routes
 from api.conversations.routes import blueprint as conversations_routes
 from api.custom_fields.routes import blueprint as custom_fields_routes
+from api.event_log import tasks as event_log_tasks
+from api.event_log.routes import blueprint as event_log_routes
 from api.events import DELIVERY_KIND
 from api.integrations.routes import blueprint as integrations_routes
 from api.invoices.routes import blueprint as invoices_routes
@@ -59,6 +61,7 @@ BLUEPRINTS = [
     contacts_routes,
     conversations_routes,
     custom_fields_routes,
+    event_log_routes,
     integrations_routes,
     invoices_routes,
     notes_routes,
@@ -90,10 +93,14 @@ JOBS = worker.Jobs(
         phone_number_tasks.release_phone_number,
         maintenance.purge_idempotency_keys,
         maintenance.purge_deleted_tenants,
+        event_log_tasks.purge_old_events,
     ],
     cron_jobs=[
         cron(maintenance.purge_idempotency_keys, minute={0, 15, 30, 45}, run_at_startup=False),
         cron(maintenance.purge_deleted_tenants, minute={7, 37}, run_at_startup=False),
+        # Events and finished deliveries past 30 days, every tenant, in small batches.
+        cron(event_log_tasks.purge_old_events, minute={23}, run_at_startup=False,
+             timeout=3600),
     ],
     due_handlers=[
         DueHandler(campaign_tasks.SEND_KIND, campaign_tasks.send_campaign,

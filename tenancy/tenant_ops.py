@@ -586,6 +586,20 @@ async def _check_target(conn: asyncpg.Connection, header: ExportHeader) -> None:
                             "exists here; delete and purge it first to replace it")
 
 
+# The imported numbers another sub-account holds (none claimed is the one refusal).
+CLAIM_NUMBERS = """
+WITH active AS (SELECT id, phone_number FROM {schema}.phone_numbers WHERE is_active),
+claimed AS (
+    INSERT INTO control.phone_number_directory (phone_number, sub_account_id, phone_number_id)
+    SELECT phone_number, $1, id FROM active
+    ON CONFLICT (phone_number) DO NOTHING
+    RETURNING phone_number
+)
+SELECT phone_number FROM active WHERE phone_number NOT IN (SELECT phone_number FROM claimed)
+ORDER BY phone_number
+"""
+
+
 class _Importer:
     """Inserts the file's rows in file order, in batches of consecutive rows of one table."""
 
@@ -727,11 +741,24 @@ class _Importer:
                 f"SELECT setval($1::regclass, max({_quote(record['column'])})) "
                 f"FROM {_quote(record['relname'])} HAVING max({_quote(record['column'])}) "
                 "IS NOT NULL", record["sequence"])
+        await self._claim_numbers()
         if self.exported_plan is not None:
             kept = await self.conn.fetchval(
                 "SELECT plan_id FROM control.sub_accounts WHERE id = $1",
                 self.header.sub_account_id)
             self.report.plan_dropped = kept is None
+
+
+    async def _claim_numbers(self) -> None:
+        """The sub-account's active numbers enter the platform-wide directory (CONTRACT 9); a
+        number another sub-account here holds refuses the import."""
+        taken = await self.conn.fetch(
+            CLAIM_NUMBERS.format(schema=_quote(self.header.schema_name)),
+            self.header.sub_account_id)
+        if taken:
+            numbers = ", ".join(row["phone_number"] for row in taken)
+            raise TenantOpError(f"phone number(s) {numbers} are held by another sub-account "
+                                "here; release them there first")
 
 
 def _insert_sql(table: str, columns: list[str]) -> str:

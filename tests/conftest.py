@@ -312,7 +312,9 @@ async def running_worker(database_url: str, redis_url: str) -> AsyncIterator[Any
 @pytest.fixture(autouse=True)
 async def _drain_background_work(request: pytest.FixtureRequest) -> AsyncIterator[None]:
     """After each test, forget the background work it left queued (a delivery to a receiver
-    that is gone, a deferred retry): the next test's burst worker must not wait for it."""
+    that is gone, a deferred retry): the next test's burst worker must not wait for it. The
+    numbers its sub-accounts held are freed too, as if they had been purged, so that the next
+    test may hold the same number (numbers are unique platform-wide, CONTRACT 9)."""
     yield
     if "migrated" not in request.fixturenames:
         return
@@ -320,6 +322,7 @@ async def _drain_background_work(request: pytest.FixtureRequest) -> AsyncIterato
     conn = await asyncpg.connect(servers.database_url)
     try:
         await conn.execute("DELETE FROM control.due_work")
+        await conn.execute("DELETE FROM control.phone_number_directory")
     finally:
         await conn.close()
     import redis.asyncio as aioredis

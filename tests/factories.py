@@ -327,7 +327,7 @@ async def emit_event(pool: asyncpg.Pool, tenant: Any, event_type: str = "contact
 async def emit_target(pool: asyncpg.Pool, tenant: Any, url: str, secret: str,
                       data: dict[str, Any]) -> uuid.UUID:
     async with tenant_transaction(pool, tenant.schema) as conn:
-        return await emit_to(conn, url, secret, "call.completed", data)
+        return await emit_to(conn, await emit(conn, "call.completed", data), url, secret)
 
 
 # --- a sub-account with something of everything (the tenant operations) ------------------------
@@ -380,3 +380,13 @@ async def _conversation(pool: asyncpg.Pool, schema: str) -> None:
                 "INSERT INTO messages (conversation_id, direction, sender_type, message_type, "
                 "content, status) VALUES ($1, 'outbound', 'user', 'sms', $2, 'sent')",
                 conversation, content)
+
+
+async def send_message(client: Any, tenant: Any, contact_id: str, content: str = "On my way",
+                       message_type: str = "sms") -> dict[str, Any]:
+    """POST /contacts/{id}/messages; the message as answered (201)."""
+    response = await client.post(f"{BASE}/contacts/{contact_id}/messages",
+                                 json={"message_type": message_type, "content": content},
+                                 headers=tenant.headers)
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    return (await response.get_json())["message"]  # type: ignore[no-any-return]

@@ -386,3 +386,10 @@ async def get_contact(client: Any, tenant: Any, contact_id: str) -> dict[str, An
     response = await client.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 200, await response.get_data(as_text=True)
     return (await response.get_json())["contact"]  # type: ignore[no-any-return]
+
+
+async def stored_events(pool: asyncpg.Pool, tenant: Any) -> list[dict[str, Any]]:
+    """The tenant's event log, oldest first."""
+    rows = await tenant_sql(pool, tenant, "SELECT id, type, timestamp, data FROM events"
+                                          " ORDER BY timestamp, id")
+    return [dict(row) for row in rows]

@@ -25,6 +25,8 @@ import asyncpg
 
 from api.calls import queries
 from api.calls.service import CALL_WORK, place_free
+from api.contacts.service import emit_created
+from tenancy import phone_directory
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import schedule_due
@@ -93,23 +95,18 @@ async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
 
 async def number_owner(pool: asyncpg.Pool, phone_number: str,
                        agent_id: uuid.UUID | None) -> tuple[uuid.UUID, str] | None:
-    """The active sub-account holding `phone_number` (assigned to `agent_id` when given), and
-    its schema; None when none does, or when several do and nothing tells them apart.
-
-    Without the control schema's number directory (CONTRACT 9), which makes a number unique
-    platform-wide, every active sub-account is asked in turn; the directory replaces this walk
-    with one lookup."""
-    holders = []
-    for tenant in await pool.fetch(queries.SELECT_ACTIVE_SUB_ACCOUNTS):
-        async with tenant_transaction(pool, tenant["schema_name"]) as conn:
-            held = await conn.fetchrow(queries.SELECT_HELD_NUMBER, phone_number)
-        if held is not None and agent_id in (None, held["agent_id"]):
-            holders.append((tenant["id"], tenant["schema_name"]))
-    if len(holders) != 1:
-        if holders:
-            log.warning("inbound call to %s: %d sub-accounts hold it", phone_number, len(holders))
+    """The active sub-account holding `phone_number` (the platform-wide number directory,
+    CONTRACT 9) and its schema; None when none does, or when the number is not assigned to
+    `agent_id` (the agent its VoiceUrl names, when given)."""
+    holder = await phone_directory.holder(pool, phone_number)
+    if holder is None or not holder.active:
         return None
-    return holders[0]
+    if agent_id is not None:
+        async with tenant_transaction(pool, holder.schema_name) as conn:
+            held = await conn.fetchrow(queries.SELECT_HELD_NUMBER, phone_number)
+        if held is None or held["agent_id"] != agent_id:
+            return None
+    return holder.sub_account_id, holder.schema_name
 
 
 async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
@@ -122,7 +119,10 @@ async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
     if not number["agent_active"] or await conn.fetchval(queries.LOCK_AGENT,
                                                          number["agent_id"]) is None:
         raise APIError(409, "agent_inactive", "the number's agent is inactive and takes no calls")
-    contact_id = await conn.fetchval(queries.UPSERT_CALLER, ringing.from_number)
+    caller = await conn.fetchrow(queries.UPSERT_CALLER, ringing.from_number)
+    contact_id = caller["id"]
+    if caller["created"]:
+        await emit_created(conn, sub_account_id, contact_id)
     on_the_line = ringing.provider_call_id is not None
     call_id = await conn.fetchval(
         queries.INSERT_INBOUND_CALL, contact_id, number["agent_id"], number["id"],

@@ -4,10 +4,6 @@ SELECT_ACTIVE_SUB_ACCOUNT = """
 SELECT id, schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'
 """
 
-SELECT_ACTIVE_SUB_ACCOUNTS = """
-SELECT id, schema_name FROM control.sub_accounts WHERE status = 'active' ORDER BY created_at, id
-"""
-
 SELECT_HELD_NUMBER = """
 SELECT id, agent_id FROM phone_numbers WHERE phone_number = $1 AND is_active
 """
@@ -22,10 +18,11 @@ FOR KEY SHARE OF n
 
 LOCK_AGENT = "SELECT id FROM agents WHERE id = $1 AND deleted_at IS NULL FOR KEY SHARE"
 
+# `created`: inserted here (an updated row has this transaction's xmax), not found.
 UPSERT_CALLER = """
 INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_call')
 ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
-RETURNING id
+RETURNING id, xmax = 0 AS created
 """
 
 SELECT_CALL_BY_PROVIDER_ID = """

@@ -350,8 +350,8 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
     """Record the end of a call, charge it and queue its post-call webhook, exactly once.
 
     A completed call is charged its started minutes; a failed one (never connected, or a
-    vendor failed) is not charged. Either fires the agent's webhook (`call.completed`,
-    `call.failed`) when it has one on.
+    vendor failed) is not charged. Either is an event (`call.completed`, `call.failed`) for the
+    subscriptions that want it and for the agent's webhook when it has one on.
 
     `state.recording` (a whole WAV) is kept in the recordings store first, so the call's
     `recording_key` never names a recording that was not written; a store that fails costs
@@ -371,13 +371,13 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
             charged = await _charge(conn, call_id, minutes, per_minute)
             await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
             row = await conn.fetchrow(SELECT_CALL, call_id)
+        event = await events.emit(conn, f"call.{state.status}",
+                                  {"sub_account_id": scope.sub_account_id,
+                                   "call": call_out(row, scope.sub_account_id)})
         agent = await conn.fetchrow(SELECT_AGENT_WEBHOOK, row["agent_id"])
         if agent["webhook"] and agent["webhook_url"]:
-            await events.emit_to(conn, agent["webhook_url"],
-                                 secrets.decrypt(agent["webhook_secret"]),
-                                 f"call.{state.status}",
-                                 {"sub_account_id": scope.sub_account_id,
-                                  "call": call_out(row, scope.sub_account_id)})
+            await events.emit_to(conn, event, agent["webhook_url"],
+                                 secrets.decrypt(agent["webhook_secret"]), row["agent_id"])
 
 
 async def _keep_recording(sub_account_id: uuid.UUID, call_id: uuid.UUID,

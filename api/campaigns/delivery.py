@@ -30,9 +30,12 @@ from typing import Any
 
 import asyncpg
 
+from api import events
 from api.campaigns import business_hours
 from api.campaigns.content import message_id, render
 from api.campaigns.mime import CampaignHeaders, message_bytes
+from api.campaigns.service import read_campaign
+from api.conversations.queries import SELECT_SENDER_NUMBER
 from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
@@ -137,8 +140,8 @@ WITH updated AS (
 )
 INSERT INTO messages
     (conversation_id, direction, sender_type, message_type, subject, content, status,
-     campaign_id, provider_message_id)
-SELECT id, 'outbound', 'agent', $2, $4, $5, 'sent', $6, $3 FROM conversation
+     campaign_id, provider_message_id, phone_number)
+SELECT id, 'outbound', 'agent', $2, $4, $5, 'sent', $6, $3, $8 FROM conversation
 RETURNING id
 """
 
@@ -306,6 +309,9 @@ async def _finish(run: Run) -> datetime | None:
         return None
     async with tenant_transaction(run.pool, run.schema) as conn:
         if await conn.fetchval(COMPLETE, run.campaign_id) is not None:
+            await events.emit(conn, "campaign.completed", {
+                "sub_account_id": str(run.sub_account_id),
+                "campaign": await read_campaign(conn, run.campaign_id)})
             log.info("campaign %s completed", run.campaign_id)
             return None
         left = await conn.fetchval(WORK_LEFT, run.campaign_id)
@@ -384,12 +390,14 @@ async def _charge(conn: asyncpg.Connection, run: Run, recipient_id: uuid.UUID) -
 
 async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None:
     stable_id = message_id(run.campaign_id, item.contact_id)
+    sender = None
     try:
         if session is not None:
             provider_id = await _send_email(session, item, _email(run, item, stable_id),
                                             stable_id)
         else:
-            provider_id = await _send_sms(run, item, stable_id)
+            sender = await _sms_sender(run, item)
+            provider_id = await _send_sms(run, item, stable_id, sender)
     except PermanentFailure as exc:
         await _record_failed(run, item, str(exc))
         return
@@ -399,7 +407,7 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
     async with tenant_transaction(run.pool, run.schema) as conn:
         await conn.execute(RECORD_SENT, item.id, run.channel, provider_id,
                            run.campaign["subject"], run.campaign["message_content"],
-                           run.campaign_id, stable_id)
+                           run.campaign_id, stable_id, sender)
     run.sent += 1
 
 
@@ -419,10 +427,17 @@ async def _send_email(session: SmtpSession, item: Claimed, data: bytes, stable_i
         raise ProviderUnavailable(str(exc)) from exc
 
 
-async def _send_sms(run: Run, item: Claimed, stable_id: str) -> str:
+async def _sms_sender(run: Run, item: Claimed) -> str | None:
+    """One of the sub-account's numbers, as for a single message (CONTRACT 9)."""
+    async with tenant_transaction(run.pool, run.schema) as conn:
+        sender: str | None = await conn.fetchval(SELECT_SENDER_NUMBER, item.contact_id)
+    return sender
+
+
+async def _send_sms(run: Run, item: Claimed, stable_id: str, sender: str | None) -> str:
     try:
         return await sms_provider().send_sms(item.address, run.campaign["message_content"],
-                                             stable_id)
+                                             stable_id, sender)
     except SmsError as exc:
         raise PermanentFailure(str(exc)) from exc
 

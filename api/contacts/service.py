@@ -1,4 +1,5 @@
-"""Contact rules: create-or-match, read, list, update, delete, and the contact.updated event.
+"""Contact rules: create-or-match, read, list, update, delete, and their events (contact.created,
+contact.updated, contact.deleted).
 
 Email and phone are unique per sub-account by index, not by a check in Python: a create that
 loses a race to an identical one finds the winner and updates it, and an update that would give
@@ -98,6 +99,14 @@ def contact_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
     shown = {name: row[name] for name in SHOWN}
     shown["tags"] = list(shown["tags"])
     return shown
+
+
+async def emit_created(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
+                       contact_id: uuid.UUID) -> None:
+    """contact.created for a contact inserted in this transaction (by any path)."""
+    row = await conn.fetchrow(SELECT_CONTACT, contact_id)
+    await events.emit(conn, "contact.created", {"sub_account_id": str(sub_account_id),
+                                                "contact": contact_out(row)})
 
 
 async def emit_tags_changed(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
@@ -332,6 +341,7 @@ async def create_or_match(scope: TenantScope, data: ContactFields) -> tuple[bool
                     return False, matched["id"]
                 created = await conn.fetchval(INSERT_CONTACT, *_new_row(changes, to_set))
                 if created is not None:
+                    await emit_created(conn, scope.sub_account_id, created)
                     return True, created
     except asyncpg.UniqueViolationError as exc:
         raise _conflict(exc) from None
@@ -383,6 +393,9 @@ async def delete_contact(scope: TenantScope, contact_id: uuid.UUID) -> None:
     try:
         async with scope.transaction() as conn:
             deleted = await conn.fetchval(DELETE_CONTACT, contact_id)
+            if deleted is not None:
+                await events.emit(conn, "contact.deleted", {
+                    "sub_account_id": str(scope.sub_account_id), "contact_id": deleted})
     except REFERENCED:
         raise APIError(409, "contact_referenced",
                        "the contact is still referenced by other records (for example "

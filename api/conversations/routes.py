@@ -1,33 +1,43 @@
-"""Messages and conversations: send to a contact, read a contact's history, inbound SMS."""
+"""Messages and conversations: send to a contact, read a contact's history and its
+conversation, inbound SMS and delivery reports from the carriers."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl
 
 import asyncpg
-from quart import Blueprint, current_app, request
+from quart import Blueprint, Response, current_app, request
 from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, principal, requires, tenant_scope
 from api.contacts.service import valid_phone
-from api.conversations import service, signing
+from api.conversations import inbound, service, signing, threads
 from api.conversations.schemas import (
     ContactMessages,
+    ConversationList,
+    ConversationMessages,
+    ConversationUpdated,
     InboundSms,
     InboundSmsReceived,
     SendMessageRequest,
     SentMessageResponse,
+    UpdateConversationRequest,
 )
 from api.schemas import FunctionsError
 from api.schemas import InboundError as Error
-from api.types import pagination, parse_uuid
+from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_errors, validate_response
+from integrations.telephony.twilio import SIGNATURE_HEADER, signature_valid
 from tenancy.errors import APIError
 
 blueprint = Blueprint("conversations", __name__)
 
 MAX_MESSAGES_PAGE = 200
 MAX_SMS = 1600
+CONVERSATIONS = "/webhooks/inbound/conversations"
+TWILIO_WEBHOOKS = "/webhooks/providers/twilio"
+EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
 
 
 def _pool() -> asyncpg.Pool:
@@ -87,6 +97,115 @@ async def sandbox_inbound_sms(sub_account_id: str) -> dict[str, Any]:
         raise APIError(400, "validation_error", "from must be an E.164 phone number",
                        details=[{"field": "from", "message": "not an E.164 number",
                                  "type": "value_error"}])
-    received = await service.receive_sms(_pool(), sub_account_uuid, sender, data.body,
-                                         data.message_id)
-    return {"status": "success", **received}
+    received = await inbound.receive_sandbox(_pool(), sub_account_uuid, inbound.InboundText(
+        sender, valid_phone(data.to or ""), data.body, data.message_id))
+    return {"status": "success", "message_id": received.message["id"],
+            "conversation_id": received.message["conversation_id"],
+            "contact_id": received.contact_id, "duplicate": received.duplicate}
+
+
+# --- Twilio's webhooks ------------------------------------------------------------------------
+
+
+async def _twilio_fields() -> dict[str, str]:
+    """The form Twilio posted, once its X-Twilio-Signature checks out against TWILIO_AUTH_TOKEN
+    and the URL it was given (SWITCHBOARD_PUBLIC_URL + this path); else 401. NUL characters
+    are dropped from the values."""
+    raw = await request.get_data(as_text=False)
+    assert isinstance(raw, bytes)
+    params = parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)
+    settings = current_app.config["SETTINGS"]
+    url = settings.public_url.rstrip("/") + request.path
+    if request.query_string:
+        url += "?" + request.query_string.decode("utf-8", "replace")
+    if not signature_valid(settings.twilio_auth_token, [url], params,
+                           request.headers.get(SIGNATURE_HEADER)):
+        raise APIError(401, "invalid_signature", "the provider signature is missing or wrong")
+    # PostgreSQL text cannot hold NUL; the signature was checked over what Twilio sent.
+    return {name: value.replace("\x00", "") for name, value in params}
+
+
+def _twiml() -> Response:
+    return Response(EMPTY_TWIML, status=200, content_type="text/xml; charset=utf-8")
+
+
+@blueprint.post(f"{TWILIO_WEBHOOKS}/sms")
+@tag(["Messages"])
+@validate_errors(Error, 401)
+async def twilio_inbound_sms() -> Response:
+    """Twilio's incoming-message webhook: the text joins the sender's conversation in the
+    sub-account holding the `To` number; answered with empty TwiML."""
+    fields = await _twilio_fields()
+    sender, body, sid = (valid_phone(fields.get("From", "")), fields.get("Body", ""),
+                         fields.get("MessageSid", ""))
+    number = valid_phone(fields.get("To", ""))
+    if sender is not None and number is not None and 0 < len(sid) <= 200:
+        await inbound.receive_twilio(_pool(), inbound.InboundText(sender, number, body, sid))
+    return _twiml()
+
+
+@blueprint.post(f"{TWILIO_WEBHOOKS}/status")
+@tag(["Messages"])
+@validate_errors(Error, 401)
+async def twilio_message_status() -> Response:
+    """Twilio's message status callback: the outbound message's delivery_status moves forward
+    (late, repeated or backward reports change nothing)."""
+    await inbound.record_twilio_status(_pool(), await _twilio_fields())
+    return _twiml()
+
+
+# --- conversations ----------------------------------------------------------------------------
+
+
+def _unread_filter(raw: str | None) -> bool:
+    if raw in (None, "false"):
+        return False
+    if raw == "true":
+        return True
+    raise APIError(400, "validation_error", "unread must be true or false",
+                   details=[{"field": "unread", "message": "must be true or false",
+                             "type": "bool_parsing"}])
+
+
+@blueprint.get(CONVERSATIONS)
+@tag(["Conversations"])
+@requires(SUB_ACCOUNT)
+@validate_response(ConversationList, 200)
+@validate_errors(Error, 400)
+async def list_conversations() -> dict[str, Any]:
+    """The sub-account's conversations, latest message first (filters contact_id, unread)."""
+    contact = request.args.get("contact_id")
+    contact_id = parse_uuid(contact, "contact_id") if contact is not None else None
+    unread = _unread_filter(request.args.get("unread"))
+    limit, offset = pagination(request.args)
+    items, total = await threads.list_conversations(tenant_scope(), contact_id, unread, limit,
+                                                    offset)
+    return page_body("conversations", items, total, limit, offset)
+
+
+@blueprint.get(f"{CONVERSATIONS}/<conversation_id>/messages")
+@tag(["Conversations"])
+@requires(SUB_ACCOUNT)
+@validate_response(ConversationMessages, 200)
+@validate_errors(Error, 400, 404)
+async def list_conversation_messages(conversation_id: str) -> dict[str, Any]:
+    """The conversation's messages, newest first, with direction and delivery_status."""
+    conversation_uuid = parse_uuid(conversation_id, "conversation_id")
+    limit, offset = pagination(request.args)
+    items, total = await threads.conversation_messages(tenant_scope(), conversation_uuid,
+                                                       limit, offset)
+    return page_body("messages", items, total, limit, offset)
+
+
+@blueprint.patch(f"{CONVERSATIONS}/<conversation_id>")
+@tag(["Conversations"])
+@requires(SUB_ACCOUNT)
+@validate_request(UpdateConversationRequest)
+@validate_response(ConversationUpdated, 200)
+@validate_errors(Error, 400, 404)
+async def update_conversation(conversation_id: str,
+                              data: UpdateConversationRequest) -> dict[str, Any]:
+    """Mark the conversation read: `{unread: false}` marks every inbound message read."""
+    conversation = await threads.mark_read(tenant_scope(),
+                                           parse_uuid(conversation_id, "conversation_id"))
+    return {"status": "success", "conversation": conversation}

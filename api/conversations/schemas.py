@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from api.types import HeaderText, NonBlank, document, when
 
@@ -32,6 +32,9 @@ class SentMessage(BaseModel):
     sender_type: str
     message_type: str
     status: str
+    direction: Literal["inbound", "outbound"]
+    delivery_status: Literal["queued", "sent", "delivered", "undelivered", "failed", "received"]
+    provider_message_id: str | None
     timestamp: datetime
 
 
@@ -80,3 +83,48 @@ class InboundSmsReceived(BaseModel):
     conversation_id: uuid.UUID
     contact_id: uuid.UUID
     duplicate: bool
+
+
+class Conversation(BaseModel):
+    id: uuid.UUID
+    contact_id: uuid.UUID
+    last_message_at: datetime | None
+    last_message_preview: str | None
+    unread_count: int
+
+
+class ConversationList(BaseModel):
+    status: str
+    conversations: list[Conversation]
+    total: int
+    limit: int
+    offset: int
+    has_more: bool
+
+
+class ConversationMessages(BaseModel):
+    status: str
+    messages: list[SentMessage]
+    total: int
+    limit: int
+    offset: int
+    has_more: bool
+
+
+class UpdateConversationRequest(BaseModel):
+    # Only marking read is offered: unread false marks every inbound message read.
+    model_config = ConfigDict(extra="forbid")
+
+    unread: StrictBool = Field(json_schema_extra={"const": False})
+
+    @field_validator("unread")
+    @classmethod
+    def only_false(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("only false is accepted: it marks every inbound message read")
+        return value
+
+
+class ConversationUpdated(BaseModel):
+    status: str
+    conversation: Conversation

@@ -1,8 +1,9 @@
 """Conversations: one per contact, the messages in it, and sending one message to a contact.
 
-Campaign sends, POST /contacts/{id}/messages and inbound SMS all append with `append_message`.
-A message to a contact is charged and written (queued) in one transaction, sent, then marked
-sent, or failed and refunded: the wallet lock is never held while a provider is talking.
+POST /contacts/{id}/messages appends with `append_message`. A message to a contact is charged and
+written (queued) in one transaction, sent, then marked sent, or failed and refunded: the wallet
+lock is never held while a provider is talking. An SMS goes from one of the sub-account's own
+numbers (queries.SELECT_SENDER_NUMBER). Inbound texts and carrier callbacks are in inbound.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import asyncpg
 
-from api.consent.service import apply_inbound_keyword, ensure_allowed
+from api.consent.service import ensure_allowed
+from api.conversations import queries
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
 from integrations.email import (
@@ -26,7 +28,7 @@ from integrations.email import (
     build_message,
     send_email,
 )
-from tenancy.db import fetch_one_or_404, schema_name_for, tenant_transaction
+from tenancy.db import fetch_one_or_404
 from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for
 from tenancy.scope import TenantScope
@@ -35,20 +37,6 @@ CENT = Decimal("0.01")
 PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
 
 SELECT_REBILLING = "SELECT rebilling FROM control.sub_accounts WHERE id = $1"
-
-APPEND_MESSAGE = """
-WITH conversation AS (
-    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
-    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
-    RETURNING id
-)
-INSERT INTO messages
-    (id, conversation_id, direction, sender_type, message_type, subject, content, status,
-     campaign_id, provider_message_id)
-SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10 FROM conversation
-RETURNING id, conversation_id, direction, sender_type, message_type, subject, content, status,
-          created_at
-"""
 
 SELECT_CONTACT = "SELECT id, name, email, phone FROM contacts WHERE id = $1"
 
@@ -69,42 +57,11 @@ COUNT_MESSAGES = "SELECT count(*) FROM messages WHERE conversation_id = $1"
 
 MARK_SENT = """
 UPDATE messages SET status = 'sent', provider_message_id = $2, updated_at = now()
-WHERE id = $1
-RETURNING id, conversation_id, direction, sender_type, message_type, subject, content, status,
-          created_at
+WHERE id = $1 AND status = 'queued'
 """
 
 MARK_FAILED = """
 UPDATE messages SET status = 'failed', error = $2, updated_at = now() WHERE id = $1
-"""
-
-SELECT_SUB_ACCOUNT = """
-SELECT id, organisation_id, name, schema_name FROM control.sub_accounts
-WHERE id = $1 AND status = 'active'
-"""
-
-UPSERT_CONTACT_BY_PHONE = """
-INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_sms')
-ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
-RETURNING id
-"""
-
-INSERT_INBOUND = """
-WITH conversation AS (
-    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
-    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
-    RETURNING id
-)
-INSERT INTO messages
-    (conversation_id, direction, sender_type, message_type, content, status, provider_message_id)
-SELECT conversation.id, 'inbound', 'contact', 'sms', $2, 'received', $3 FROM conversation
-ON CONFLICT (message_type, provider_message_id) WHERE direction = 'inbound' DO NOTHING
-RETURNING id, conversation_id
-"""
-
-SELECT_INBOUND = """
-SELECT id, conversation_id FROM messages
-WHERE direction = 'inbound' AND message_type = 'sms' AND provider_message_id = $1
 """
 
 def as_price(value: Any) -> Decimal:
@@ -128,11 +85,22 @@ async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, dir
                          status: str, subject: str | None = None,
                          campaign_id: uuid.UUID | None = None,
                          provider_message_id: str | None = None,
-                         message_id: uuid.UUID | None = None) -> asyncpg.Record:
+                         message_id: uuid.UUID | None = None,
+                         phone_number: str | None = None) -> None:
     """Add a message to the contact's conversation, starting the conversation if need be."""
-    return await conn.fetchrow(APPEND_MESSAGE, contact_id, message_id or uuid.uuid4(), direction,
-                               sender_type, message_type, subject, content, status, campaign_id,
-                               provider_message_id)
+    await conn.execute(queries.APPEND_MESSAGE, contact_id, message_id or uuid.uuid4(), direction,
+                       sender_type, message_type, subject, content, status, campaign_id,
+                       provider_message_id, phone_number)
+
+
+def message_view(row: asyncpg.Record) -> dict[str, Any]:
+    """A conversation message as GET /conversations/{id}/messages and events show it."""
+    return {"id": row["id"], "conversation_id": row["conversation_id"],
+            "contact_id": row["contact_id"], "content": row["content"],
+            "subject": row["subject"], "sender_type": row["sender_type"],
+            "message_type": row["message_type"], "status": row["status"],
+            "direction": row["direction"], "delivery_status": row["status"],
+            "provider_message_id": row["provider_message_id"], "timestamp": row["created_at"]}
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -181,26 +149,26 @@ async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contac
         async with scope.transaction() as conn:
             contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
             await ensure_allowed(conn, contact_id, outgoing.message_type)
+            sender = (await conn.fetchval(queries.SELECT_SENDER_NUMBER, contact_id)
+                      if outgoing.message_type == "sms" else None)
             envelope = _envelope(config, _address(contact, outgoing.message_type), outgoing,
-                                 message_id)
+                                 message_id, sender)
             if price > 0:
                 await wallet.debit(conn, price, f"{outgoing.message_type}_message",
                                    "message to a contact", "message", message_id)
             await append_message(conn, contact_id, direction="outbound", sender_type="agent",
                                  message_type=outgoing.message_type, content=outgoing.content,
                                  subject=outgoing.subject, status="queued",
-                                 message_id=message_id)
+                                 message_id=message_id, phone_number=sender)
     except wallet.InsufficientFunds:
         await wallet.record_declined(scope, price, f"{outgoing.message_type}_message",
                                      "message to a contact", "message", message_id)
         raise
     provider_id = await _deliver_or_refund(scope, envelope, message_id, price)
     async with scope.transaction() as conn:
-        row = await conn.fetchrow(MARK_SENT, message_id, provider_id)
-    return {"id": row["id"], "conversation_id": row["conversation_id"], "contact_id": contact_id,
-            "content": row["content"], "subject": row["subject"],
-            "sender_type": row["sender_type"], "message_type": row["message_type"],
-            "status": row["status"], "timestamp": row["created_at"]}
+        await conn.execute(MARK_SENT, message_id, provider_id)
+        row = await conn.fetchrow(queries.SELECT_MESSAGE, message_id)
+    return message_view(row)
 
 
 def _address(contact: asyncpg.Record, message_type: str) -> str:
@@ -221,13 +189,15 @@ class Envelope:
     header_id: str
     email: tuple[SMTPConfig, EmailMessage] | None = None
     text: str = ""
+    # An SMS's sender: one of the sub-account's numbers, or None for the provider's default.
+    from_number: str | None = None
 
 
 def _envelope(config: SMTPConfig | None, address: str, outgoing: Outgoing,
-              message_id: uuid.UUID) -> Envelope:
+              message_id: uuid.UUID, from_number: str | None = None) -> Envelope:
     header_id = f"<{message_id}@switchboard>"
     if config is None:
-        return Envelope(address, header_id, text=outgoing.content)
+        return Envelope(address, header_id, text=outgoing.content, from_number=from_number)
     try:
         message = build_message(config, address, outgoing.subject or "(no subject)",
                                 outgoing.content, message_id=header_id)
@@ -241,7 +211,7 @@ async def _deliver_or_refund(scope: TenantScope, envelope: Envelope,
     try:
         if envelope.email is None:
             return await sms_provider().send_sms(envelope.address, envelope.text,
-                                                 envelope.header_id)
+                                                 envelope.header_id, envelope.from_number)
         await send_email(*envelope.email)
         return envelope.header_id
     except (EmailDeliveryError, SmsError) as exc:
@@ -265,27 +235,3 @@ async def _fail(scope: TenantScope, message_id: uuid.UUID, price: Decimal,
         if price > 0:
             await wallet.credit(conn, price, "message_refund", "message not accepted by provider",
                                 "message", message_id)
-
-
-# --- inbound SMS ------------------------------------------------------------------------------
-
-
-async def receive_sms(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number: str,
-                      body: str, provider_message_id: str) -> dict[str, Any]:
-    """Append an inbound text to the sender's conversation (a new contact when unknown).
-
-    A provider retrying the same message id appends nothing the second time. STOP and its
-    synonyms revoke the contact's sms consent, START and UNSTOP grant it.
-    """
-    await fetch_one_or_404(pool, SELECT_SUB_ACCOUNT, sub_account_id, what="sub-account")
-    schema = schema_name_for(sub_account_id)
-    async with tenant_transaction(pool, schema) as conn:
-        contact_id = await conn.fetchval(UPSERT_CONTACT_BY_PHONE, from_number)
-        row = await conn.fetchrow(INSERT_INBOUND, contact_id, body, provider_message_id)
-        duplicate = row is None
-        if duplicate:
-            row = await conn.fetchrow(SELECT_INBOUND, provider_message_id)
-        else:
-            await apply_inbound_keyword(conn, contact_id, body)
-    return {"message_id": row["id"], "conversation_id": row["conversation_id"],
-            "contact_id": contact_id, "duplicate": duplicate}

@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from api import events
 from api.invoices.schemas import CreateInvoiceRequest, LineItem, UpdateInvoiceRequest
 from api.types import parse_uuid
 from tenancy.db import fetch_one_or_404
@@ -227,4 +228,6 @@ async def mark_paid(scope: TenantScope, invoice_id: uuid.UUID,
         row = await conn.fetchrow(MARK_PAID, invoice_id, payment_method)
         if row is None:
             await refuse_unless_pending(conn, invoice_id, "be marked paid")
+        await events.emit(conn, "invoice.paid", {"sub_account_id": str(scope.sub_account_id),
+                                                 "invoice": invoice_out(row)})
     return invoice_out(row)

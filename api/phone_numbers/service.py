@@ -31,6 +31,7 @@ from integrations.telephony import (
     TelephonyError,
     TelephonyProvider,
 )
+from tenancy import phone_directory
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, tenant_transaction
 from tenancy.due import cancel_due, schedule_due
@@ -42,6 +43,8 @@ log = logging.getLogger("switchboard.telephony")
 E164 = re.compile(r"^\+[1-9]\d{1,14}$")
 RENEWAL_WORK = "phone_number_renewal"
 RENEWAL_RETRY = timedelta(days=1)
+# A purchased number another sub-account turns out to hold is given back and another is bought.
+PURCHASE_ATTEMPTS = 3
 
 NUMBER_COLUMNS = """
 p.id, p.phone_number, p.purchased, p.agent_id, a.name AS agent_name, p.is_active,
@@ -227,6 +230,8 @@ async def import_number(scope: TenantScope, arq: Any, phone_number: str) -> dict
     async with scope.transaction() as conn:
         if await conn.fetchval(NUMBER_HELD, phone_number):
             raise _number_exists()
+        if await phone_directory.holder(conn, phone_number) is not None:
+            raise _number_held_elsewhere()
     outcome = await run_provider_job(arq, "import_phone_number", str(scope.sub_account_id),
                                      phone_number)
     return await get_number(scope, uuid.UUID(outcome["phone_number_id"]))
@@ -268,6 +273,17 @@ def _number_exists() -> APIError:
     return APIError(409, "phone_number_exists", "this sub-account already holds that number")
 
 
+def _number_held_elsewhere() -> APIError:
+    return APIError(409, "phone_number_exists", "another sub-account holds that number")
+
+
+async def _claim(conn: asyncpg.Connection, phone_number: str, sub_account_id: uuid.UUID,
+                 number_id: uuid.UUID) -> None:
+    """Enter the number in the platform-wide directory, or refuse (the transaction rolls back)."""
+    if not await phone_directory.claim(conn, phone_number, sub_account_id, number_id):
+        raise _number_held_elsewhere()
+
+
 # --- provider work (run by the worker, jobs/telephony.py) -------------------------------------
 
 
@@ -289,10 +305,34 @@ async def provision_purchase(pool: asyncpg.Pool, providers: Providers,
                              deadline: float) -> dict[str, Any]:
     _check_deadline(deadline)
     provider = providers.get()
-    schema, rebilling = await tenant_of(pool, sub_account_id)
-    cost = price_in(rebilling, "phone_number_monthly")
+    schema, _ = await tenant_of(pool, sub_account_id)
     async with tenant_transaction(pool, schema) as conn:
         held = frozenset(row["phone_number"] for row in await conn.fetch(SELECT_HELD))
+    for attempt in range(1, PURCHASE_ATTEMPTS + 1):
+        try:
+            return await _purchase_one(pool, provider, sub_account_id, area_code, held, deadline)
+        except _TakenElsewhere as taken:
+            if attempt == PURCHASE_ATTEMPTS:
+                raise _number_held_elsewhere() from None
+            held |= {taken.phone_number}
+    raise AssertionError("unreachable")
+
+
+class _TakenElsewhere(Exception):
+    """The carrier sold a number the directory gives to another sub-account (only a carrier
+    that shares its numbers across accounts, like the sandbox, can): it is not released,
+    since that would take it from its holder."""
+
+    def __init__(self, phone_number: str) -> None:
+        super().__init__(phone_number)
+        self.phone_number = phone_number
+
+
+async def _purchase_one(pool: asyncpg.Pool, provider: TelephonyProvider,
+                        sub_account_id: uuid.UUID, area_code: str | None,
+                        held: frozenset[str], deadline: float) -> dict[str, Any]:
+    schema, rebilling = await tenant_of(pool, sub_account_id)
+    cost = price_in(rebilling, "phone_number_monthly")
     try:
         bought = await provider.purchase_number(area_code, held)
     except NoNumbersAvailable as exc:
@@ -303,6 +343,9 @@ async def provision_purchase(pool: asyncpg.Pool, providers: Providers,
             row = await conn.fetchrow(INSERT_PURCHASED, bought.phone_number, provider.name,
                                       bought.provider_ref)
             number_id = row["id"]
+            if not await phone_directory.claim(conn, bought.phone_number, sub_account_id,
+                                               number_id):
+                raise _TakenElsewhere(bought.phone_number)
             await schedule_due(conn, sub_account_id, RENEWAL_WORK, number_id,
                                row["next_billing_date"])
             if cost > 0:
@@ -320,6 +363,8 @@ async def provision_purchase(pool: asyncpg.Pool, providers: Providers,
     except asyncpg.UniqueViolationError:
         await _give_back(provider, number)
         raise APIError(409, "phone_number_exists", "the number was taken meanwhile") from None
+    except _TakenElsewhere:
+        raise
     except BaseException:
         await _give_back(provider, number)
         raise
@@ -337,6 +382,7 @@ async def provision_import(pool: asyncpg.Pool, providers: Providers,
         async with tenant_transaction(pool, schema) as conn:
             number_id = await conn.fetchval(INSERT_IMPORTED, phone_number, provider.name,
                                             imported.provider_ref)
+            await _claim(conn, phone_number, sub_account_id, number_id)
             _check_deadline(deadline)
     except asyncpg.UniqueViolationError:
         raise _number_exists() from None
@@ -386,6 +432,7 @@ async def provision_release(pool: asyncpg.Pool, providers: Providers,
         # Once the carrier has the number back the release is recorded whatever the time.
         rule_deleted = await providers.get(row["provider"]).release_number(_held(row))
         await conn.execute(RELEASE, number_id)
+        await phone_directory.free(conn, row["phone_number"], sub_account_id)
         await conn.execute(LEAVE_POOLS, number_id)
         await cancel_due(conn, RENEWAL_WORK, number_id)
     return {"released": True, "phone_number_id": str(number_id),

@@ -8,7 +8,7 @@ from quart import Blueprint, current_app, request
 from quart_schema import tag, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
-from api.events import EVENT_TYPES
+from api.events import ALL_EVENTS, EVENT_TYPES
 from api.schemas import InboundError as Error
 from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_errors, validate_response
@@ -31,10 +31,10 @@ def _invalid(field: str, message: str) -> APIError:
 
 
 def _events(requested: list[str]) -> list[str]:
-    unknown = [event for event in requested if event not in EVENT_TYPES]
+    unknown = [event for event in requested if event not in (*EVENT_TYPES, ALL_EVENTS)]
     if unknown:
         raise _invalid("events", f"unknown event type(s): {', '.join(unknown)}; "
-                                 f"known: {', '.join(EVENT_TYPES)}")
+                                 f"known: {', '.join(EVENT_TYPES)}, or {ALL_EVENTS} for all")
     return list(dict.fromkeys(requested))
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.events import EVENT_TYPES
+from api.events import ALL_EVENTS, EVENT_TYPES
 from api.types import document
 
 
@@ -15,7 +15,9 @@ class CreateSubscriptionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", json_schema_extra=document(properties={
         "url": {"format": "uri", "pattern": r"^\s*[hH][tT][tT][pP][sS]?://",
                 "description": "An absolute http(s) URL whose host resolves to public addresses."},
-        "events": {"items": {"enum": list(EVENT_TYPES)}}}))
+        "events": {"items": {"enum": [*EVENT_TYPES, ALL_EVENTS]},
+                   "description": f"Event types, or `{ALL_EVENTS}` for every event (future ones "
+                                  "included)."}}))
 
     url: StrictStr = Field(min_length=1, max_length=2048)
     events: list[StrictStr] = Field(min_length=1, max_length=20)

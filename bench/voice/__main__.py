@@ -48,6 +48,7 @@ import json
 import math
 import os
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -371,6 +372,9 @@ class Round:
     vendor_lag: dict[str, float]
     log_bytes: int
     stages: dict[str, list[float]]
+    # The runtime's own stamps (its log): turn end as the VAD decided it to the first audio
+    # frame sent, minus the fake vendors' latencies.
+    runtime_added_ms: list[float]
 
 
 STAGES = ("VAD decision beyond the pause", "fake STT own time", "runtime: transcript to LLM "
@@ -520,7 +524,19 @@ def run_round(count: int, args: argparse.Namespace, api: str, voice_url: str, or
                       - children_before.ru_utime - children_before.ru_stime),
         contacts_lag=contacts["loop_lag"], vendor_overheads=vendor_stats["overheads_ms"],
         vendor_lag=vendor_stats["loop_lag"], log_bytes=voice_log.stat().st_size - log_before,
-        stages=stages)
+        stages=stages,
+        runtime_added_ms=[ms - args.stt_ms - args.llm_ms - args.tts_ms
+                          for ms in runtime_responses(voice_log, log_before)])
+
+
+RESPONDED = re.compile(rb"agent responded ([0-9.]+) ms after the turn ended")
+
+
+def runtime_responses(voice_log: Path, offset: int) -> list[float]:
+    """The response times the runtime logged since `offset` of its log (voice/metrics.py)."""
+    with voice_log.open("rb") as log:
+        log.seek(offset)
+        return [float(m.group(1)) for m in RESPONDED.finditer(log.read())]
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -545,10 +561,11 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
         "on the same 2 cores.",
         "",
         "| calls | turns | response p50 / p99 ms | **added p50 / p99 ms** | added max ms | "
-        "added beyond Silero's own decision p50 / p99 ms | late messages / all | max lateness ms | "
+        "added beyond Silero's own decision p50 / p99 ms | **runtime's own: turn end decided to "
+        "first audio sent, minus vendors, p50 / p99 ms** | late messages / all | max lateness ms | "
         "runtime CPU per call (cores) | all-up window: CPU per call / machine busy | RSS before / "
         "peak / after MiB | **MiB per call** |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
         window = (f"{r.full_window[1]:.3f} / {r.full_window[2] * 100:.0f}% "
@@ -557,6 +574,7 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
             f"| {r.calls} | {len(r.responses_ms)} | {p(r.responses_ms, 50)} / "
             f"{p(r.responses_ms, 99)} | **{p(r.added_ms, 50)} / {p(r.added_ms, 99)}** | "
             f"{max(r.added_ms):.0f} | {p(r.beyond_vad_ms, 50)} / {p(r.beyond_vad_ms, 99)} | "
+            f"**{p(r.runtime_added_ms, 50)} / {p(r.runtime_added_ms, 99)}** | "
             f"{r.late} / {r.chunks} | {r.max_lateness_ms:.0f} | "
             f"{r.cores_per_call:.3f} | {window} | {r.rss_before / mib:.0f} / "
             f"{r.rss_peak / mib:.0f} / {r.rss_after / mib:.0f} | "
@@ -607,10 +625,15 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
     if target is not None:
         p50, p99 = percentile(target.added_ms, 50), percentile(target.added_ms, 99)
         met = p50 < TARGET_P50_MS and p99 < TARGET_P99_MS and target.late == 0
+        own50 = percentile(target.runtime_added_ms, 50) if target.runtime_added_ms else math.inf
+        own99 = percentile(target.runtime_added_ms, 99) if target.runtime_added_ms else math.inf
+        own_met = own50 < TARGET_P50_MS and own99 < TARGET_P99_MS and target.late == 0
         lines += ["", f"Target at {TARGET_CALLS} calls (added p50 under {TARGET_P50_MS:.0f} ms, "
-                  f"p99 under {TARGET_P99_MS:.0f} ms, no late messages): "
-                  f"{'met' if met else 'NOT met'} (p50 {p50:.0f}, p99 {p99:.0f}, late "
-                  f"{target.late})."]
+                  f"p99 under {TARGET_P99_MS:.0f} ms, no late messages): measured at the "
+                  f"contact from the end of its speech, {'met' if met else 'NOT met'} (p50 "
+                  f"{p50:.0f}, p99 {p99:.0f}, late {target.late}); by the runtime's own stamps "
+                  f"from the turn end it decided, {'met' if own_met else 'NOT met'} (p50 "
+                  f"{own50:.0f}, p99 {own99:.0f})."]
     return "\n".join(lines)
 
 

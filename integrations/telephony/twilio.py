@@ -50,6 +50,9 @@ NEVER_CONNECTED: dict[str, tuple[str, str]] = {
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 VOICE_PATH = "/voice/twilio/twiml"
+# Our webhooks on the API (SWITCHBOARD_PUBLIC_URL): inbound messages, message status callbacks.
+SMS_PATH = "/webhooks/providers/twilio/sms"
+STATUS_PATH = "/webhooks/providers/twilio/status"
 # Twilio's AnsweredBy (MachineDetection) as a call's answered_by (CONTRACT 6, 9).
 ANSWERED_BY = {"human": "human", "unknown": "unknown", "fax": "machine",
                "machine_start": "machine", "machine_end_beep": "machine",
@@ -99,9 +102,13 @@ class TwilioTelephony:
 
     def __init__(self, account_sid: str, auth_token: str, voice_url: str, *,
                  base_url: str = "https://api.twilio.com", country: str = "US",
-                 timeout: float = 10.0, sms_from: str | None = None) -> None:
+                 timeout: float = 10.0, sms_from: str | None = None,
+                 status_callback: str | None = None, sms_url: str | None = None) -> None:
         self.account_sid = account_sid
         self.sms_from = sms_from
+        self.status_callback = status_callback
+        # Our inbound-SMS webhook, set as the SmsUrl of every number we buy or import.
+        self.sms_url = sms_url
         self.voice_url = voice_url
         self.country = country
         self.base_url = base_url.rstrip("/")
@@ -118,10 +125,13 @@ class TwilioTelephony:
             missing.append("TWILIO_VOICE_URL (or SWITCHBOARD_VOICE_PUBLIC_URL)")
         if missing or not voice_url:
             raise TelephonyError("twilio is not configured: set " + ", ".join(missing))
+        public_url = (os.environ.get("SWITCHBOARD_PUBLIC_URL")
+                      or "http://127.0.0.1:8000").rstrip("/")
         return cls(os.environ["TWILIO_ACCOUNT_SID"], os.environ["TWILIO_AUTH_TOKEN"], voice_url,
                    base_url=os.environ.get("TWILIO_API_BASE_URL", "https://api.twilio.com"),
                    country=os.environ.get("TWILIO_COUNTRY", "US"),
-                   sms_from=os.environ.get("TWILIO_SMS_FROM") or None)
+                   sms_from=os.environ.get("TWILIO_SMS_FROM") or None,
+                   status_callback=public_url + STATUS_PATH, sms_url=public_url + SMS_PATH)
 
     def _path(self, resource: str) -> str:
         return f"/{API_VERSION}/Accounts/{self.account_sid}/{resource}"
@@ -161,7 +171,7 @@ class TwilioTelephony:
             raise NoNumbersAvailable("twilio has no numbers available"
                                      + (f" in area code {area_code}" if area_code else ""))
         bought = await self._request("POST", "IncomingPhoneNumbers.json",
-                                     form={"PhoneNumber": candidates[0]})
+                                     form={"PhoneNumber": candidates[0], **self._sms_webhook()})
         return ProviderNumber(bought["phone_number"], bought["sid"])
 
     async def import_number(self, phone_number: str) -> ProviderNumber:
@@ -170,7 +180,13 @@ class TwilioTelephony:
         numbers = found.get("incoming_phone_numbers", [])
         if not numbers:
             raise TelephonyError("the number is not in the Twilio account")
+        if self.sms_url:
+            await self._request("POST", f"IncomingPhoneNumbers/{numbers[0]['sid']}.json",
+                                form=self._sms_webhook())
         return ProviderNumber(numbers[0]["phone_number"], numbers[0]["sid"])
+
+    def _sms_webhook(self) -> dict[str, str]:
+        return {"SmsUrl": self.sms_url, "SmsMethod": "POST"} if self.sms_url else {}
 
     def _sid(self, number: HeldNumber) -> str:
         if not number.provider_ref:
@@ -242,8 +258,10 @@ class TwilioTelephony:
         sender = from_number or self.sms_from
         if not sender:
             raise TelephonyError("twilio: no sender number (set TWILIO_SMS_FROM)")
-        sent = await self._request("POST", "Messages.json",
-                                   form={"To": to_number, "From": sender, "Body": body})
+        form = {"To": to_number, "From": sender, "Body": body}
+        if self.status_callback:
+            form["StatusCallback"] = self.status_callback
+        sent = await self._request("POST", "Messages.json", form=form)
         return str(sent["sid"])
 
     async def aclose(self) -> None:

@@ -10,6 +10,9 @@ TIMESTAMP = sa.TIMESTAMP(timezone=True)
 
 CAMPAIGN_STATES = ("draft", "scheduled", "sending", "completed", "paused", "cancelled", "failed")
 RECIPIENT_STATES = ("pending", "sending", "sent", "failed", "skipped")
+# Outbound messages move forward only: queued -> sent -> delivered | undelivered | failed;
+# inbound ones are received (CONTRACT 9).
+MESSAGE_STATUSES = ("queued", "sent", "delivered", "undelivered", "failed", "received")
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -93,6 +96,8 @@ conversations = sa.Table(
     sa.Column("last_message_at", TIMESTAMP),
     created_at(),
     updated_at(),
+    sa.Index("ix_conversations_last_message_at", sa.text("last_message_at DESC"),
+             sa.text("id DESC")),
 )
 
 messages = sa.Table(
@@ -110,15 +115,25 @@ messages = sa.Table(
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id")),
     sa.Column("provider_message_id", sa.Text),
+    # SMS only: our number on the message (the sender of an outbound one, the recipient of an
+    # inbound one); the conversation's next SMS goes from its last one (CONTRACT 9).
+    sa.Column("phone_number", sa.Text),
+    # Inbound only: when the conversation was marked read (null: unread).
+    sa.Column("read_at", TIMESTAMP),
     sa.Column("error", sa.Text),
     created_at(),
     updated_at(),
     sa.CheckConstraint("direction IN ('inbound', 'outbound')", name="direction"),
     sa.CheckConstraint("message_type IN ('sms', 'email')", name="message_type"),
-    sa.CheckConstraint("status IN ('queued', 'sent', 'failed', 'received')", name="status"),
+    sa.CheckConstraint(_one_of("status", MESSAGE_STATUSES), name="status"),
     sa.Index("ix_messages_conversation_id_created_at", "conversation_id",
              sa.text("created_at DESC"), sa.text("seq DESC")),
     # A provider that retries an inbound webhook gives the same id: kept once.
     sa.Index("uq_messages_inbound_provider_message_id", "message_type", "provider_message_id",
              unique=True, postgresql_where=sa.text("direction = 'inbound'")),
+    # The carrier's status callback finds an outbound message by its id.
+    sa.Index("ix_messages_outbound_provider_message_id", "provider_message_id",
+             postgresql_where=sa.text("direction = 'outbound'")),
+    sa.Index("ix_messages_unread_conversation_id", "conversation_id",
+             postgresql_where=sa.text("direction = 'inbound' AND read_at IS NULL")),
 )

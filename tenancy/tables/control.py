@@ -166,3 +166,16 @@ invitations = sa.Table(
     sa.Index("uq_invitations_open", "sub_account_id", "email", unique=True,
              postgresql_where=sa.text("accepted_at IS NULL")),
 )
+
+# Active phone numbers are unique platform-wide (CONTRACT 9): the sub-account holding each one.
+# Written in the tenant transaction that activates or releases the number; inbound SMS and
+# calls find their sub-account here.
+phone_number_directory = sa.Table(
+    "phone_number_directory",
+    control_metadata,
+    sa.Column("phone_number", sa.Text, primary_key=True),
+    sa.Column("sub_account_id", UUID, sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"),
+              nullable=False, index=True),
+    sa.Column("phone_number_id", UUID, nullable=False),
+    created_at(),
+)

@@ -1,4 +1,5 @@
-"""Outbound webhooks: subscriptions, one delivery per event and target, one row per attempt."""
+"""Outbound webhooks: every event emitted, subscriptions, one delivery per event and target, one
+row per attempt."""
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
@@ -7,6 +8,19 @@ from tenancy.tables.base import created_at, tenant_metadata, updated_at, uuid_pk
 
 UUID = pg.UUID(as_uuid=True)
 TIMESTAMP = sa.TIMESTAMP(timezone=True)
+
+# Every event as emitted, subscribers or not (GET /events; kept 30 days). `id` is the message id
+# every delivery of it carries (`webhook-id`); `timestamp` is the body's, to the millisecond.
+events = sa.Table(
+    "events",
+    tenant_metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("timestamp", TIMESTAMP, nullable=False),
+    sa.Column("data", pg.JSONB, nullable=False),
+    sa.Index("ix_events_timestamp", sa.text("timestamp DESC"), sa.text("id DESC")),
+    sa.Index("ix_events_type_timestamp", "type", sa.text("timestamp DESC"), sa.text("id DESC")),
+)
 
 webhook_subscriptions = sa.Table(
     "webhook_subscriptions",
@@ -38,6 +52,8 @@ webhook_deliveries = sa.Table(
               sa.ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"), index=True),
     sa.Column("target_url", sa.Text),
     sa.Column("target_secret", sa.Text),
+    # The agent whose post-call webhook this is (GET /agents/{id}/deliveries).
+    sa.Column("agent_id", UUID, sa.ForeignKey("agents.id", ondelete="SET NULL")),
     sa.Column("event_type", sa.Text, nullable=False),
     sa.Column("message_id", sa.Text, nullable=False),
     sa.Column("body", sa.Text, nullable=False),
@@ -55,6 +71,13 @@ webhook_deliveries = sa.Table(
         name="target",
     ),
     sa.Index("ix_webhook_deliveries_message_id", "message_id"),
+    sa.Index("ix_webhook_deliveries_subscription_log", "subscription_id",
+             sa.text("created_at DESC"), sa.text("id DESC")),
+    sa.Index("ix_webhook_deliveries_agent_log", "agent_id", sa.text("created_at DESC"),
+             sa.text("id DESC"), postgresql_where=sa.text("agent_id IS NOT NULL")),
+    # Retention: finished deliveries past 30 days go (api/event_log/tasks.py).
+    sa.Index("ix_webhook_deliveries_completed_at", "completed_at",
+             postgresql_where=sa.text("completed_at IS NOT NULL")),
 )
 
 webhook_attempts = sa.Table(

@@ -20,7 +20,7 @@ def test_unsubscribes_become_revoked_consent_rows_and_return_on_downgrade(migrat
     schema = f"t_{uuid.uuid4().hex}"
     emailed, texted, untouched = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     try:
-        _migrate(migrated, schema, "t0004")
+        _migrate(migrated, schema, "t0007")
         for contact, email in ((emailed, "e@example.com"), (texted, "t@example.com"),
                                (untouched, "u@example.com")):
             _sql(migrated, f'INSERT INTO "{schema}".contacts (id, email) VALUES (:id, :email)',
@@ -40,7 +40,7 @@ def test_unsubscribes_become_revoked_consent_rows_and_return_on_downgrade(migrat
         assert not _sql(migrated, "SELECT to_regclass(:t) IS NOT NULL",
                         t=f"{schema}.unsubscribes")[0][0]
 
-        _migrate(migrated, schema, "t0004", down=True)
+        _migrate(migrated, schema, "t0007", down=True)
         back = _sql(migrated, f'SELECT contact_id, channel FROM "{schema}".unsubscribes '
                               "ORDER BY channel")
         assert [tuple(row) for row in back] == [(emailed, "email"), (texted, "sms")]

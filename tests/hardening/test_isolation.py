@@ -152,6 +152,25 @@ async def conversation(client: Any, b: Tenant) -> Record:
     return record
 
 
+async def conversation_thread(client: Any, b: Tenant) -> Record:
+    """B's conversation: an outbound text and an unread inbound one (so mark-read would show)."""
+    from api.conversations.signing import HEADER, sign
+
+    record = await contact(client, b)
+    body = await _post(client, b, f"{BASE}/contacts/{record.params['contact_id']}/messages",
+                       {"message_type": "sms", "content": "B's private message"})
+    conversation_id = body["message"]["conversation_id"]
+    raw = json.dumps({"from": "+14155550142", "body": "B's private reply",
+                      "message_id": f"SM{uuid.uuid4().hex}"}).encode()
+    response = await client.post(f"/webhooks/providers/sandbox/sms/{b.id}", data=raw,
+                                 headers={"Content-Type": "application/json",
+                                          HEADER: sign(b.id, raw)})
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    record.params["conversation_id"] = conversation_id
+    record.secrets |= {conversation_id, "B's private message", "B's private reply"}
+    return record
+
+
 async def invoice(client: Any, b: Tenant) -> Record:
     record = await contact(client, b)
     body = await _post(client, b, f"{BASE}/invoices",
@@ -203,6 +222,25 @@ async def subscription(client: Any, b: Tenant) -> Record:
     return Record({"subscription_id": sub["id"]}, {sub["id"], url, sub["secret"]} | _b_values(b))
 
 
+async def delivery(client: Any, b: Tenant) -> Record:
+    """A subscription with one finished delivery (of B's contact.created), so only the tenant
+    check can refuse a redelivery."""
+    from tenancy.db import tenant_transaction
+
+    url = f"https://b-{uuid.uuid4().hex[:8]}.example.org/hook"
+    sub = (await _post(client, b, f"{BASE}/webhook-subscriptions",
+                       {"url": url, "events": ["*"]}))["subscription"]
+    person = await contact(client, b)
+    async with tenant_transaction(client.app.config["DB_POOL"], b.schema) as conn:
+        await conn.execute("UPDATE webhook_deliveries SET status = 'delivered'")
+    log = await client.get(f"{BASE}/webhook-subscriptions/{sub['id']}/deliveries",
+                           headers=b.headers)
+    [shown] = (await log.get_json())["deliveries"]
+    return Record({"subscription_id": sub["id"], "delivery_id": shown["id"]},
+                  person.secrets | {sub["id"], url, sub["secret"], shown["id"],
+                                    shown["event_id"]})
+
+
 async def sub_account(client: Any, b: Tenant) -> Record:
     return Record({"sub_account_id": str(b.id)}, _b_values(b))
 
@@ -236,6 +274,9 @@ ROUTES: dict[str, Entry] = {
         "sub_account", paused_campaign, bodies={"POST": {}}),
     f"{BASE}/campaigns/<campaign_id>/schedule": Entry(
         "sub_account", campaign, bodies={"POST": {"start_date": FUTURE}}),
+    f"{BASE}/conversations/<conversation_id>": Entry(
+        "sub_account", conversation_thread, bodies={"PATCH": {"unread": False}}),
+    f"{BASE}/conversations/<conversation_id>/messages": Entry("sub_account", conversation_thread),
     f"{BASE}/invoices/<invoice_id>": Entry(
         "sub_account", invoice, bodies={"PATCH": {"status": "void"}}),
     f"{BASE}/invoices/<invoice_id>/mark-paid": Entry(
@@ -249,6 +290,10 @@ ROUTES: dict[str, Entry] = {
         worker=True),
     f"{BASE}/smart-lists/<smart_list_id>": Entry("sub_account", smart_list),
     f"{BASE}/webhook-subscriptions/<subscription_id>": Entry("sub_account", subscription),
+    f"{BASE}/webhook-subscriptions/<subscription_id>/deliveries": Entry("sub_account", delivery),
+    f"{BASE}/webhook-deliveries/<delivery_id>/redeliver": Entry(
+        "sub_account", delivery, bodies={"POST": {}}),
+    f"{BASE}/agents/<agent_id>/deliveries": Entry("sub_account", agent),
     f"{BASE}/integrations/<provider>": Entry(
         "exempt", reason="the parameter is a provider name from a fixed list, not a record id; "
                          "each sub-account's connection is its own"),

@@ -4,6 +4,12 @@ State lives in memory: numbers the "carrier" offers per area code, the account's
 IncomingPhoneNumbers, and Calls whose status advances on every read (queued, ringing,
 in-progress, then the final status the test chose).
 
+Messages: `Messages.json` keeps what was sent (and its StatusCallback); `receive_sms` posts an
+inbound text to our SMS webhook and `report_status` a message status callback to the one the
+message asked for, both form-encoded and signed as Twilio signs them (X-Twilio-Signature over the
+webhook's URL and the sorted parameters). They go to a live server over HTTP, or through a Quart
+test client given as `client` (the URL's path and query are used, the signature covers it whole).
+
 With `bridge` on, a call is carried out as Twilio carries it instead: its voice webhook (the
 call's `Url`, or for `ring` the number's VoiceUrl) is POSTed with a valid X-Twilio-Signature
 (CallSid, From, To, and AnsweredBy when MachineDetection was asked for), the TwiML's
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
+from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
 import httpx
@@ -37,7 +44,7 @@ from integrations.telephony.sandbox_media import (
     run_contact,
     script_for,
 )
-from integrations.telephony.twilio import SIGNATURE_HEADER, signature
+from integrations.telephony.twilio import SIGNATURE_HEADER, SMS_PATH, signature
 from tests.conftest import running_worker
 
 PREFIX = "/2010-04-01/Accounts/<account>"
@@ -62,6 +69,53 @@ class FakeTwilio:
     webhooks: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, ContactResult] = field(default_factory=dict)
     carrying: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    def signed_headers(self, url: str, params: dict[str, str]) -> dict[str, str]:
+        return {SIGNATURE_HEADER: signature(self.auth_token, url, params.items())}
+
+    async def post_webhook(self, url: str, params: dict[str, str], client: Any = None,
+                           headers: dict[str, str] | None = None) -> Any:
+        """POST `params` form-encoded to `url`, signed (unless `headers` replace the
+        signature): over HTTP, or through the Quart test `client`."""
+        headers = self.signed_headers(url, params) if headers is None else headers
+        if client is None:
+            async with httpx.AsyncClient(timeout=10) as http:
+                return await http.post(url, data=params, headers=headers)
+        parts = urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        return await client.post(target, form=params, headers=headers)
+
+    def inbound_sms(self, from_number: str, to_number: str, body: str,
+                    sid: str | None = None) -> dict[str, str]:
+        """The parameters of Twilio's incoming-message webhook."""
+        sid = sid or "SM" + uuid.uuid4().hex
+        return {"ToCountry": "US", "SmsMessageSid": sid, "NumMedia": "0", "SmsSid": sid,
+                "SmsStatus": "received", "Body": body, "To": to_number, "NumSegments": "1",
+                "MessageSid": sid, "AccountSid": self.account_sid, "From": from_number,
+                "ApiVersion": "2010-04-01"}
+
+    async def receive_sms(self, public_url: str, from_number: str, to_number: str, body: str,
+                          sid: str | None = None, client: Any = None) -> Any:
+        """A text from `from_number` to our `to_number`, posted to our SMS webhook."""
+        return await self.post_webhook(public_url.rstrip("/") + SMS_PATH,
+                                       self.inbound_sms(from_number, to_number, body, sid),
+                                       client)
+
+    def status_params(self, sid: str, status: str,
+                      error_code: str | None = None) -> dict[str, str]:
+        message = self.messages[sid]
+        params = {"MessageSid": sid, "SmsSid": sid, "MessageStatus": status,
+                  "SmsStatus": status, "From": message["from"], "To": message["to"],
+                  "AccountSid": self.account_sid, "ApiVersion": "2010-04-01"}
+        if error_code:
+            params["ErrorCode"] = error_code
+        return params
+
+    async def report_status(self, sid: str, status: str, error_code: str | None = None,
+                            client: Any = None) -> Any:
+        """The status callback of a message we were asked to send, to its StatusCallback."""
+        return await self.post_webhook(self.messages[sid]["status_callback"],
+                                       self.status_params(sid, status, error_code), client)
 
     def own(self, phone_number: str, voice_url: str = "") -> str:
         sid = "PN" + uuid.uuid4().hex
@@ -189,11 +243,15 @@ def twilio_app(state: FakeTwilio) -> Quart:
 
     @app.post(f"{PREFIX}/IncomingPhoneNumbers.json")
     async def buy(account: str) -> Response:
-        number = (await request.form).get("PhoneNumber", "")
+        form = await request.form
+        number = form.get("PhoneNumber", "")
         for offered in state.available.values():
             if number in offered:
                 offered.remove(number)
-                response = jsonify(state.incoming[state.own(number)])
+                sid = state.own(number)
+                if form.get("SmsUrl"):
+                    state.incoming[sid]["sms_url"] = form["SmsUrl"]
+                response = jsonify(state.incoming[sid])
                 response.status_code = 201
                 return response
         return _error(400, 21422, "PhoneNumber requested is not available")
@@ -205,6 +263,8 @@ def twilio_app(state: FakeTwilio) -> Quart:
         form = await request.form
         if "VoiceUrl" in form:
             state.incoming[sid]["voice_url"] = form["VoiceUrl"]
+        if "SmsUrl" in form:
+            state.incoming[sid]["sms_url"] = form["SmsUrl"]
         return jsonify(state.incoming[sid])
 
     @app.delete(f"{PREFIX}/IncomingPhoneNumbers/<sid>.json")
@@ -224,6 +284,8 @@ def twilio_app(state: FakeTwilio) -> Quart:
         sid = "SM" + uuid.uuid4().hex
         state.messages[sid] = {"sid": sid, "to": form["To"], "from": form["From"],
                                "body": form.get("Body", "")}
+        if form.get("StatusCallback"):
+            state.messages[sid]["status_callback"] = form["StatusCallback"]
         response = jsonify({"sid": sid, "status": "queued"})
         response.status_code = 201
         return response

@@ -73,6 +73,22 @@ async def test_import_finds_the_number_in_the_account(twilio, adapter):
         await adapter.import_number("+14155559999")
 
 
+async def test_bought_and_imported_numbers_send_their_texts_to_our_sms_webhook(twilio):
+    sms_url = "https://switchboard.example.com/webhooks/providers/twilio/sms"
+    provider = TwilioTelephony(twilio.account_sid, twilio.auth_token, VOICE_URL,
+                               base_url=twilio.url, sms_url=sms_url)
+    twilio.available["415"] = ["+14155550100"]
+    imported_sid = twilio.own("+14155552671")
+    try:
+        bought = await provider.purchase_number("415", frozenset())
+        imported = await provider.import_number("+14155552671")
+    finally:
+        await provider.aclose()
+    assert twilio.incoming[bought.provider_ref]["sms_url"] == sms_url
+    assert imported.provider_ref == imported_sid
+    assert twilio.incoming[imported_sid]["sms_url"] == sms_url
+
+
 async def test_assign_points_the_voice_url_at_the_agent_and_unassign_clears_it(twilio, adapter):
     sid = twilio.own("+14155552671")
     rule = await adapter.assign_number(held(twilio, "+14155552671", sid), "agent-1")
@@ -152,6 +168,22 @@ def test_signature_is_twilios_documented_algorithm():
                                "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
     assert not signature_valid(None, [url], params.items(), "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
     assert not signature_valid("12345", [url], params.items(), None)
+
+
+@pytest.mark.parametrize(("caller", "expected"), [
+    # Twilio's security page's worked example (the issue's +12349013030 gives the second value;
+    # GvWf1cFY/Q7PnoempGyD5oXAezc= is the signature for +14158675310, checked here).
+    ("+14158675310", "GvWf1cFY/Q7PnoempGyD5oXAezc="),
+    ("+12349013030", "0/KCTR6DLpKmkAf8muzZqo1nDgQ="),
+])
+def test_signature_matches_twilios_security_page_example(caller, expected):
+    params = {"CallSid": "CA1234567890ABCDE", "Caller": caller, "Digits": "1234",
+              "From": caller, "To": "+18005551212"}
+    url = "https://mycompany.com/myapp.php?foo=1&bar=2"
+    assert signature("12345", url, params.items()) == expected
+    assert signature_valid("12345", [url], params.items(), expected)
+    assert not signature_valid("12345", [url.replace("bar=2", "bar=3")], params.items(),
+                               expected)
 
 
 def test_answered_by_maps_twilios_machine_detection():

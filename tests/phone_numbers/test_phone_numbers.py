@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from datetime import datetime, timedelta
@@ -377,8 +378,6 @@ async def ledger(pool, tenant):
 
 
 async def wait_until(check):
-    import asyncio
-
     for _ in range(600):
         if await check():
             return
@@ -425,3 +424,83 @@ async def test_released_number_is_not_renewed(client, pool, agency, worker):
                               uuid.UUID(number_id))
     assert due == 0
     assert await balance(pool, tenant) == 12.5
+
+
+# --- the platform-wide directory (CONTRACT 9) -------------------------------------------------
+
+
+async def directory(pool, phone_number):
+    return await pool.fetchrow(
+        "SELECT sub_account_id, phone_number_id FROM control.phone_number_directory "
+        "WHERE phone_number = $1", phone_number)
+
+
+async def test_import_of_a_number_another_sub_account_holds_is_409(client, pool, tenant,
+                                                                   tenant_second, worker):
+    held = await import_number(client, tenant_second, "+14155550161")
+    response = await client.post(f"{NUMBERS}/import", json={"phone_number": "+14155550161"},
+                                 headers=tenant.headers)
+    await expect_error(response, 409, "phone_number_exists")
+    assert await number_rows(pool, tenant) == []
+    entry = await directory(pool, "+14155550161")
+    assert (str(entry["sub_account_id"]), str(entry["phone_number_id"])) == (
+        str(tenant_second.id), held)
+
+
+async def test_a_released_number_is_free_for_another_sub_account(client, pool, tenant,
+                                                                 tenant_second, worker):
+    held = await import_number(client, tenant_second, "+14155550162")
+    response = await client.delete(f"{NUMBERS}/{held}", headers=tenant_second.headers)
+    assert response.status_code == 200
+    assert await directory(pool, "+14155550162") is None
+    mine = await import_number(client, tenant, "+14155550162")
+    entry = await directory(pool, "+14155550162")
+    assert (str(entry["sub_account_id"]), str(entry["phone_number_id"])) == (str(tenant.id), mine)
+
+
+async def test_concurrent_imports_of_one_number_leave_one_holder(client, pool, tenant,
+                                                                 tenant_second, worker):
+    responses = await asyncio.gather(*(
+        client.post(f"{NUMBERS}/import", json={"phone_number": "+14155550163"},
+                    headers=who.headers) for who in (tenant, tenant_second)))
+    assert sorted(r.status_code for r in responses) == [201, 409]
+    rows = await number_rows(pool, tenant) + await number_rows(pool, tenant_second)
+    assert len(rows) == 1
+
+
+async def test_a_purchased_number_is_entered_in_the_directory(client, pool, tenant, worker):
+    number = (await (await purchase(client, tenant)).get_json())["phone_number"]
+    entry = await directory(pool, number["phone_number"])
+    assert (str(entry["sub_account_id"]), str(entry["phone_number_id"])) == (
+        str(tenant.id), number["id"])
+
+
+async def test_a_purchase_that_meets_a_number_held_elsewhere_buys_another_and_keeps_it_there(
+        client, pool, tenant, tenant_second, worker, monkeypatch):
+    import time
+
+    from api.phone_numbers.service import provision_purchase
+    from integrations.telephony import Providers
+    from tests.integrations.fake_twilio import FakeTwilio, twilio_app
+    from tests.receiver import serving
+
+    held = await import_number(client, tenant_second, "+14155550175")
+    carrier = FakeTwilio(available={"415": ["+14155550175", "+14155550176"]})
+    async with serving(twilio_app(carrier)) as base:
+        for name, value in {"TWILIO_ACCOUNT_SID": carrier.account_sid,
+                            "TWILIO_AUTH_TOKEN": carrier.auth_token,
+                            "TWILIO_VOICE_URL": "https://voice.example.com/voice/twilio/twiml",
+                            "TWILIO_API_BASE_URL": base}.items():
+            monkeypatch.setenv(name, value)
+        providers = Providers("twilio")
+        try:
+            outcome = await provision_purchase(pool, providers, tenant.id, "415",
+                                               time.time() + 30)
+        finally:
+            await providers.aclose()
+    [mine] = await number_rows(pool, tenant)
+    assert (str(mine["id"]), mine["phone_number"]) == (outcome["phone_number_id"],
+                                                       "+14155550176")
+    entry = await directory(pool, "+14155550175")
+    assert (entry["sub_account_id"], str(entry["phone_number_id"])) == (tenant_second.id, held)
+    assert not [r for r in carrier.requests if r[0] == "DELETE"]

@@ -347,3 +347,23 @@ async def test_control_check_constraints_match_metadata(pool):
                 if constraint.__class__.__name__ == "CheckConstraint"}
     assert set(stored) == expected
     assert "'deleted'" in stored[("sub_accounts", "ck_sub_accounts_status")]
+
+
+async def test_import_claims_its_numbers_and_refuses_one_held_elsewhere(client, pool, tenant,
+                                                                        tenant_second, worker):
+    from tests.factories import import_number
+
+    await import_number(client, tenant, "+14155550174")
+    lines = await _exported(pool, tenant.id)
+    await _purge(pool, tenant.id)
+    assert await pool.fetchval("SELECT count(*) FROM control.phone_number_directory "
+                               "WHERE phone_number = '+14155550174'") == 0
+    held = await import_number(client, tenant_second, "+14155550174")
+    await _refused(pool, lines, "+14155550174 are held by another sub-account")
+    assert not await schema_exists(pool, tenant.schema)
+    response = await client.delete(f"/webhooks/inbound/phone-numbers/{held}",
+                                   headers=tenant_second.headers)
+    assert response.status_code == 200
+    await tenant_ops.import_tenant(pool, lines)
+    assert await pool.fetchval("SELECT sub_account_id FROM control.phone_number_directory "
+                               "WHERE phone_number = '+14155550174'") == tenant.id

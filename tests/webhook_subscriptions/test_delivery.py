@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 from integrations.webhooks import new_secret
+from tenancy.clock import iso
 from tenancy.db import tenant_transaction
 from tests.factories import SUBSCRIPTIONS, emit_event, emit_target, subscribe
-from tests.helpers import attempts, deliveries, due_rows, next_attempt_delay
+from tests.helpers import attempts, deliveries, due_rows, next_attempt_delay, stored_events
 from tests.receiver import signature_valid
 
 
@@ -59,9 +60,36 @@ async def test_each_subscription_wanting_the_event_gets_it(client, pool, tenant,
     assert len({r.headers["webhook-id"] for r in receiver.requests}) == 1
 
 
-async def test_no_subscription_means_nothing_is_stored(pool, tenant):
+async def test_no_subscription_means_no_delivery_but_the_event_is_kept(pool, tenant):
     await emit_event(pool, tenant)
     assert await deliveries(pool, tenant) == []
+    [event] = await stored_events(pool, tenant)
+    assert event["type"] == "contact.updated"
+    assert event["id"].startswith("msg_")
+    assert event["data"]["changes"] == {"tags": {"added": ["vip"], "removed": []}}
+
+
+async def test_star_subscription_gets_every_event(client, pool, tenant, receiver, run_worker):
+    await subscribe(client, tenant, receiver.url("/all"), ["*"])
+    await subscribe(client, tenant, receiver.url("/invoices"), ["invoice.paid"])
+    await emit_event(pool, tenant)
+    await emit_event(pool, tenant, "campaign.completed", {"sub_account_id": str(tenant.id)})
+    await run_worker()
+    assert sorted(r.json()["type"] for r in receiver.to("/all")) == [
+        "campaign.completed", "contact.updated"]
+    assert receiver.to("/invoices") == []
+
+
+async def test_every_target_of_an_event_carries_its_stored_id(client, pool, tenant, receiver,
+                                                             run_worker):
+    await subscribe(client, tenant, receiver.url("/sub"), ["call.completed"])
+    await emit_target(pool, tenant, receiver.url("/agent"), new_secret(),
+                      {"sub_account_id": str(tenant.id)})
+    await run_worker()
+    [event] = await stored_events(pool, tenant)
+    assert sorted(r.path for r in receiver.requests) == ["/agent", "/sub"]
+    assert {r.headers["webhook-id"] for r in receiver.requests} == {event["id"]}
+    assert {r.json()["timestamp"] for r in receiver.requests} == {iso(event["timestamp"])}
 
 
 async def test_event_of_another_tenant_is_not_delivered_to_this_one(
@@ -85,6 +113,7 @@ async def test_rolled_back_emit_is_never_sent(client, pool, tenant, receiver, ru
     await run_worker()
     assert receiver.requests == []
     assert await deliveries(pool, tenant) == []
+    assert await stored_events(pool, tenant) == []
 
 
 async def test_failing_receiver_is_retried_until_it_succeeds(client, pool, tenant, receiver,

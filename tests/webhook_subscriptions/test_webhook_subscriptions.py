@@ -24,6 +24,15 @@ async def test_create_subscription_returns_id_url_events_and_secret(client, tena
     assert subscription["is_active"] is True
 
 
+@pytest.mark.parametrize("event", [
+    "contact.created", "contact.updated", "contact.deleted", "contact.consent_updated",
+    "message.received", "message.status_updated", "call.completed", "call.failed",
+    "campaign.completed", "invoice.paid", "*"])
+async def test_create_subscription_takes_every_catalog_event_and_star(client, tenant, event):
+    subscription = await subscribe(client, tenant, "https://example.com/h", [event])
+    assert subscription["events"] == [event]
+
+
 async def test_create_subscription_dedupes_events(client, tenant):
     subscription = await subscribe(client, tenant, "https://example.com/h",
                                    ["call.completed", "contact.updated", "call.completed"])
@@ -34,7 +43,8 @@ async def test_create_subscription_dedupes_events(client, tenant):
     {"url": "ftp://example.com/x", "events": ["contact.updated"]},
     {"url": "not a url", "events": ["contact.updated"]},
     {"url": "https:///nohost", "events": ["contact.updated"]},
-    {"url": "https://example.com/x", "events": ["contact.deleted"]},
+    {"url": "https://example.com/x", "events": ["contact.exploded"]},
+    {"url": "https://example.com/x", "events": ["contact.*"]},
     {"url": "https://example.com/x", "events": []},
     {"url": "https://example.com/x", "events": "contact.updated"},
     {"url": 5, "events": ["contact.updated"]},

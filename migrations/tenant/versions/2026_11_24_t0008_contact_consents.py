@@ -1,7 +1,7 @@
 """contact consent per channel (sms, email, call); the unsubscribes table becomes consent rows
 
 Revision ID: t0008
-Revises: t0004
+Revises: t0007
 Create Date: 2026-11-24 17:05:00.000000
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = 't0008'
-down_revision: str | None = 't0004'
+down_revision: str | None = 't0007'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,122 @@
+"""SQL of conversations and their messages: the message as conversations show it, inbound
+texts, carrier status callbacks and the conversation list."""
+
+# A message as GET /conversations/{id}/messages and message events show it (CONTRACT 9).
+MESSAGE_COLUMNS = """
+m.id, m.conversation_id, v.contact_id, m.content, m.subject, m.sender_type, m.message_type,
+m.status, m.direction, m.provider_message_id, m.created_at
+"""
+
+SELECT_MESSAGE = f"""
+SELECT {MESSAGE_COLUMNS}
+FROM messages AS m JOIN conversations AS v ON v.id = m.conversation_id
+WHERE m.id = $1
+"""
+
+# The conversation's last number while the sub-account still holds it, else its oldest active
+# number; null when it holds none (the provider's default sender, TWILIO_SMS_FROM).
+SELECT_SENDER_NUMBER = """
+SELECT COALESCE(
+    (SELECT p.phone_number
+     FROM (SELECT m.phone_number FROM messages AS m
+           JOIN conversations AS v ON v.id = m.conversation_id
+           WHERE v.contact_id = $1 AND m.phone_number IS NOT NULL
+           ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) AS last
+     JOIN phone_numbers AS p ON p.phone_number = last.phone_number AND p.is_active),
+    (SELECT phone_number FROM phone_numbers WHERE is_active ORDER BY created_at, id LIMIT 1))
+"""
+
+# The contact's ($1) conversation, started or moved to the top by a new message.
+CONVERSATION_CTE = """
+conversation AS (
+    INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
+    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
+    RETURNING id
+)
+"""
+
+APPEND_MESSAGE = f"""
+WITH {CONVERSATION_CTE}
+INSERT INTO messages
+    (id, conversation_id, direction, sender_type, message_type, subject, content, status,
+     campaign_id, provider_message_id, phone_number)
+SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM conversation
+"""
+
+UPSERT_CONTACT_BY_PHONE = """
+INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_sms')
+ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
+RETURNING id, xmax = 0 AS created
+"""
+
+# Our number is kept only when the sub-account holds it.
+INSERT_INBOUND = f"""
+WITH {CONVERSATION_CTE}
+INSERT INTO messages
+    (conversation_id, direction, sender_type, message_type, content, status,
+     provider_message_id, phone_number)
+SELECT conversation.id, 'inbound', 'contact', 'sms', $2, 'received', $3,
+       (SELECT phone_number FROM phone_numbers WHERE phone_number = $4 AND is_active)
+FROM conversation
+ON CONFLICT (message_type, provider_message_id) WHERE direction = 'inbound' DO NOTHING
+RETURNING id
+"""
+
+SELECT_INBOUND = f"""
+SELECT {MESSAGE_COLUMNS}
+FROM messages AS m JOIN conversations AS v ON v.id = m.conversation_id
+WHERE m.direction = 'inbound' AND m.message_type = 'sms' AND m.provider_message_id = $1
+"""
+
+# Forward only: $3 lists the statuses the new one may follow.
+ADVANCE_STATUS = """
+UPDATE messages SET status = $2, error = COALESCE($4, error), updated_at = now()
+WHERE direction = 'outbound' AND provider_message_id = $1 AND status = ANY($3::text[])
+RETURNING id
+"""
+
+CONVERSATION_COLUMNS = """
+v.id, v.contact_id, v.last_message_at,
+(SELECT left(m.content, 160) FROM messages AS m WHERE m.conversation_id = v.id
+ ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) AS last_message_preview,
+(SELECT count(*) FROM messages AS m
+ WHERE m.conversation_id = v.id AND m.direction = 'inbound' AND m.read_at IS NULL)
+ AS unread_count
+"""
+
+# $1 contact or null; $2 true: only conversations with an unread message.
+CONVERSATION_FILTER = """
+($1::uuid IS NULL OR v.contact_id = $1)
+AND (NOT $2 OR EXISTS (SELECT 1 FROM messages AS m WHERE m.conversation_id = v.id
+                       AND m.direction = 'inbound' AND m.read_at IS NULL))
+"""
+
+SELECT_CONVERSATIONS = f"""
+SELECT {CONVERSATION_COLUMNS}
+FROM conversations AS v
+WHERE {CONVERSATION_FILTER}
+ORDER BY v.last_message_at DESC, v.id DESC
+LIMIT $3 OFFSET $4
+"""
+
+COUNT_CONVERSATIONS = f"SELECT count(*) FROM conversations AS v WHERE {CONVERSATION_FILTER}"
+
+SELECT_CONVERSATION = f"SELECT {CONVERSATION_COLUMNS} FROM conversations AS v WHERE v.id = $1"
+
+SELECT_CONVERSATION_MESSAGES = f"""
+SELECT {MESSAGE_COLUMNS}
+FROM messages AS m JOIN conversations AS v ON v.id = m.conversation_id
+WHERE m.conversation_id = $1
+ORDER BY m.created_at DESC, m.seq DESC
+LIMIT $2 OFFSET $3
+"""
+
+COUNT_CONVERSATION_MESSAGES = "SELECT count(*) FROM messages WHERE conversation_id = $1"
+
+# The conversation row is locked so a concurrent inbound text is either read here or after.
+LOCK_CONVERSATION = "SELECT id FROM conversations WHERE id = $1 FOR UPDATE"
+
+MARK_READ = """
+UPDATE messages SET read_at = now(), updated_at = now()
+WHERE conversation_id = $1 AND direction = 'inbound' AND read_at IS NULL
+"""

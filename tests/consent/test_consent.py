@@ -12,10 +12,10 @@ import pytest
 
 from api.consent.service import apply_inbound_keyword
 from tenancy.db import tenant_transaction
+from tests.consent.conftest import consent_events
 from tests.factories import (
     CONTACTS,
     EMAIL_PRICE,
-    SUBSCRIPTIONS,
     add_contact,
     credit,
     make_contact,
@@ -40,24 +40,6 @@ async def get(client, tenant, contact_id):
 async def stored(pool, tenant):
     return await tenant_sql(pool, tenant, "SELECT contact_id, channel, status, source "
                                           "FROM contact_consents ORDER BY channel")
-
-
-async def consent_events(pool, tenant):
-    rows = await tenant_sql(pool, tenant, "SELECT body FROM webhook_deliveries "
-                                          "WHERE event_type = 'contact.consent_updated' "
-                                          "ORDER BY created_at, id")
-    return [json.loads(row["body"])["data"] for row in rows]
-
-
-@pytest.fixture
-async def subscribed(client, pool, tenant, receiver):
-    """tenant, subscribed to consent events; undelivered ones are cancelled afterwards."""
-    response = await client.post(SUBSCRIPTIONS, headers=tenant.headers, json={
-        "url": receiver.url(), "events": ["contact.consent_updated"]})
-    assert response.status_code == 201, await response.get_data(as_text=True)
-    yield tenant
-    await tenant_sql(pool, tenant, "UPDATE webhook_deliveries SET status = 'cancelled', "
-                                   "completed_at = now() WHERE status = 'pending'")
 
 
 # --- GET / PUT --------------------------------------------------------------------------------

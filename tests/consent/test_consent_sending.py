@@ -13,6 +13,7 @@ from api.campaigns.delivery import run_campaign
 from api.consent.service import set_consent
 from tenancy.db import tenant_transaction
 from tenancy.settings import Settings
+from tests.consent.conftest import consent_events
 from tests.factories import (
     CONTACTS,
     EMAIL_PRICE,
@@ -65,16 +66,21 @@ async def sent_campaign_message(client, pool, migrated, tenant, mailbox, contact
 
 @pytest.mark.parametrize(("method", "source"), [("GET", "unsubscribe_link"),
                                                 ("POST", "campaign_unsubscribe_header")])
-async def test_campaign_unsubscribe_revokes_email_with_its_source(
-        client, pool, migrated, tenant, mailbox, method, source):
+async def test_campaign_unsubscribe_revokes_email_with_its_source_and_fires_once(
+        client, pool, migrated, subscribed, mailbox, method, source):
+    tenant = subscribed
     contact = await add_contact(client, tenant)
     message = await sent_campaign_message(client, pool, migrated, tenant, mailbox, contact)
 
-    response = await client.open(tracking_links(message)["unsubscribe"], method=method)
+    for _ in range(2):
+        response = await client.open(tracking_links(message)["unsubscribe"], method=method)
+        assert response.status_code == 200
 
-    assert response.status_code == 200
     email = (await consent_of(client, tenant, contact))["email"]
     assert (email["status"], email["source"]) == ("revoked", source)
+    assert await consent_events(pool, tenant) == [
+        {"sub_account_id": str(tenant.id), "contact_id": contact, "channel": "email",
+         "status": "revoked", "source": source}]
 
 
 async def test_put_grants_email_again_after_an_unsubscribe_and_campaigns_reach_it_again(

@@ -21,6 +21,7 @@ from api.calls.service import CALL_WORK
 from api.campaigns import tasks as campaign_tasks
 from api.campaigns.routes import blueprint as campaigns_routes
 from api.companies.routes import blueprint as companies_routes
+from api.consent.routes import blueprint as consent_routes
 from api.contacts.routes import blueprint as contacts_routes
 from api.conversations.routes import blueprint as conversations_routes
 from api.custom_fields.routes import blueprint as custom_fields_routes
@@ -56,6 +57,7 @@ BLUEPRINTS = [
     calls_routes,
     campaigns_routes,
     companies_routes,
+    consent_routes,
     contacts_routes,
     conversations_routes,
     custom_fields_routes,

@@ -40,7 +40,7 @@ RECORDING_HEADERS = {"Cache-Control": "private, no-store", "X-Robots-Tag": "noin
 @requires(SUB_ACCOUNT)
 @validate_request(PlaceCallRequest)
 @validate_response(CallPlaced, 200)
-@validate_errors(Error, 400, 402, 404)
+@validate_errors(Error, 400, 402, 404, 409)
 async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
     """Place an outbound AI call to the contact's phone on file."""
     contact_uuid = parse_uuid(contact_id)

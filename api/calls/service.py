@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from api import events
+from api.consent.service import ensure_allowed
 from api.number_pools.service import next_caller_id
 from api.phone_numbers.service import price
 from api.wallet import service as wallet
@@ -217,6 +218,7 @@ async def _callee(conn: asyncpg.Connection, contact_id: uuid.UUID, agent_id: uui
         raise APIError(400, "contact_has_no_phone", "the contact has no phone number on file")
     if not agent["is_active"]:
         raise APIError(400, "agent_inactive", "the agent is inactive and takes no calls")
+    await ensure_allowed(conn, contact_id, "call")
     return str(contact["phone"])
 
 

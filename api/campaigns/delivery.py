@@ -101,8 +101,9 @@ WITH claimed AS (
     FOR UPDATE SKIP LOCKED
 )
 SELECT claimed.id, claimed.contact_id, claimed.charged_amount, c.email, c.phone,
-       EXISTS (SELECT 1 FROM unsubscribes AS u
-               WHERE u.contact_id = claimed.contact_id AND u.channel = $3) AS unsubscribed
+       EXISTS (SELECT 1 FROM contact_consents AS k
+               WHERE k.contact_id = claimed.contact_id AND k.channel = $3
+                 AND k.status = 'revoked') AS opted_out
 FROM claimed JOIN contacts AS c ON c.id = claimed.contact_id
 """
 
@@ -114,7 +115,7 @@ WHERE id = ANY($1::uuid[])
 """
 
 MARK_SKIPPED = """
-UPDATE campaign_recipients AS r SET state = 'skipped', error = s.reason
+UPDATE campaign_recipients AS r SET state = 'skipped', error = s.reason, claimed_at = now()
 FROM unnest($1::uuid[], $2::text[]) AS s(id, reason)
 WHERE r.id = s.id
 """
@@ -356,8 +357,8 @@ async def _claim(run: Run) -> list[Claimed] | None:
         skipped: list[tuple[uuid.UUID, str]] = []
         for row in rows:
             address = row["email"] if channel == "email" else row["phone"]
-            if row["unsubscribed"]:
-                skipped.append((row["id"], "unsubscribed"))
+            if row["opted_out"]:
+                skipped.append((row["id"], "opted_out"))
             elif not address:
                 skipped.append((row["id"], "no email" if channel == "email" else "no phone"))
             elif row["charged_amount"] is not None or await _charge(conn, run, row["id"]):

@@ -48,14 +48,15 @@ WHERE c.id = $1
 """
 
 # Before recipients are materialised, every contact the campaign could reach now is pending.
-# Contacts without an address on the channel, or unsubscribed from it, are skipped at send time
+# Contacts without an address on the channel, or who revoked consent to it, are skipped at send time
 # and are not recipients.
 COUNT_TARGETS = """
 SELECT count(*) FROM contacts AS c
 WHERE (c.id = ANY($1::uuid[])
        OR c.tags && COALESCE((SELECT tags FROM smart_lists WHERE id = $2), '{}'::text[]))
   AND CASE WHEN $3 = 'email' THEN c.email IS NOT NULL ELSE c.phone IS NOT NULL END
-  AND NOT EXISTS (SELECT 1 FROM unsubscribes AS u WHERE u.contact_id = c.id AND u.channel = $3)
+  AND NOT EXISTS (SELECT 1 FROM contact_consents AS k
+                  WHERE k.contact_id = c.id AND k.channel = $3 AND k.status = 'revoked')
 """
 
 SELECT_EXISTING_CONTACTS = "SELECT id FROM contacts WHERE id = ANY($1::uuid[])"

@@ -16,9 +16,9 @@ from typing import Any
 import asyncpg
 
 from api import events
+from api.consent.service import apply_inbound_keyword
 from api.contacts.service import emit_created
 from api.conversations import queries
-from api.conversations.consent import on_inbound_text
 from api.conversations.service import message_view
 from tenancy import phone_directory
 from tenancy.db import fetch_one_or_404, schema_name_for, tenant_transaction
@@ -89,7 +89,7 @@ async def _receive(pool: asyncpg.Pool, sub_account_id: uuid.UUID, schema: str,
             known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
             return Received(message_view(known), known["contact_id"], duplicate=True)
         message = message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
-        await on_inbound_text(conn, contact_id, text.body)
+        await apply_inbound_keyword(conn, contact_id, text.body)
         await events.emit(conn, "message.received",
                           {"sub_account_id": sub_account_id, "message": message})
     return Received(message, contact_id, duplicate=False)

@@ -75,11 +75,6 @@ WHERE direction = 'outbound' AND provider_message_id = $1 AND status = ANY($3::t
 RETURNING id
 """
 
-UNSUBSCRIBE = """
-INSERT INTO unsubscribes (contact_id, channel) VALUES ($1, $2)
-ON CONFLICT (contact_id, channel) DO NOTHING
-"""
-
 CONVERSATION_COLUMNS = """
 v.id, v.contact_id, v.last_message_at,
 (SELECT left(m.content, 160) FROM messages AS m WHERE m.conversation_id = v.id

@@ -49,7 +49,7 @@ def _pool() -> asyncpg.Pool:
 @requires(SUB_ACCOUNT)
 @validate_request(SendMessageRequest)
 @validate_response(SentMessageResponse, 201)
-@validate_errors(Error, 400, 402, 404, 502)
+@validate_errors(Error, 400, 402, 404, 409, 502)
 async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[str, Any], int]:
     """Send an SMS or email to the contact, charged to the wallet, kept in its conversation."""
     contact_uuid = parse_uuid(contact_id)

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from api.consent.service import ensure_allowed
 from api.conversations import queries
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
@@ -147,6 +148,7 @@ async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contac
     try:
         async with scope.transaction() as conn:
             contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
+            await ensure_allowed(conn, contact_id, outgoing.message_type)
             sender = (await conn.fetchval(queries.SELECT_SENDER_NUMBER, contact_id)
                       if outgoing.message_type == "sms" else None)
             envelope = _envelope(config, _address(contact, outgoing.message_type), outgoing,

@@ -2,7 +2,8 @@
 
 Each link carries a signed token (api/tracking/tokens.py): a forged or altered one is 404 and
 changes nothing. GET on the unsubscribe link unsubscribes (a link in an email is all most readers
-have); POST does the same for RFC 8058 one-click clients.
+have; source `unsubscribe_link`); POST does the same for RFC 8058 one-click clients, which
+act on the List-Unsubscribe header (source `campaign_unsubscribe_header`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import base64
 
 import asyncpg
-from quart import Blueprint, Response, current_app
+from quart import Blueprint, Response, current_app, request
 from quart_schema import hide
 from werkzeug.urls import iri_to_uri
 
@@ -67,6 +68,8 @@ async def unsubscribe(token: str) -> Response:
     tracked = verify("unsubscribe", token)
     if tracked is None:
         raise _unknown()
-    await service.record_unsubscribe(_pool(), tracked.sub_account_id, tracked.recipient_id)
+    source = "campaign_unsubscribe_header" if request.method == "POST" else "unsubscribe_link"
+    await service.record_unsubscribe(_pool(), tracked.sub_account_id, tracked.recipient_id,
+                                     source)
     return Response(UNSUBSCRIBED_PAGE, status=200, content_type="text/html; charset=utf-8",
                     headers=NO_STORE)

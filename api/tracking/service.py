@@ -6,6 +6,7 @@ import uuid
 
 import asyncpg
 
+from api.consent.service import set_consent
 from tenancy.db import schema_name_for, tenant_transaction
 
 SUB_ACCOUNT_ACTIVE = """
@@ -28,13 +29,9 @@ RETURNING id
 UNSUBSCRIBED = """
 UPDATE campaign_recipients SET unsubscribed_at = COALESCE(unsubscribed_at, now())
 WHERE id = $1 AND state = 'sent'
-RETURNING contact_id, campaign_id
+RETURNING contact_id
 """
 
-UNSUBSCRIBE = """
-INSERT INTO unsubscribes (contact_id, channel, campaign_id) VALUES ($1, 'email', $2)
-ON CONFLICT (contact_id, channel) DO NOTHING
-"""
 
 
 async def _schema(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> str | None:
@@ -62,8 +59,9 @@ async def record_click(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
 
 
 async def record_unsubscribe(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                             recipient_id: uuid.UUID) -> bool:
-    """The contact gets no further campaign email; the campaign counts the unsubscribe once."""
+                             recipient_id: uuid.UUID, source: str) -> bool:
+    """The contact's email consent is revoked (`source`: the link, or the one-click header);
+    the campaign counts the unsubscribe once."""
     schema = await _schema(pool, sub_account_id)
     if schema is None:
         return False
@@ -71,5 +69,5 @@ async def record_unsubscribe(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
         row = await conn.fetchrow(UNSUBSCRIBED, recipient_id)
         if row is None:
             return False
-        await conn.execute(UNSUBSCRIBE, row["contact_id"], row["campaign_id"])
+        await set_consent(conn, row["contact_id"], "email", "revoked", source)
     return True

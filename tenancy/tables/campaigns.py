@@ -1,4 +1,4 @@
-"""Campaigns and their recipients, smart lists, conversations, messages and unsubscribes."""
+"""Campaigns and their recipients, smart lists, conversations and messages."""
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
@@ -136,17 +136,4 @@ messages = sa.Table(
              postgresql_where=sa.text("direction = 'outbound'")),
     sa.Index("ix_messages_unread_conversation_id", "conversation_id",
              postgresql_where=sa.text("direction = 'inbound' AND read_at IS NULL")),
-)
-
-unsubscribes = sa.Table(
-    "unsubscribes",
-    tenant_metadata,
-    uuid_pk(),
-    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
-              nullable=False),
-    sa.Column("channel", sa.Text, nullable=False),
-    sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id", ondelete="SET NULL")),
-    created_at(),
-    sa.UniqueConstraint("contact_id", "channel"),
-    sa.CheckConstraint("channel IN ('sms', 'email')", name="channel"),
 )

@@ -96,3 +96,20 @@ appointments = sa.Table(
     created_at(),
     updated_at(),
 )
+
+# One row per contact and channel that has been set; no row reads `unknown` (sending allowed).
+contact_consents = sa.Table(
+    "contact_consents",
+    tenant_metadata,
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("channel", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("source", sa.Text, nullable=False),
+    updated_at(),
+    sa.PrimaryKeyConstraint("contact_id", "channel"),
+    sa.CheckConstraint("channel IN ('sms', 'email', 'call')", name="channel"),
+    sa.CheckConstraint("status IN ('granted', 'revoked')", name="status"),
+    sa.CheckConstraint("source IN ('api', 'inbound_keyword', 'unsubscribe_link', "
+                       "'campaign_unsubscribe_header')", name="source"),
+)

@@ -331,13 +331,14 @@ async def test_business_hours_defer_the_send_to_the_next_opening(client, pool, m
     assert mailbox.to(await contact_email(pool, tenant, contact)) == []
 
 
-async def test_a_claim_of_only_unsubscribed_contacts_does_not_stop_the_sender(
+async def test_a_claim_of_only_opted_out_contacts_does_not_stop_the_sender(
         client, pool, migrated, tenant, mailbox):
     leaving = [await add_contact(client, tenant) for _ in range(4)]
     staying = [await add_contact(client, tenant) for _ in range(2)]
     async with tenant_transaction(pool, tenant.schema) as conn:
         await conn.executemany(
-            "INSERT INTO unsubscribes (contact_id, channel) VALUES ($1, 'email')",
+            "INSERT INTO contact_consents (contact_id, channel, status, source) "
+            "VALUES ($1, 'email', 'revoked', 'api')",
             [(uuid.UUID(contact),) for contact in leaving])
     campaign = await create_campaign(client, tenant, contact_ids=leaving + staying)
     assert campaign["pending"] == 2

@@ -271,14 +271,14 @@ async def test_inbound_sms_from_an_unknown_number_creates_the_contact(client, te
     assert body["contact"]["phone"] == "+14155550146"
 
 
-async def test_inbound_stop_unsubscribes_from_sms_campaigns(client, pool, tenant):
+async def test_inbound_stop_revokes_sms_consent(client, pool, tenant):
     contact = await add_contact(client, tenant, phone="+14155550147")
     await inbound(client, tenant.id, {"from": "+14155550147", "body": " STOP ",
                                       "message_id": "SM3"})
     async with tenant_transaction(pool, tenant.schema) as conn:
-        channels = await conn.fetch("SELECT channel FROM unsubscribes WHERE contact_id = $1",
-                                    uuid.UUID(contact))
-    assert [row["channel"] for row in channels] == ["sms"]
+        rows = await conn.fetch("SELECT channel, status, source FROM contact_consents "
+                                "WHERE contact_id = $1", uuid.UUID(contact))
+    assert [tuple(row) for row in rows] == [("sms", "revoked", "inbound_keyword")]
 
 
 async def test_inbound_sms_with_a_wrong_signature_is_401(client, tenant):

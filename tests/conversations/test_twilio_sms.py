@@ -152,6 +152,28 @@ async def test_inbound_sms_from_a_known_contact_joins_its_conversation(client, p
     assert len(await tenant_sql(pool, tenant, "SELECT id FROM contacts")) == 1
 
 
+async def test_inbound_stop_and_start_on_twilio_set_sms_consent_once_per_message(
+        client, pool, tenant, twilio, worker):
+    await hold(client, tenant, twilio, OURS)
+    contact = await add_contact(client, tenant, phone=CUSTOMER)
+    sid = "SM" + uuid.uuid4().hex
+    for _ in range(2):  # a retried webhook applies the keyword once
+        await twilio.receive_sms(PUBLIC_URL, CUSTOMER, OURS, " Stop ", sid=sid, client=client)
+    rows = await tenant_sql(pool, tenant, "SELECT status, source FROM contact_consents "
+                                          "WHERE contact_id = $1 AND channel = 'sms'",
+                            uuid.UUID(contact))
+    assert [tuple(row) for row in rows] == [("revoked", "inbound_keyword")]
+    refused = await client.post(f"/webhooks/inbound/contacts/{contact}/messages",
+                                json={"message_type": "sms", "content": "Still there?"},
+                                headers=tenant.headers)
+    await expect_error(refused, 409, "contact_opted_out")
+
+    await twilio.receive_sms(PUBLIC_URL, CUSTOMER, OURS, "START", client=client)
+    rows = await tenant_sql(pool, tenant, "SELECT status FROM contact_consents "
+                                          "WHERE contact_id = $1", uuid.UUID(contact))
+    assert [row["status"] for row in rows] == ["granted"]
+
+
 async def test_repeated_message_sid_is_stored_once(client, pool, tenant, twilio, worker):
     await hold(client, tenant, twilio, OURS)
     sid = "SM" + uuid.uuid4().hex

@@ -255,6 +255,8 @@ ROUTES: dict[str, Entry] = {
     f"{BASE}/contacts/<contact_id>/call": Entry(
         "sub_account", contact_with_agent, bodies={"POST": {"agent_id": "{agent_id}"}},
         worker=True),
+    f"{BASE}/contacts/<contact_id>/consent": Entry(
+        "sub_account", contact, bodies={"PUT": {"channel": "sms", "status": "revoked"}}),
     f"{BASE}/contacts/<contact_id>/messages": Entry(
         "sub_account", contact, bodies={"POST": {"message_type": "sms", "content": "hi"}}),
     f"{BASE}/contacts/<contact_id>/notes": Entry(

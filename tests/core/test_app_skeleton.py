@@ -189,6 +189,7 @@ async def test_openapi_document(client):
                  "/functions/v1/accept-invitation", "/functions/v1/agency/plans",
                  "/functions/v1/agency/sub-accounts", "/webhooks/inbound/team-users"):
         assert path in spec["paths"], path
+    assert "delete" in spec["paths"]["/webhooks/inbound/phone-numbers/{number_id}/agent"]
     queries = {path: {p["name"] for p in spec["paths"][path]["get"]["parameters"]
                       if p["in"] == "query"}
                for path in ("/webhooks/inbound/campaigns", "/webhooks/inbound/invoices",

@@ -104,16 +104,23 @@ async def fetch_page(conn: asyncpg.Connection | asyncpg.Pool, query: str, count_
 def where_clause(conditions: list[tuple[str, Any]], first: int = 1) -> tuple[str, list[Any]]:
     """`WHERE a AND b` from fixed SQL fragments whose value is not None, and their values.
 
-    Each fragment names its value `$?` (as often as it needs it); the values are numbered from
-    `first` in order. Only fragments written in the code reach the SQL: values are parameters.
+    Each fragment names its value `$?` (as often as it needs it), or, when the value is a tuple,
+    one `$?` per item in order; the values are numbered from `first`. Only fragments written in
+    the code reach the SQL: values are parameters.
     """
     parts: list[str] = []
     values: list[Any] = []
     for fragment, value in conditions:
         if value is None:
             continue
-        values.append(value)
-        parts.append(fragment.replace("$?", f"${first + len(values) - 1}"))
+        if isinstance(value, tuple):
+            for item in value:
+                values.append(item)
+                fragment = fragment.replace("$?", f"${first + len(values) - 1}", 1)
+        else:
+            values.append(value)
+            fragment = fragment.replace("$?", f"${first + len(values) - 1}")
+        parts.append(fragment)
     return ("WHERE " + " AND ".join(parts) if parts else ""), values
 
 

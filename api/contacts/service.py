@@ -20,7 +20,7 @@ from api.companies.service import company_exists
 from api.contacts.schemas import Contact, ContactFields, UpdateContactRequest
 from api.custom_fields.service import checked_values, invalid, refuse
 from api.types import normalise_email, parse_uuid
-from tenancy.db import fetch_one_or_404
+from tenancy.db import fetch_one_or_404, where_clause
 from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
 
@@ -60,6 +60,28 @@ LIMIT $1 OFFSET $2
 """
 
 COUNT_CONTACTS = "SELECT count(*) FROM contacts"
+
+# The search (CONTRACT 7): fixed fragments joined by tenancy.db.where_clause. `q` is a LIKE
+# pattern with its wildcards escaped; the trigram indexes of name, email and phone (migration
+# t0005, docs/decisions.md) serve it. Email is stored lowercased, so its unique index serves
+# the exact match; tags use their GIN index through @>.
+TEXT_MATCH = "(name ILIKE $? OR email LIKE $?)"
+TEXT_OR_PHONE_MATCH = "(name ILIKE $? OR email LIKE $? OR phone LIKE $?)"
+EMAIL_MATCH = "email = $?"
+PHONE_MATCH = "phone = $?"
+TAGS_MATCH = "tags @> $?::text[]"
+
+SEARCH_PAGE = f"""
+SELECT {CONTACT_COLUMNS} FROM contacts
+{{where}}
+ORDER BY created_at DESC, id DESC
+LIMIT ${{limit}} OFFSET ${{offset}}
+"""
+
+SEARCH_COUNT = "SELECT count(*) FROM contacts {where}"
+
+# A `q` written as a phone number: digits and the punctuation people write numbers with.
+PHONE_LIKE = re.compile(r"^[0-9+\-.() ]+$")
 
 INSERT_CONTACT = f"""
 INSERT INTO contacts ({", ".join(STORED)})
@@ -370,11 +392,64 @@ async def get_contact(scope: TenantScope, contact_id: uuid.UUID) -> dict[str, An
     return contact_out(row)
 
 
-async def list_contacts(scope: TenantScope, limit: int,
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _text_condition(q: str) -> tuple[str, Any]:
+    pattern = _like(q.lower())
+    digits = re.sub(r"[^0-9]", "", q)
+    if PHONE_LIKE.match(q) and len(digits) >= 2:
+        return TEXT_OR_PHONE_MATCH, (pattern, pattern, _like(digits))
+    return TEXT_MATCH, (pattern, pattern)
+
+
+def search_conditions(q: str | None, email: str | None, phone: str | None,
+                      tags: list[str] | None) -> list[tuple[str, Any]]:
+    """The WHERE fragments of a search; a malformed email, phone or tag is 400."""
+    details: list[dict[str, str]] = []
+    conditions: list[tuple[str, Any]] = []
+    if q is not None:
+        conditions.append(_text_condition(q))
+    if email is not None:
+        address = normalise_email(email)
+        if address is None:
+            details.append(invalid("email", "must be a valid email address", "email"))
+        conditions.append((EMAIL_MATCH, address))
+    if phone is not None:
+        number = valid_phone(phone)
+        if number is None:
+            details.append(invalid("phone", "must be a valid E.164 number like +14155550100",
+                                   "phone"))
+        conditions.append((PHONE_MATCH, number))
+    if tags is not None:
+        wanted = [tag.strip().lower() for tag in tags]
+        if not all(0 < len(tag) <= MAX_TAG for tag in wanted):
+            details.append(invalid("tag", f"a tag has 1 to {MAX_TAG} characters", "tag"))
+        conditions.append((TAGS_MATCH, list(dict.fromkeys(wanted))))
+    if details:
+        raise refuse(details)
+    return conditions
+
+
+def search_statements(conditions: list[tuple[str, Any]]) -> tuple[str, str, list[Any]]:
+    """(page query, count query, values): the page takes the values, then limit and offset."""
+    if not conditions:
+        return SELECT_CONTACTS_PAGE, COUNT_CONTACTS, []
+    where, values = where_clause(conditions)
+    page = SEARCH_PAGE.format(where=where, limit=len(values) + 1, offset=len(values) + 2)
+    return page, SEARCH_COUNT.format(where=where), values
+
+
+async def list_contacts(scope: TenantScope, conditions: list[tuple[str, Any]], limit: int,
                         offset: int) -> tuple[list[dict[str, Any]], int]:
+    """A page of the contacts that meet every condition (search_conditions), newest first,
+    and how many meet them."""
+    page, count, values = search_statements(conditions)
     async with scope.transaction() as conn:
-        rows = await conn.fetch(SELECT_CONTACTS_PAGE, limit, offset)
-        total = await conn.fetchval(COUNT_CONTACTS)
+        rows = await conn.fetch(page, *values, limit, offset)
+        total = await conn.fetchval(count, *values)
     return [contact_out(row) for row in rows], total
 
 

@@ -80,6 +80,13 @@ LIMIT ${{limit}} OFFSET ${{offset}}
 
 SEARCH_COUNT = "SELECT count(*) FROM contacts {where}"
 
+FORCE_CUSTOM_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
+# The planner prices ILIKE on every row far below its real cost (50 ms at 100,000 contacts
+# against 2 ms through the trigram indexes) and, with fresh statistics, picks the scan.
+TRIGRAMS_ONLY = FORCE_CUSTOM_PLAN + "; SET LOCAL enable_seqscan = off"
+# A LIKE pattern gives pg_trgm something to look up from 3 characters on.
+TRIGRAM_MINIMUM = 3
+
 # A `q` written as a phone number: digits and the punctuation people write numbers with.
 PHONE_LIKE = re.compile(r"^[0-9+\-.() ]+$")
 
@@ -397,6 +404,13 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _trigram_usable(conditions: list[tuple[str, Any]]) -> bool:
+    """A text condition whose every pattern has enough characters for the trigram indexes."""
+    return any(fragment in (TEXT_MATCH, TEXT_OR_PHONE_MATCH) and all(
+        len(re.sub(r"\\(.)", r"\1", pattern[1:-1])) >= TRIGRAM_MINIMUM for pattern in values)
+        for fragment, values in conditions)
+
+
 def _text_condition(q: str) -> tuple[str, Any]:
     pattern = _like(q.lower())
     digits = re.sub(r"[^0-9]", "", q)
@@ -413,12 +427,13 @@ def search_conditions(q: str | None, email: str | None, phone: str | None,
     if q is not None:
         conditions.append(_text_condition(q))
     if email is not None:
-        address = normalise_email(email)
+        # Exact filters take the value exactly as documented: no spaces around it.
+        address = normalise_email(email) if email == email.strip() else None
         if address is None:
             details.append(invalid("email", "must be a valid email address", "email"))
         conditions.append((EMAIL_MATCH, address))
     if phone is not None:
-        number = valid_phone(phone)
+        number = valid_phone(phone) if phone == phone.strip() else None
         if number is None:
             details.append(invalid("phone", "must be a valid E.164 number like +14155550100",
                                    "phone"))
@@ -442,14 +457,34 @@ def search_statements(conditions: list[tuple[str, Any]]) -> tuple[str, str, list
     return page, SEARCH_COUNT.format(where=where), values
 
 
+def plan_settings(conditions: list[tuple[str, Any]]) -> str | None:
+    """What the search's transaction sets before its statements, if anything.
+
+    asyncpg prepares statements, and after five runs PostgreSQL may keep a generic plan, made
+    without the values: it cannot tell that a LIKE pattern is selective and scans every contact
+    (~100 ms at 100,000) where the trigram indexes take under 1 ms."""
+    if not conditions:
+        return None
+    return TRIGRAMS_ONLY if _trigram_usable(conditions) else FORCE_CUSTOM_PLAN
+
+
+async def run_search(conn: asyncpg.Connection, conditions: list[tuple[str, Any]], limit: int,
+                     offset: int) -> tuple[list[asyncpg.Record], int]:
+    """The rows of one page and the filtered total, in the caller's tenant transaction."""
+    page, count, values = search_statements(conditions)
+    settings = plan_settings(conditions)
+    if settings:
+        await conn.execute(settings)
+    rows = await conn.fetch(page, *values, limit, offset)
+    return rows, await conn.fetchval(count, *values)
+
+
 async def list_contacts(scope: TenantScope, conditions: list[tuple[str, Any]], limit: int,
                         offset: int) -> tuple[list[dict[str, Any]], int]:
     """A page of the contacts that meet every condition (search_conditions), newest first,
     and how many meet them."""
-    page, count, values = search_statements(conditions)
     async with scope.transaction() as conn:
-        rows = await conn.fetch(page, *values, limit, offset)
-        total = await conn.fetchval(count, *values)
+        rows, total = await run_search(conn, conditions, limit, offset)
     return [contact_out(row) for row in rows], total
 
 

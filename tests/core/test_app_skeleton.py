@@ -200,6 +200,11 @@ async def test_openapi_document(client):
         "/webhooks/inbound/calls": {"contact_id", "agent_id", "status", "direction", "limit",
                                     "offset"},
         "/webhooks/inbound/number-pools": {"limit", "offset"}}
+    contacts = {p["name"]: p for p in spec["paths"]["/webhooks/inbound/contacts"]["get"][
+        "parameters"] if p["in"] == "query"}
+    assert {"q", "email", "phone", "tag", "limit", "offset"} <= set(contacts)
+    assert (contacts["q"]["schema"]["minLength"], contacts["q"]["schema"]["maxLength"]) == (2, 100)
+    assert contacts["tag"]["schema"]["type"] == "array"
     create = spec["paths"]["/functions/v1/create-subaccount-webhook"]["post"]
     assert "201" in create["responses"]
     assert "/healthz" not in spec["paths"]

@@ -25,3 +25,13 @@ class FunctionsError(BaseModel):
 
     success: bool
     error: ErrorDetail
+
+
+class Page(BaseModel):
+    """The general list envelope (CONTRACT 2); each list adds its items under its own key."""
+
+    status: str
+    total: int
+    limit: int
+    offset: int
+    has_more: bool

@@ -17,6 +17,7 @@ from pydantic import (
     GetJsonSchemaHandler,
     PlainSerializer,
     StrictStr,
+    WithJsonSchema,
 )
 
 from integrations.email import has_control_characters
@@ -214,6 +215,25 @@ def required_one_of(*names: str) -> list[dict[str, Any]]:
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 UUID_KEYWORDS: dict[str, Any] = {"format": "uuid", "pattern": UUID_PATTERN}
 UUIDText = Annotated[StrictStr, Documented(**UUID_KEYWORDS)]
+
+
+def _uuid_text(value: Any) -> Any:
+    if not isinstance(value, str) or not UUID_TEXT.fullmatch(value):
+        raise ValueError("must be a UUID")
+    return value
+
+
+def _one_or_many(value: Any) -> Any:
+    # quart-schema gives a query parameter sent once as a string, repeated as a list.
+    return [value] if isinstance(value, str) else value
+
+
+UUID_TEXT = re.compile(UUID_PATTERN)
+# A UUID in a query string filter (a malformed one is 400 validation_error).
+UUIDQuery = Annotated[uuid.UUID, BeforeValidator(_uuid_text),
+                      WithJsonSchema({"type": "string", **UUID_KEYWORDS})]
+# A query parameter that may be repeated (`?tag=a&tag=b`).
+Repeated = BeforeValidator(_one_or_many)
 
 
 def parse_uuid(value: Any, field: str = "id") -> uuid.UUID:

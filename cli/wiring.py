@@ -90,6 +90,7 @@ JOBS = worker.Jobs(
         phone_number_tasks.purchase_phone_number,
         phone_number_tasks.import_phone_number,
         phone_number_tasks.assign_phone_number,
+        phone_number_tasks.unassign_phone_number,
         phone_number_tasks.release_phone_number,
         maintenance.purge_idempotency_keys,
         maintenance.purge_deleted_tenants,

@@ -101,6 +101,42 @@ async def fetch_page(conn: asyncpg.Connection | asyncpg.Pool, query: str, count_
     return items, int(rows[0]["total"])
 
 
+def where_clause(conditions: list[tuple[str, Any]], first: int = 1) -> tuple[str, list[Any]]:
+    """`WHERE a AND b` from fixed SQL fragments whose value is not None, and their values.
+
+    Each fragment names its value `$?` (as often as it needs it), or, when the value is a tuple,
+    one `$?` per item in order; the values are numbered from `first`. Only fragments written in
+    the code reach the SQL: values are parameters.
+    """
+    parts: list[str] = []
+    values: list[Any] = []
+    for fragment, value in conditions:
+        if value is None:
+            continue
+        if isinstance(value, tuple):
+            for item in value:
+                values.append(item)
+                fragment = fragment.replace("$?", f"${first + len(values) - 1}", 1)
+        else:
+            values.append(value)
+            fragment = fragment.replace("$?", f"${first + len(values) - 1}")
+        parts.append(fragment)
+    return ("WHERE " + " AND ".join(parts) if parts else ""), values
+
+
+async def fetch_newest_page(conn: asyncpg.Connection, table: str, columns: str,
+                            conditions: list[tuple[str, Any]], limit: int, offset: int
+                            ) -> tuple[list[dict[str, Any]], int]:
+    """A page of `table` newest first (created_at, id), filtered by the `where_clause`
+    conditions, and the filtered total. `table` and `columns` are constants of the caller."""
+    where, values = where_clause(conditions)
+    page = f"LIMIT ${len(values) + 1} OFFSET ${len(values) + 2}"
+    query = (f"SELECT {columns}, count(*) OVER () AS total FROM {table} {where} "
+             f"ORDER BY created_at DESC, id DESC {page}")
+    return await fetch_page(conn, query, f"SELECT count(*) FROM {table} {where}", *values, limit,
+                            offset, count_args=tuple(values))
+
+
 # --- retrying after a schema change -----------------------------------------------------------
 #
 # asyncpg caches prepared statements per connection, keyed by their text. After `switchboard

@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint, Response, current_app, request
-from quart_schema import hide, tag, validate_request
+from quart_schema import hide, tag, validate_querystring, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.calls import inbound, service
 from api.calls.schemas import (
+    CallFilters,
+    CallList,
     CallPlaced,
     CallResponse,
     InboundCallRinging,
@@ -21,7 +23,7 @@ from api.calls.schemas import (
 from api.contacts.service import valid_phone
 from api.conversations import signing
 from api.schemas import InboundError as Error
-from api.types import parse_uuid
+from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_errors, validate_response
 from integrations.recordings import CONTENT_TYPE
 from tenancy.errors import APIError
@@ -49,6 +51,20 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
     call_id = await service.place_call(tenant_scope(), contact_uuid, agent_id, pool_id)
     return {"status": "success", "call_id": call_id,
             "message": "the call is queued and will be placed shortly"}
+
+
+@blueprint.get("/inbound/calls")
+@tag(["Calls"])
+@requires(SUB_ACCOUNT)
+@validate_querystring(CallFilters)
+@validate_response(CallList, 200)
+@validate_response(Error, 400)
+async def list_calls(query_args: CallFilters) -> dict[str, Any]:
+    """List calls, newest first, optionally by contact, agent, status or direction."""
+    limit, offset = pagination(request.args)
+    calls, total = await service.list_calls(tenant_scope(), query_args.model_dump(), limit,
+                                            offset)
+    return page_body("calls", calls, total, limit, offset)
 
 
 @blueprint.get("/inbound/calls/<call_id>")

@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import UUID_KEYWORDS, Money, document
+from api.schemas import Page
+from api.types import UUID_KEYWORDS, Money, UUIDQuery, document
 
 
 class PlaceCallRequest(BaseModel):
@@ -55,6 +56,20 @@ class Call(BaseModel):
 class CallResponse(BaseModel):
     status: str
     call: Call
+
+
+class CallFilters(BaseModel):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        not_null=("contact_id", "agent_id", "status", "direction")))
+
+    contact_id: UUIDQuery | None = None
+    agent_id: UUIDQuery | None = None
+    status: Literal["queued", "ringing", "in_progress", "completed", "failed"] | None = None
+    direction: Literal["outbound", "inbound"] | None = None
+
+
+class CallList(Page):
+    calls: list[Call]
 
 
 class SandboxInboundCall(BaseModel):

@@ -29,7 +29,7 @@ from integrations.telephony import CallState, OutboundCall, Providers, Telephony
 from tenancy import secrets
 from tenancy.call_tokens import stream_parameters
 from tenancy.clock import utcnow
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_newest_page, fetch_one_or_404, tenant_transaction
 from tenancy.due import schedule_due
 from tenancy.errors import APIError, not_found
 from tenancy.recording_links import recording_url
@@ -234,6 +234,18 @@ async def get_call(scope: TenantScope, call_id: uuid.UUID) -> dict[str, Any]:
     async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_CALL, call_id, what="call")
     return call_out(row, scope.sub_account_id)
+
+
+async def list_calls(scope: TenantScope, filters: dict[str, Any], limit: int,
+                     offset: int) -> tuple[list[dict[str, Any]], int]:
+    """A page of calls, newest first, each as GET /calls/{id} shows it; `filters` maps
+    contact_id, agent_id, status and direction to the value asked for (None: any)."""
+    conditions = [(f"{column} = $?", filters.get(column))
+                  for column in ("contact_id", "agent_id", "status", "direction")]
+    async with scope.transaction() as conn:
+        rows, total = await fetch_newest_page(conn, "calls", CALL_COLUMNS, conditions, limit,
+                                              offset)
+    return [call_out(row, scope.sub_account_id) for row in rows], total
 
 
 # --- the worker's side ------------------------------------------------------------------------

@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from quart import Blueprint
-from quart_schema import tag, validate_request
+from quart import Blueprint, request
+from quart_schema import tag, validate_querystring, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.campaigns import service
 from api.campaigns.schemas import (
     MAX_SMS_CONTENT,
+    CampaignFilters,
+    CampaignList,
     CampaignResponse,
     CreateCampaignRequest,
     ResumeRequest,
@@ -19,7 +21,7 @@ from api.campaigns.schemas import (
 )
 from api.contacts.body import validate_optional_body
 from api.schemas import InboundError as Error
-from api.types import parse_uuid
+from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_errors, validate_response
 from tenancy.clock import utcnow
 from tenancy.errors import APIError
@@ -73,6 +75,20 @@ async def create_campaign(data: CreateCampaignRequest) -> tuple[dict[str, Any], 
     """Create a draft campaign (content may come later; schedule checks it)."""
     campaign = await service.create_campaign(tenant_scope(), _new_campaign(data))
     return {"status": "success", "campaign": campaign}, 201
+
+
+@blueprint.get("/campaigns")
+@tag(["Campaigns"])
+@requires(SUB_ACCOUNT)
+@validate_querystring(CampaignFilters)
+@validate_response(CampaignList, 200)
+@validate_response(Error, 400)
+async def list_campaigns(query_args: CampaignFilters) -> dict[str, Any]:
+    """List campaigns, newest first, optionally of one status."""
+    limit, offset = pagination(request.args)
+    campaigns, total = await service.list_campaigns(tenant_scope(), query_args.status, limit,
+                                                    offset)
+    return page_body("campaigns", campaigns, total, limit, offset)
 
 
 @blueprint.get("/campaigns/<campaign_id>")

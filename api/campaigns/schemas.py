@@ -11,9 +11,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 
 from api.campaigns.business_hours import DAYS, HHMM
 from api.campaigns.content import check_links
+from api.schemas import Page
 from api.types import UUID_KEYWORDS, HeaderText, NonBlank, document, when
 
 MAX_CONTACT_IDS = 10_000
+CampaignStatus = Literal["draft", "scheduled", "sending", "completed", "paused", "cancelled",
+                          "failed"]
 MAX_EMAIL_CONTENT = 500_000
 MAX_SMS_CONTENT = 1600
 
@@ -99,3 +102,13 @@ class Campaign(BaseModel):
 class CampaignResponse(BaseModel):
     status: str
     campaign: Campaign
+
+
+class CampaignFilters(BaseModel):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(not_null=("status",)))
+
+    status: CampaignStatus | None = None
+
+
+class CampaignList(Page):
+    campaigns: list[Campaign]

@@ -17,7 +17,7 @@ import asyncpg
 
 from api.campaigns import business_hours
 from tenancy.clock import utcnow
-from tenancy.db import fetch_one_or_404
+from tenancy.db import fetch_one_or_404, fetch_page, where_clause
 from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
@@ -30,10 +30,8 @@ c.smart_list_id, c.start_date, c.business_hours_enabled, c.business_hours_config
 c.paused_reason, c.recipients_materialised_at, c.created_at, c.updated_at
 """
 
-SELECT_CAMPAIGN = f"""
-SELECT {CAMPAIGN_COLUMNS},
-       r.recipients, r.pending, r.contacted, r.success, r.opened, r.clicked, r.unsubscribed
-FROM campaigns AS c
+# The live counters of campaign `c`, as columns of `r`.
+COUNTERS = """
 CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE state <> 'skipped') AS recipients,
            count(*) FILTER (WHERE state = 'pending') AS pending,
@@ -44,8 +42,33 @@ CROSS JOIN LATERAL (
            count(unsubscribed_at) AS unsubscribed
     FROM campaign_recipients WHERE campaign_id = c.id
 ) AS r
+"""
+COUNTER_COLUMNS = "r.recipients, r.pending, r.contacted, r.success, r.opened, r.clicked, " \
+                  "r.unsubscribed"
+
+SELECT_CAMPAIGN = f"""
+SELECT {CAMPAIGN_COLUMNS}, {COUNTER_COLUMNS}
+FROM campaigns AS c
+{COUNTERS}
 WHERE c.id = $1
 """
+
+# The page is chosen first, so counters are counted for its campaigns only. {where} is made
+# by tenancy.db.where_clause from fixed fragments.
+SELECT_CAMPAIGNS_PAGE = """
+WITH page AS (
+    SELECT id, created_at, count(*) OVER () AS total FROM campaigns
+    {where}
+    ORDER BY created_at DESC, id DESC
+    LIMIT ${limit} OFFSET ${offset}
+)
+SELECT {columns}, {counters}, page.total
+FROM page JOIN campaigns AS c ON c.id = page.id
+{lateral}
+ORDER BY page.created_at DESC, page.id DESC
+"""
+
+COUNT_CAMPAIGNS = "SELECT count(*) FROM campaigns {where}"
 
 # Before recipients are materialised, every contact the campaign could reach now is pending.
 # Contacts without an address on the channel, or who revoked consent to it, are skipped at send time
@@ -142,13 +165,31 @@ def present(row: asyncpg.Record, targets: int | None = None) -> dict[str, Any]:
     }
 
 
-async def read_campaign(conn: asyncpg.Connection, campaign_id: uuid.UUID) -> dict[str, Any]:
-    row = await fetch_one_or_404(conn, SELECT_CAMPAIGN, campaign_id, what="campaign")
+async def _presented(conn: asyncpg.Connection, row: asyncpg.Record | dict[str, Any]
+                     ) -> dict[str, Any]:
     targets = None
     if row["recipients_materialised_at"] is None and row["status"] in ("draft", "scheduled"):
         targets = await conn.fetchval(COUNT_TARGETS, row["contact_ids"], row["smart_list_id"],
                                       row["campaign_type"])
     return present(row, targets)
+
+
+async def read_campaign(conn: asyncpg.Connection, campaign_id: uuid.UUID) -> dict[str, Any]:
+    row = await fetch_one_or_404(conn, SELECT_CAMPAIGN, campaign_id, what="campaign")
+    return await _presented(conn, row)
+
+
+async def list_campaigns(scope: TenantScope, status: str | None, limit: int,
+                         offset: int) -> tuple[list[dict[str, Any]], int]:
+    """A page of campaigns, newest first, each as GET /campaigns/{id} shows it."""
+    where, values = where_clause([("status = $?", status)])
+    query = SELECT_CAMPAIGNS_PAGE.format(
+        where=where, limit=len(values) + 1, offset=len(values) + 2, columns=CAMPAIGN_COLUMNS,
+        counters=COUNTER_COLUMNS, lateral=COUNTERS)
+    async with scope.transaction() as conn:
+        rows, total = await fetch_page(conn, query, COUNT_CAMPAIGNS.format(where=where),
+                                       *values, limit, offset, count_args=tuple(values))
+        return [await _presented(conn, row) for row in rows], total
 
 
 async def get_campaign(scope: TenantScope, campaign_id: uuid.UUID) -> dict[str, Any]:

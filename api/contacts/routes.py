@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quart import Blueprint, request
-from quart_schema import tag
+from quart_schema import tag, validate_querystring
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.contacts import service
@@ -13,6 +13,7 @@ from api.contacts.body import validate_optional_body
 from api.contacts.schemas import (
     ContactCreated,
     ContactDeleted,
+    ContactFilters,
     ContactList,
     ContactResponse,
     ContactUpdated,
@@ -42,12 +43,15 @@ def contacts_page(args: Any) -> tuple[int, int]:
 @blueprint.get("/contacts")
 @tag(["Contacts"])
 @requires(SUB_ACCOUNT)
+@validate_querystring(ContactFilters)
 @validate_response(ContactList, 200)
 @validate_response(Error, 400)
-async def list_contacts() -> dict[str, Any]:
-    """List contacts, newest first."""
+async def list_contacts(query_args: ContactFilters) -> dict[str, Any]:
+    """List contacts, newest first; q, email, phone and tag narrow it (all must hold)."""
+    conditions = service.search_conditions(query_args.q, query_args.email, query_args.phone,
+                                           query_args.tag)
     limit, offset = contacts_page(request.args)
-    contacts, total = await service.list_contacts(tenant_scope(), limit, offset)
+    contacts, total = await service.list_contacts(tenant_scope(), conditions, limit, offset)
     return page_body("contacts", contacts, total, limit, offset)
 
 

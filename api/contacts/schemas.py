@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
@@ -13,6 +13,7 @@ from api.types import (
     EMAIL_KEYWORDS,
     NON_BLANK,
     UUID_KEYWORDS,
+    Repeated,
     document,
     required_one_of,
 )
@@ -90,6 +91,25 @@ class Contact(BaseModel):
     status: str | None
     created_at: datetime
     updated_at: datetime
+
+
+class ContactFilters(BaseModel):
+    """GET /contacts search (CONTRACT 7, 9): every filter given must hold (AND)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        not_null=("q", "email", "phone", "tag"),
+        properties={"email": EMAIL_KEYWORDS, "phone": E164,
+                    "tag": {"items": {"type": "string", "minLength": 1, "maxLength": 100}}}))
+
+    q: StrictStr | None = Field(default=None, min_length=2, max_length=100, description=(
+        "Case-insensitive text within the name or the email, or, when it is written as a phone "
+        "number (digits with + - . ( ) and spaces), its digits within the phone's digits."))
+    email: StrictStr | None = Field(default=None, max_length=320,
+                                    description="Exactly this address, in any case.")
+    phone: StrictStr | None = Field(default=None, max_length=64,
+                                    description="Exactly this E.164 number.")
+    tag: Annotated[list[StrictStr] | None, Repeated, Field(
+        max_length=100, description="Repeatable: contacts carrying every tag given.")] = None
 
 
 class ContactResponse(BaseModel):

@@ -21,7 +21,7 @@ from api.companies.service import company_exists
 from api.contacts.schemas import Contact, ContactFields, UpdateContactRequest
 from api.custom_fields.service import checked_values, invalid, refuse
 from api.types import normalise_email, parse_uuid
-from tenancy.db import fetch_one_or_404
+from tenancy.db import fetch_one_or_404, where_clause
 from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
 
@@ -61,6 +61,35 @@ LIMIT $1 OFFSET $2
 """
 
 COUNT_CONTACTS = "SELECT count(*) FROM contacts"
+
+# The search (CONTRACT 7): fixed fragments joined by tenancy.db.where_clause. `q` is a LIKE
+# pattern with its wildcards escaped; the trigram indexes of name, email and phone (migration
+# t0005, docs/decisions.md) serve it. Email is stored lowercased, so its unique index serves
+# the exact match; tags use their GIN index through @>.
+TEXT_MATCH = "(name ILIKE $? OR email LIKE $?)"
+TEXT_OR_PHONE_MATCH = "(name ILIKE $? OR email LIKE $? OR phone LIKE $?)"
+EMAIL_MATCH = "email = $?"
+PHONE_MATCH = "phone = $?"
+TAGS_MATCH = "tags @> $?::text[]"
+
+SEARCH_PAGE = f"""
+SELECT {CONTACT_COLUMNS} FROM contacts
+{{where}}
+ORDER BY created_at DESC, id DESC
+LIMIT ${{limit}} OFFSET ${{offset}}
+"""
+
+SEARCH_COUNT = "SELECT count(*) FROM contacts {where}"
+
+FORCE_CUSTOM_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
+# The planner prices ILIKE on every row far below its real cost (50 ms at 100,000 contacts
+# against 2 ms through the trigram indexes) and, with fresh statistics, picks the scan.
+TRIGRAMS_ONLY = FORCE_CUSTOM_PLAN + "; SET LOCAL enable_seqscan = off"
+# A LIKE pattern gives pg_trgm something to look up from 3 characters on.
+TRIGRAM_MINIMUM = 3
+
+# A `q` written as a phone number: digits and the punctuation people write numbers with.
+PHONE_LIKE = re.compile(r"^[0-9+\-.() ]+$")
 
 INSERT_CONTACT = f"""
 INSERT INTO contacts ({", ".join(STORED)})
@@ -380,11 +409,92 @@ async def get_contact(scope: TenantScope, contact_id: uuid.UUID) -> dict[str, An
     return contact_out(row)
 
 
-async def list_contacts(scope: TenantScope, limit: int,
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _trigram_usable(conditions: list[tuple[str, Any]]) -> bool:
+    """A text condition whose every pattern has enough characters for the trigram indexes."""
+    return any(fragment in (TEXT_MATCH, TEXT_OR_PHONE_MATCH) and all(
+        len(re.sub(r"\\(.)", r"\1", pattern[1:-1])) >= TRIGRAM_MINIMUM for pattern in values)
+        for fragment, values in conditions)
+
+
+def _text_condition(q: str) -> tuple[str, Any]:
+    pattern = _like(q.lower())
+    digits = re.sub(r"[^0-9]", "", q)
+    if PHONE_LIKE.match(q) and len(digits) >= 2:
+        return TEXT_OR_PHONE_MATCH, (pattern, pattern, _like(digits))
+    return TEXT_MATCH, (pattern, pattern)
+
+
+def search_conditions(q: str | None, email: str | None, phone: str | None,
+                      tags: list[str] | None) -> list[tuple[str, Any]]:
+    """The WHERE fragments of a search; a malformed email, phone or tag is 400."""
+    details: list[dict[str, str]] = []
+    conditions: list[tuple[str, Any]] = []
+    if q is not None:
+        conditions.append(_text_condition(q))
+    if email is not None:
+        # Exact filters take the value exactly as documented: no spaces around it.
+        address = normalise_email(email) if email == email.strip() else None
+        if address is None:
+            details.append(invalid("email", "must be a valid email address", "email"))
+        conditions.append((EMAIL_MATCH, address))
+    if phone is not None:
+        number = valid_phone(phone) if phone == phone.strip() else None
+        if number is None:
+            details.append(invalid("phone", "must be a valid E.164 number like +14155550100",
+                                   "phone"))
+        conditions.append((PHONE_MATCH, number))
+    if tags is not None:
+        wanted = [tag.strip().lower() for tag in tags]
+        if not all(0 < len(tag) <= MAX_TAG for tag in wanted):
+            details.append(invalid("tag", f"a tag has 1 to {MAX_TAG} characters", "tag"))
+        conditions.append((TAGS_MATCH, list(dict.fromkeys(wanted))))
+    if details:
+        raise refuse(details)
+    return conditions
+
+
+def search_statements(conditions: list[tuple[str, Any]]) -> tuple[str, str, list[Any]]:
+    """(page query, count query, values): the page takes the values, then limit and offset."""
+    if not conditions:
+        return SELECT_CONTACTS_PAGE, COUNT_CONTACTS, []
+    where, values = where_clause(conditions)
+    page = SEARCH_PAGE.format(where=where, limit=len(values) + 1, offset=len(values) + 2)
+    return page, SEARCH_COUNT.format(where=where), values
+
+
+def plan_settings(conditions: list[tuple[str, Any]]) -> str | None:
+    """What the search's transaction sets before its statements, if anything.
+
+    asyncpg prepares statements, and after five runs PostgreSQL may keep a generic plan, made
+    without the values: it cannot tell that a LIKE pattern is selective and scans every contact
+    (~100 ms at 100,000) where the trigram indexes take under 1 ms."""
+    if not conditions:
+        return None
+    return TRIGRAMS_ONLY if _trigram_usable(conditions) else FORCE_CUSTOM_PLAN
+
+
+async def run_search(conn: asyncpg.Connection, conditions: list[tuple[str, Any]], limit: int,
+                     offset: int) -> tuple[list[asyncpg.Record], int]:
+    """The rows of one page and the filtered total, in the caller's tenant transaction."""
+    page, count, values = search_statements(conditions)
+    settings = plan_settings(conditions)
+    if settings:
+        await conn.execute(settings)
+    rows = await conn.fetch(page, *values, limit, offset)
+    return rows, await conn.fetchval(count, *values)
+
+
+async def list_contacts(scope: TenantScope, conditions: list[tuple[str, Any]], limit: int,
                         offset: int) -> tuple[list[dict[str, Any]], int]:
+    """A page of the contacts that meet every condition (search_conditions), newest first,
+    and how many meet them."""
     async with scope.transaction() as conn:
-        rows = await conn.fetch(SELECT_CONTACTS_PAGE, limit, offset)
-        total = await conn.fetchval(COUNT_CONTACTS)
+        rows, total = await run_search(conn, conditions, limit, offset)
     return [contact_out(row) for row in rows], total
 
 

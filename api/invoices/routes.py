@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, current_app
-from quart_schema import tag, validate_request
+from quart import Blueprint, current_app, request
+from quart_schema import tag, validate_querystring, validate_request
 
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.invoices import service
 from api.invoices.schemas import (
     CreateInvoiceRequest,
+    InvoiceFilters,
+    InvoiceList,
     InvoiceResponse,
     MarkPaidRequest,
     UpdatedInvoiceResponse,
     UpdateInvoiceRequest,
 )
 from api.schemas import InboundError as ErrorResponse
-from api.types import parse_uuid
+from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
@@ -32,6 +34,20 @@ async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], in
     """Create a pending invoice for a contact, numbered INV-000001 onwards per sub-account."""
     invoice = await service.create_invoice(tenant_scope(), data)
     return {"status": "success", "invoice": invoice}, 201
+
+
+@blueprint.get("/invoices")
+@tag(["Invoices"])
+@requires(SUB_ACCOUNT)
+@validate_querystring(InvoiceFilters)
+@validate_response(InvoiceList, 200)
+@validate_response(ErrorResponse, 400)
+async def list_invoices(query_args: InvoiceFilters) -> dict[str, Any]:
+    """List invoices, newest first, optionally of one status or one contact."""
+    limit, offset = pagination(request.args)
+    invoices, total = await service.list_invoices(tenant_scope(), query_args.status,
+                                                  query_args.contact_id, limit, offset)
+    return page_body("invoices", invoices, total, limit, offset)
 
 
 @blueprint.get("/invoices/<invoice_id>")

@@ -18,7 +18,8 @@ from pydantic import (
     StrictStr,
 )
 
-from api.types import NON_BLANK, UUID_KEYWORDS, Money, document, required_one_of
+from api.schemas import Page
+from api.types import NON_BLANK, UUID_KEYWORDS, Money, UUIDQuery, document, required_one_of
 
 MAX_QUANTITY = 1_000_000
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -128,3 +129,15 @@ class InvoiceResponse(BaseModel):
 
 class UpdatedInvoiceResponse(InvoiceResponse):
     payment_link_cleared: bool
+
+
+class InvoiceFilters(BaseModel):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
+        not_null=("status", "contact_id")))
+
+    status: Literal["pending", "void", "refunded", "paid"] | None = None
+    contact_id: UUIDQuery | None = None
+
+
+class InvoiceList(Page):
+    invoices: list[Invoice]

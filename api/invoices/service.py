@@ -17,7 +17,7 @@ import asyncpg
 from api import events
 from api.invoices.schemas import CreateInvoiceRequest, LineItem, UpdateInvoiceRequest
 from api.types import parse_uuid
-from tenancy.db import fetch_one_or_404
+from tenancy.db import fetch_newest_page, fetch_one_or_404
 from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
 
@@ -125,6 +125,14 @@ async def get_invoice(scope: TenantScope, invoice_id: uuid.UUID) -> dict[str, An
     async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_INVOICE, invoice_id, what="invoice")
     return invoice_out(row)
+
+
+async def list_invoices(scope: TenantScope, status: str | None, contact_id: uuid.UUID | None,
+                        limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """A page of invoices, newest first, each as GET /invoices/{id} shows it."""
+    async with scope.transaction() as conn:
+        return await fetch_newest_page(conn, "invoices", COLUMNS, [
+            ("status = $?", status), ("contact_id = $?", contact_id)], limit, offset)
 
 
 def sent_fields(data: UpdateInvoiceRequest) -> set[str]:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from api.schemas import Page
 from api.types import UUID_KEYWORDS, NonBlank, document
 
 
@@ -29,3 +30,7 @@ class Pool(BaseModel):
 class PoolResponse(BaseModel):
     status: str
     pool: Pool
+
+
+class PoolList(Page):
+    number_pools: list[Pool]

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.db import fetch_one_or_404
+from tenancy.db import fetch_one_or_404, fetch_page
 from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
 
@@ -32,6 +32,20 @@ FROM number_pool_members AS m JOIN phone_numbers AS p ON p.id = m.phone_number_i
 WHERE m.pool_id = $1 AND p.is_active
 ORDER BY m.position
 """
+
+SELECT_POOLS_PAGE = """
+SELECT p.id, p.name, p.created_at, m.ids AS phone_number_ids, count(*) OVER () AS total
+FROM number_pools AS p
+CROSS JOIN LATERAL (
+    SELECT COALESCE(array_agg(m.phone_number_id ORDER BY m.position), '{}'::uuid[]) AS ids
+    FROM number_pool_members AS m JOIN phone_numbers AS n ON n.id = m.phone_number_id
+    WHERE m.pool_id = p.id AND n.is_active
+) AS m
+ORDER BY p.created_at DESC, p.id DESC
+LIMIT $1 OFFSET $2
+"""
+
+COUNT_POOLS = "SELECT count(*) FROM number_pools"
 
 TAKE_TURN = """
 UPDATE number_pools SET cursor = cursor + 1, updated_at = now()
@@ -64,6 +78,13 @@ async def get_pool(scope: TenantScope, pool_id: uuid.UUID) -> dict[str, Any]:
         row = await fetch_one_or_404(conn, SELECT_POOL, pool_id, what="number pool")
         members = [r["phone_number_id"] for r in await conn.fetch(SELECT_MEMBERS, pool_id)]
     return {**dict(row), "phone_number_ids": members}
+
+
+async def list_pools(scope: TenantScope, limit: int,
+                     offset: int) -> tuple[list[dict[str, Any]], int]:
+    """A page of pools, newest first, each as GET /number-pools/{id} shows it."""
+    async with scope.transaction() as conn:
+        return await fetch_page(conn, SELECT_POOLS_PAGE, COUNT_POOLS, limit, offset)
 
 
 async def next_caller_id(conn: asyncpg.Connection, pool_id: uuid.UUID) -> asyncpg.Record:

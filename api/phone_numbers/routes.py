@@ -1,4 +1,4 @@
-"""Phone numbers: list, read, purchase, import, assign to an agent, release."""
+"""Phone numbers: list, read, purchase, import, assign to an agent and unassign, release."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from api.phone_numbers.schemas import (
     PhoneNumberResponse,
     PurchaseRequest,
     Released,
+    Unassigned,
 )
 from api.schemas import InboundError as Error
 from api.types import parse_uuid
@@ -86,6 +87,17 @@ async def assign_phone_number(number_id: str, data: AssignRequest) -> dict[str, 
     number_uuid = parse_uuid(number_id)
     agent_id = parse_uuid(data.agent_id, "agent_id")
     result = await service.assign(tenant_scope(), _arq(), number_uuid, agent_id)
+    return {"status": "success", **result}
+
+
+@blueprint.delete("/phone-numbers/<number_id>/agent")
+@tag(["Phone numbers"])
+@requires(SUB_ACCOUNT)
+@validate_response(Unassigned, 200)
+@validate_errors(Error, 400, 404, 502)
+async def unassign_phone_number(number_id: str) -> dict[str, Any]:
+    """Take the number from its agent: inbound calls stop reaching it."""
+    result = await service.unassign(tenant_scope(), _arq(), parse_uuid(number_id))
     return {"status": "success", **result}
 
 

@@ -63,6 +63,17 @@ class Assigned(BaseModel):
     already_assigned: bool
 
 
+class Unassigned(BaseModel):
+    status: str
+    unassigned: bool
+    already_unassigned: bool
+    phone_number_id: uuid.UUID
+    phone_number: str
+    # The agent the number was taken from; null when it had none.
+    agent_id: uuid.UUID | None
+    dispatch_rule_deleted: bool
+
+
 class Released(BaseModel):
     status: str
     released: bool

@@ -99,6 +99,16 @@ SET agent_id = $2, dispatch_rule_id = $3, assigned_at = now(), updated_at = now(
 WHERE id = $1
 """
 
+UNASSIGN = """
+UPDATE phone_numbers
+SET agent_id = NULL, dispatch_rule_id = NULL, assigned_at = NULL, updated_at = now()
+WHERE id = $1
+"""
+
+# CONTRACT 9: a repeated unassign.
+ALREADY_UNASSIGNED: dict[str, Any] = {"already_unassigned": True, "agent_id": None,
+                                      "dispatch_rule_deleted": False}
+
 RELEASE = """
 UPDATE phone_numbers
 SET is_active = false, agent_id = NULL, dispatch_rule_id = NULL, next_billing_date = NULL,
@@ -250,6 +260,18 @@ async def assign(scope: TenantScope, arq: Any, number_id: uuid.UUID,
     outcome = await run_provider_job(arq, "assign_phone_number", str(scope.sub_account_id),
                                      str(number_id), str(agent_id))
     return _assigned(number, agent_id, already=outcome["already_assigned"])
+
+
+async def unassign(scope: TenantScope, arq: Any, number_id: uuid.UUID) -> dict[str, Any]:
+    """Take the number from its agent (the provider's routing first); a number with no agent
+    is answered at once as already unassigned."""
+    number = await get_number(scope, number_id)
+    outcome = dict(ALREADY_UNASSIGNED)
+    if number["agent_id"] is not None:
+        outcome = await run_provider_job(arq, "unassign_phone_number",
+                                         str(scope.sub_account_id), str(number_id))
+    return {"unassigned": True, "phone_number_id": number["id"],
+            "phone_number": number["phone_number"], **outcome}
 
 
 async def release(scope: TenantScope, arq: Any, number_id: uuid.UUID) -> dict[str, Any]:
@@ -420,6 +442,23 @@ async def _undo_assignment(provider: TelephonyProvider, row: asyncpg.Record,
         await provider.unassign_number(number)
     except TelephonyError as exc:
         log.error("could not remove the dispatch rule of %s: %s", number.phone_number, exc)
+
+
+async def provision_unassignment(pool: asyncpg.Pool, providers: Providers,
+                                 sub_account_id: uuid.UUID, number_id: uuid.UUID,
+                                 deadline: float) -> dict[str, Any]:
+    _check_deadline(deadline)
+    schema, _ = await tenant_of(pool, sub_account_id)
+    # The row lock serialises it with assignments and releases of the number; a provider
+    # failure raises before the UPDATE, so the assignment stays as it was.
+    async with tenant_transaction(pool, schema) as conn:
+        row = await fetch_one_or_404(conn, LOCK_NUMBER, number_id, what="phone number")
+        if row["agent_id"] is None:
+            return dict(ALREADY_UNASSIGNED)
+        rule_deleted = await providers.get(row["provider"]).unassign_number(_held(row))
+        await conn.execute(UNASSIGN, number_id)
+    return {"already_unassigned": False, "agent_id": str(row["agent_id"]),
+            "dispatch_rule_deleted": rule_deleted}
 
 
 async def provision_release(pool: asyncpg.Pool, providers: Providers,

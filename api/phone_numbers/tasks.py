@@ -60,6 +60,12 @@ async def assign_phone_number(ctx: dict[str, Any], sub_account_id: str, number_i
         uuid.UUID(agent_id), deadline))
 
 
+async def unassign_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
+                                deadline: float) -> dict[str, Any]:
+    return await _provision(ctx, lambda providers: numbers.provision_unassignment(
+        ctx["db"], providers, uuid.UUID(sub_account_id), uuid.UUID(number_id), deadline))
+
+
 async def release_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
                                deadline: float) -> dict[str, Any]:
     return await _provision(ctx, lambda providers: numbers.provision_release(

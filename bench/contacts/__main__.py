@@ -64,17 +64,23 @@ FROM generate_series(1, $1) AS n
 """
 
 
+async def new_sub_account(pool: Any, name: str) -> tuple[str, str]:
+    """(key, tenant schema) of a new sub-account of a new organisation."""
+    organisation_id, _ = await create_organisation(pool, f"{name} Agency")
+    created = await provision_sub_account(pool, organisation_id, NewSubAccount(
+        f"owner@{name.lower()}.example", name, None, None))
+    sub_account_id = created["sub_account_id"]
+    async with pool.acquire() as conn:
+        _, key = await insert_key(conn, "sub_account", organisation_id, sub_account_id)
+    return key, f"t_{sub_account_id.hex}"
+
+
 async def prepare(url: str) -> tuple[str, list[str]]:
     """A sub-account key and the ids of its 5,000 seeded contacts."""
     pool = await create_pool(url, min_size=1, max_size=2)
     try:
-        organisation_id, _ = await create_organisation(pool, "Bench Agency")
-        created = await provision_sub_account(
-            pool, organisation_id, NewSubAccount("owner@bench.example", "Bench", None, None))
-        sub_account_id = created["sub_account_id"]
-        async with pool.acquire() as conn:
-            _, key = await insert_key(conn, "sub_account", organisation_id, sub_account_id)
-        async with tenant_transaction(pool, f"t_{sub_account_id.hex}") as conn:
+        key, schema = await new_sub_account(pool, "Bench")
+        async with tenant_transaction(pool, schema) as conn:
             await conn.execute(SEED, CONTACTS)
             await conn.execute("ANALYZE contacts")
             ids = [str(row["id"]) for row in await conn.fetch("SELECT id FROM contacts")]

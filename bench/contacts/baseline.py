@@ -16,17 +16,18 @@ import os
 import sys
 import uuid
 from typing import Any
+from urllib.parse import parse_qs
 
 import asyncpg
 
 from api.contacts.service import (
     CONTACT_COLUMNS,
-    COUNT_CONTACTS,
     INSERT_CONTACT,
     SELECT_CONTACT,
-    SELECT_CONTACTS_PAGE,
     SELECT_MATCH_FOR_UPDATE,
     STORED,
+    run_search,
+    search_conditions,
 )
 from api.tags.service import SELECT_TAG_SUMMARY, TAG_SCAN
 from tenancy.clock import iso
@@ -59,11 +60,14 @@ async def handle(method: str, path: str, query: str, schema: str,
         tags = [{"tag": row["tag"], "count": row["count"]} for row in rows]
         return 200, {"status": "success", "tag_count": len(tags), "tags": tags}
     if path == f"{PREFIX}/contacts" and method == "GET":
-        params = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
-        limit, offset = min(int(params.get("limit", 50)), 100), int(params.get("offset", 0))
+        params = parse_qs(query)
+        first = {name: values[0] for name, values in params.items()}
+        limit, offset = min(int(first.get("limit", 50)), 100), int(first.get("offset", 0))
+        # The search's statements, run by the service's own function (bench.contacts.search).
+        conditions = search_conditions(first.get("q"), first.get("email"), first.get("phone"),
+                                       params.get("tag"))
         async with tenant_transaction(POOL, schema) as conn:
-            rows = await conn.fetch(SELECT_CONTACTS_PAGE, limit, offset)
-            total = await conn.fetchval(COUNT_CONTACTS)
+            rows, total = await run_search(conn, conditions, limit, offset)
         return 200, {"status": "success", "total": total, "limit": limit, "offset": offset,
                      "has_more": offset + len(rows) < total,
                      "contacts": [contact(row) for row in rows]}

@@ -1,8 +1,9 @@
 """The `sandbox` telephony provider: no network, deterministic, for development and tests.
 
-- Purchased numbers are +1 NPA 555 01XX (fictional numbers), never 0199.
+- Purchased numbers are +1 NPA 555 01XX (fictional numbers), never 0198 or 0199.
 - Purchase and import always succeed. A number whose last four digits are 0199 fails assign and
-  release, so the 502 paths can be exercised.
+  release, and one ending 0198 assigns fine and fails unassign (CONTRACT 9), so the 502 paths
+  can be exercised.
 - A call is a real conversation with the voice runtime (CONTRACT 6): the sandbox dials
   `SWITCHBOARD_VOICE_URL` over Media Streams and plays the contact of the callee's script
   (sandbox_media.py) in a task of this process; the runtime records the outcome. A callee whose
@@ -55,6 +56,9 @@ _LINE_LOG: dict[str, tuple[float, ContactResult]] = {}
 LINE_CLOSED_KEEP_SECONDS = 3600
 
 FAILING_SUFFIX = "0199"
+UNASSIGN_FAILING_SUFFIX = "0198"
+# 00..97: the failing numbers above are never sold.
+SOLD_SUFFIXES = range(98)
 DEFAULT_AREA_CODES = ("201", "212", "305", "312", "404", "415", "503", "512", "617", "702", "718",
                       "804", "917")
 
@@ -90,7 +94,7 @@ class SandboxTelephony:
         for npa in area_codes:
             if not _valid(f"+1{npa}5550100"):
                 continue
-            free = [f"+1{npa}55501{xx:02d}" for xx in range(99)]
+            free = [f"+1{npa}55501{xx:02d}" for xx in SOLD_SUFFIXES]
             free = [number for number in free if number not in exclude]
             if free:
                 number = random.choice(free)
@@ -107,7 +111,7 @@ class SandboxTelephony:
         return f"sandbox-dispatch-{number.phone_number[1:]}-{agent_id}"
 
     async def unassign_number(self, number: HeldNumber) -> bool:
-        if fails(number.phone_number):
+        if fails(number.phone_number) or number.phone_number.endswith(UNASSIGN_FAILING_SUFFIX):
             raise TelephonyError("sandbox: removing the dispatch rule failed")
         return number.dispatch_rule_id is not None
 

@@ -32,6 +32,10 @@ def run_migrations_online() -> None:
 
 def _run(connection) -> None:  # type: ignore[no-untyped-def]
     connection.execute(text(f"CREATE SCHEMA IF NOT EXISTS {CONTROL_SCHEMA}"))
+    # Database-wide set-up, done once here before any tenant is migrated or created: the
+    # extensions tenant schemas use live in public (on every tenant search_path), never per
+    # tenant. pg_trgm backs the contact search (tenant revision t0005).
+    connection.execute(text("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public"))
     context.configure(
         connection=connection,
         target_metadata=control_metadata,

@@ -58,6 +58,7 @@ campaigns = sa.Table(
     sa.CheckConstraint(_one_of("status", CAMPAIGN_STATES), name="status"),
     sa.CheckConstraint("campaign_type IN ('email', 'sms')", name="campaign_type"),
     sa.Index("ix_campaigns_due", "status", "start_date"),
+    sa.Index("ix_campaigns_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
 
 campaign_recipients = sa.Table(

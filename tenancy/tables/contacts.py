@@ -43,6 +43,14 @@ contacts = sa.Table(
     sa.Index("uq_contacts_phone", "phone", unique=True),
     sa.Index("ix_contacts_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
     sa.Index("ix_contacts_tags", "tags", postgresql_using="gin"),
+    # The search's `q` (CONTRACT 7): substring matches through pg_trgm (in schema public).
+    # Email is stored lowercased (the check below), so uq_contacts_email serves `email=`.
+    sa.Index("ix_contacts_name_trgm", "name", postgresql_using="gin",
+             postgresql_ops={"name": "gin_trgm_ops"}),
+    sa.Index("ix_contacts_email_trgm", "email", postgresql_using="gin",
+             postgresql_ops={"email": "gin_trgm_ops"}),
+    sa.Index("ix_contacts_phone_trgm", "phone", postgresql_using="gin",
+             postgresql_ops={"phone": "gin_trgm_ops"}),
     sa.Index("ix_contacts_company_id", "company_id"),
 )
 

@@ -36,6 +36,7 @@ invoices = sa.Table(
     sa.CheckConstraint("status <> 'paid' OR paid_at IS NOT NULL", name="paid_has_paid_at"),
     sa.Index("uq_invoices_invoice_number", "invoice_number", unique=True),
     sa.Index("ix_invoices_contact_id", "contact_id"),
+    sa.Index("ix_invoices_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
 
 # One row per tenant schema, created by the first invoice; its row lock serialises numbering,

@@ -114,6 +114,7 @@ number_pools = sa.Table(
     sa.Column("cursor", sa.BigInteger, nullable=False, server_default="0"),
     created_at(),
     updated_at(),
+    sa.Index("ix_number_pools_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
 
 number_pool_members = sa.Table(
@@ -164,6 +165,7 @@ calls = sa.Table(
     sa.CheckConstraint("direction IN ('outbound', 'inbound')", name="direction"),
     sa.CheckConstraint(_one_of("ended_reason", ENDED_REASONS), name="ended_reason"),
     sa.CheckConstraint("answered_by IN ('human', 'machine', 'unknown')", name="answered_by"),
+    sa.Index("ix_calls_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
     sa.Index("ix_calls_contact_id", "contact_id"),
     sa.Index("ix_calls_agent_id", "agent_id"),
     sa.Index("ix_calls_open", "status", postgresql_where=sa.text(

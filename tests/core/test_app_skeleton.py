@@ -189,6 +189,22 @@ async def test_openapi_document(client):
                  "/functions/v1/accept-invitation", "/functions/v1/agency/plans",
                  "/functions/v1/agency/sub-accounts", "/webhooks/inbound/team-users"):
         assert path in spec["paths"], path
+    assert "delete" in spec["paths"]["/webhooks/inbound/phone-numbers/{number_id}/agent"]
+    queries = {path: {p["name"] for p in spec["paths"][path]["get"]["parameters"]
+                      if p["in"] == "query"}
+               for path in ("/webhooks/inbound/campaigns", "/webhooks/inbound/invoices",
+                            "/webhooks/inbound/calls", "/webhooks/inbound/number-pools")}
+    assert queries == {
+        "/webhooks/inbound/campaigns": {"status", "limit", "offset"},
+        "/webhooks/inbound/invoices": {"status", "contact_id", "limit", "offset"},
+        "/webhooks/inbound/calls": {"contact_id", "agent_id", "status", "direction", "limit",
+                                    "offset"},
+        "/webhooks/inbound/number-pools": {"limit", "offset"}}
+    contacts = {p["name"]: p for p in spec["paths"]["/webhooks/inbound/contacts"]["get"][
+        "parameters"] if p["in"] == "query"}
+    assert {"q", "email", "phone", "tag", "limit", "offset"} <= set(contacts)
+    assert (contacts["q"]["schema"]["minLength"], contacts["q"]["schema"]["maxLength"]) == (2, 100)
+    assert contacts["tag"]["schema"]["type"] == "array"
     create = spec["paths"]["/functions/v1/create-subaccount-webhook"]["post"]
     assert "201" in create["responses"]
     assert "/healthz" not in spec["paths"]

@@ -293,3 +293,28 @@ async def test_twilio_refusal_is_502_and_changes_nothing(client, pool, tenant, t
     listed = await (await client.get("/webhooks/inbound/phone-numbers",
                                      headers=tenant.headers)).get_json()
     assert listed["phone_numbers"] == []
+
+
+async def test_unassign_through_the_api_clears_the_voice_url_and_a_refusal_is_502(
+        client, tenant, twilio, twilio_worker):
+    numbers = "/webhooks/inbound/phone-numbers"
+    sid = twilio.own("+14155552671")
+    response = await client.post(f"{numbers}/import", json={"phone_number": "+14155552671"},
+                                 headers=tenant.headers)
+    number_id = (await response.get_json())["phone_number"]["id"]
+    agent_id = await make_agent(client, tenant)
+    assert (await assign(client, tenant, number_id, agent_id)).status_code == 200
+    assert agent_id in twilio.incoming[sid]["voice_url"]
+
+    response = await client.delete(f"{numbers}/{number_id}/agent", headers=tenant.headers)
+    assert (await response.get_json())["dispatch_rule_deleted"] is True
+    assert twilio.incoming[sid]["voice_url"] == ""
+
+    assert (await assign(client, tenant, number_id, agent_id)).status_code == 200
+    gone = twilio.incoming.pop(sid)  # Twilio no longer knows the number: it answers 404
+    response = await client.delete(f"{numbers}/{number_id}/agent", headers=tenant.headers)
+    assert response.status_code == 502
+    assert (await response.get_json())["error"]["code"] == "provider_error"
+    shown = await (await client.get(f"{numbers}/{number_id}", headers=tenant.headers)).get_json()
+    assert shown["phone_number"]["agent_id"] == agent_id
+    assert agent_id in gone["voice_url"]

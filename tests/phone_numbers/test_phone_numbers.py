@@ -14,6 +14,7 @@ from tests.helpers import balance, expect_error, tenant_sql
 
 NUMBERS = "/webhooks/inbound/phone-numbers"
 FAILING = "+12125550199"
+UNASSIGN_FAILING = "+12125550198"
 
 
 def parse_time(value):
@@ -62,7 +63,18 @@ async def test_purchase_never_gives_a_number_twice_nor_0199(client, tenant, work
         assert response.status_code == 201
         seen.add((await response.get_json())["phone_number"]["phone_number"])
     assert len(seen) == 12
-    assert not any(n.endswith("0199") for n in seen)
+    assert not any(n.endswith(("0198", "0199")) for n in seen)
+
+
+async def test_purchase_sells_every_other_number_of_an_area_code_but_never_0198_or_0199(
+        client, tenant, worker):
+    seen = set()
+    while True:
+        response = await purchase(client, tenant, area_code="702")
+        if response.status_code == 409:
+            break
+        seen.add((await response.get_json())["phone_number"]["phone_number"])
+    assert seen == {f"+1702555{n:04d}" for n in range(100, 198)}
 
 
 @pytest.mark.parametrize("area_code", ["12", "1234", "012", "abc", 415])
@@ -281,6 +293,99 @@ async def test_assign_without_worker_times_out_as_502_and_changes_nothing(
     monkeypatch.setenv("SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS", "1")
     await expect_error(await assign(client, tenant, number_id, agent_id), 502, "provider_error")
     assert (await number_rows(pool, tenant))[0]["agent_id"] is None
+
+
+# --- unassign ---------------------------------------------------------------------------------
+
+
+async def unassign(client, tenant, number_id):
+    return await client.delete(f"{NUMBERS}/{number_id}/agent", headers=tenant.headers)
+
+
+async def assigned_number(client, tenant, phone_number="+14155552671"):
+    """(number id, agent id) of an imported number assigned to a new agent."""
+    agent_id = await make_agent(client, tenant)
+    number_id = await import_number(client, tenant, phone_number)
+    assert (await assign(client, tenant, number_id, agent_id)).status_code == 200
+    return number_id, agent_id
+
+
+async def test_unassign_takes_the_number_from_its_agent(client, pool, tenant, worker):
+    number_id, agent_id = await assigned_number(client, tenant)
+    response = await unassign(client, tenant, number_id)
+    assert response.status_code == 200
+    assert await response.get_json() == {
+        "status": "success", "unassigned": True, "already_unassigned": False,
+        "phone_number_id": number_id, "phone_number": "+14155552671", "agent_id": agent_id,
+        "dispatch_rule_deleted": True}
+    row = (await number_rows(pool, tenant))[0]
+    assert row["agent_id"] is None and row["dispatch_rule_id"] is None
+    assert row["assigned_at"] is None and row["is_active"]
+    shown = (await (await client.get(f"{NUMBERS}/{number_id}",
+                                     headers=tenant.headers)).get_json())["phone_number"]
+    assert shown["agent_id"] is None and shown["agent_name"] is None
+    # The agent may have it back, and another agent may take it now.
+    other = await make_agent(client, tenant)
+    assert (await (await assign(client, tenant, number_id, other)).get_json())[
+        "already_assigned"] is False
+
+
+async def test_unassign_repeated_is_200_already_unassigned(client, tenant, worker):
+    number_id, agent_id = await assigned_number(client, tenant)
+    assert (await unassign(client, tenant, number_id)).status_code == 200
+    again = await unassign(client, tenant, number_id)
+    assert again.status_code == 200
+    assert await again.get_json() == {
+        "status": "success", "unassigned": True, "already_unassigned": True,
+        "phone_number_id": number_id, "phone_number": "+14155552671", "agent_id": None,
+        "dispatch_rule_deleted": False}
+
+
+async def test_unassign_a_number_never_assigned_needs_no_worker(client, pool, tenant, worker):
+    number_id = await import_number(client, tenant, "+14155552671")
+    worker.allow_pick_jobs = False
+    response = await unassign(client, tenant, number_id)
+    assert (await response.get_json())["already_unassigned"] is True
+
+
+async def test_unassign_when_the_provider_fails_is_502_and_the_assignment_stays(
+        client, pool, tenant, worker):
+    number_id, agent_id = await assigned_number(client, tenant, UNASSIGN_FAILING)
+    before = (await number_rows(pool, tenant))[0]
+    await expect_error(await unassign(client, tenant, number_id), 502, "provider_error")
+    after = (await number_rows(pool, tenant))[0]
+    assert str(after["agent_id"]) == agent_id
+    assert (after["dispatch_rule_id"], after["assigned_at"], after["updated_at"]) == (
+        before["dispatch_rule_id"], before["assigned_at"], before["updated_at"])
+    shown = (await (await client.get(f"{NUMBERS}/{number_id}",
+                                     headers=tenant.headers)).get_json())["phone_number"]
+    assert shown["agent_id"] == agent_id
+
+
+async def test_unassign_without_worker_times_out_as_502_and_changes_nothing(
+        client, pool, tenant, worker, monkeypatch):
+    number_id, agent_id = await assigned_number(client, tenant)
+    worker.allow_pick_jobs = False
+    monkeypatch.setenv("SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS", "1")
+    await expect_error(await unassign(client, tenant, number_id), 502, "provider_error")
+    assert str((await number_rows(pool, tenant))[0]["agent_id"]) == agent_id
+
+
+async def test_unassign_invalid_id_is_400_and_missing_or_released_is_404(client, tenant,
+                                                                       worker):
+    await expect_error(await unassign(client, tenant, "x"), 400, "invalid_uuid")
+    await expect_error(await unassign(client, tenant, uuid.uuid4()), 404, "not_found")
+    number_id = await import_number(client, tenant, "+14155552671")
+    assert (await client.delete(f"{NUMBERS}/{number_id}", headers=tenant.headers)
+            ).status_code == 200
+    await expect_error(await unassign(client, tenant, number_id), 404, "not_found")
+
+
+async def test_unassign_another_sub_accounts_number_is_404_and_leaves_it_assigned(
+        client, pool, tenant, tenant_second, worker):
+    theirs, agent_id = await assigned_number(client, tenant_second)
+    await expect_error(await unassign(client, tenant, theirs), 404, "not_found")
+    assert str((await number_rows(pool, tenant_second))[0]["agent_id"]) == agent_id
 
 
 # --- release ----------------------------------------------------------------------------------

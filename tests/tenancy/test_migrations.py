@@ -225,3 +225,16 @@ def test_migrate_cli_reports_each_failure_and_exits_1_then_resumes(three_tenants
     third = subprocess.run(command, env=_cli_env(servers), capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL)
     assert third.returncode == 0 and "all tenant schemas at head" in third.stderr
+
+
+async def test_pg_trgm_is_set_up_once_in_public_and_used_by_tenant_indexes(client, agency,
+                                                                           migrated) -> None:
+    tenant = await make_tenant(client, agency)
+    where = _sql(migrated, "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n "
+                           "ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'")
+    assert where == [("public",)]
+    indexes = _sql(migrated, "SELECT indexname FROM pg_indexes WHERE schemaname = :s "
+                             "AND indexdef LIKE '%gin_trgm_ops%' ORDER BY indexname",
+                   s=tenant.schema)
+    assert [row[0] for row in indexes] == [
+        "ix_contacts_email_trgm", "ix_contacts_name_trgm", "ix_contacts_phone_trgm"]

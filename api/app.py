@@ -270,7 +270,7 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         state = unproxied(g)
         state.started = time.perf_counter()
         incoming = current.header_values.get("x-request-id", "")
-        state.request_id = (incoming if REQUEST_ID.match(incoming)
+        state.request_id = (incoming if REQUEST_ID.fullmatch(incoming)
                             else f"{random.getrandbits(128):032x}")
         request_id_var.set(state.request_id)
         sub_account_id_var.set(None)

@@ -74,7 +74,7 @@ async def begin(api_key_id: object) -> Response | None:
     key = request.headers.get(HEADER)
     if key is None:
         return None
-    if not KEY_FORMAT.match(key):
+    if not KEY_FORMAT.fullmatch(key):
         raise APIError(400, "invalid_idempotency_key",
                        "Idempotency-Key must be 1 to 255 visible ASCII characters")
     digest = await _request_hash()

@@ -326,7 +326,7 @@ def _int_arg(raw: str | None, name: str, default: int) -> int:
     # Absent is the default; present but empty (`?offset=`) is not a number, so it is 400.
     if raw is None:
         return default
-    if not INT_ARG.match(raw):
+    if not INT_ARG.fullmatch(raw):
         raise APIError(400, "validation_error", f"{name} must be an integer",
                        details=[{"field": name, "message": "must be an integer",
                                  "type": "int_parsing"}])

@@ -204,7 +204,7 @@ def search_path_sql(schema: str) -> str:
     extensions). SET LOCAL: it ends with the transaction, so a pooled connection never carries a
     tenant into the next one. An identifier cannot be a bind parameter; the name is checked
     against SCHEMA_NAME, so it is safe to write in."""
-    if not SCHEMA_NAME.match(schema):
+    if not SCHEMA_NAME.fullmatch(schema):
         raise ValueError("not a tenant schema name")
     return f"SET LOCAL search_path TO {schema}, public"
 

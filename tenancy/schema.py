@@ -74,7 +74,7 @@ async def create_tenant_schema(conn: asyncpg.Connection, schema: str) -> str:
 
     The transaction's search_path is left on the new schema, so the caller can go on to fill it.
     """
-    if not SCHEMA_NAME.match(schema):
+    if not SCHEMA_NAME.fullmatch(schema):
         raise ValueError("not a tenant schema name")
     head = tenant_head()
     await conn.execute(f'CREATE SCHEMA "{schema}"')

@@ -226,7 +226,7 @@ async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
         schema = await conn.fetchval(LOCK_PURGEABLE, sub_account_id)
         if schema is None:
             return False
-        if not SCHEMA_NAME.match(schema):
+        if not SCHEMA_NAME.fullmatch(schema):
             raise TenantOpError(f"sub-account {sub_account_id} has an unexpected schema name")
         # Recordings first, while the row is held: should they fail, the schema stays and the
         # next run tries again; should the drop fail after them, the tenant was going anyway.
@@ -315,7 +315,7 @@ async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID, out: Text
             raise TenantOpError(f"no sub-account {sub_account_id}")
         schema = sub["schema_name"]
         tables = [row["relname"] for row in await conn.fetch(TENANT_TABLES, schema)]
-        if not SCHEMA_NAME.match(schema) or not tables:
+        if not SCHEMA_NAME.fullmatch(schema) or not tables:
             raise TenantOpError(f"sub-account {sub_account_id} has no tenant schema to export")
         await set_search_path(conn, schema)
         version = await conn.fetchval("SELECT version_num FROM alembic_version")

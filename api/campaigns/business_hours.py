@@ -67,11 +67,11 @@ def validate_config(config: Any) -> list[dict[str, str]]:
         problems.append(_problem("days", "must be a non-empty list of " + ", ".join(DAYS)))
     for key in ("start", "end"):
         value = config.get(key)
-        if key in config and not (isinstance(value, str) and HHMM.match(value)):
+        if key in config and not (isinstance(value, str) and HHMM.fullmatch(value)):
             problems.append(_problem(key, "must be HH:MM (24 hour)"))
     start, end = config.get("start"), config.get("end")
-    if (isinstance(start, str) and HHMM.match(start) and isinstance(end, str) and HHMM.match(end)
-            and start >= end):
+    if (isinstance(start, str) and HHMM.fullmatch(start) and isinstance(end, str)
+            and HHMM.fullmatch(end) and start >= end):
         problems.append(_problem("end", "must be after start"))
     return problems
 

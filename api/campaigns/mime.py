@@ -37,7 +37,7 @@ class CampaignHeaders:
 
 
 def _to(address: str) -> bytes:
-    if PLAIN_ADDRESS.match(address):
+    if PLAIN_ADDRESS.fullmatch(address):
         return f"To: {address}\r\n".encode()
     return _fold("To", address)
 

@@ -154,7 +154,7 @@ def valid_phone(value: str) -> str | None:
     """The number if it is E.164 and a real number by `phonenumbers`; else None (spaces around
     it are forgiven, control characters are not)."""
     value = value.strip(" ")
-    if not E164.match(value):
+    if not E164.fullmatch(value):
         return None
     try:
         parsed = phonenumbers.parse(value, None)
@@ -424,7 +424,7 @@ def _trigram_usable(conditions: list[tuple[str, Any]]) -> bool:
 def _text_condition(q: str) -> tuple[str, Any]:
     pattern = _like(q.lower())
     digits = re.sub(r"[^0-9]", "", q)
-    if PHONE_LIKE.match(q) and len(digits) >= 2:
+    if PHONE_LIKE.fullmatch(q) and len(digits) >= 2:
         return TEXT_OR_PHONE_MATCH, (pattern, pattern, _like(digits))
     return TEXT_MATCH, (pattern, pattern)
 

@@ -146,7 +146,7 @@ def _number(value: Any) -> int | float:
 
 
 def _date(value: Any) -> str:
-    if not isinstance(value, str) or not DATE.match(value):
+    if not isinstance(value, str) or not DATE.fullmatch(value):
         raise ValueError("must be a date as YYYY-MM-DD")
     try:
         dt.date.fromisoformat(value)

@@ -26,7 +26,7 @@ DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def _calendar_date(value: Any) -> date:
-    if not isinstance(value, str) or not DATE.match(value):
+    if not isinstance(value, str) or not DATE.fullmatch(value):
         raise ValueError("must be a date in the form YYYY-MM-DD")
     try:
         return date.fromisoformat(value)

@@ -145,7 +145,7 @@ def provider_timeout() -> float:
 
 
 def valid_phone(value: str) -> bool:
-    if not E164.match(value):
+    if not E164.fullmatch(value):
         return False
     try:
         return phonenumbers.is_valid_number(phonenumbers.parse(value))
@@ -232,7 +232,7 @@ async def purchase(scope: TenantScope, arq: Any, area_code: str | None) -> dict[
 
 
 async def import_number(scope: TenantScope, arq: Any, phone_number: str) -> dict[str, Any]:
-    phone_number = phone_number.strip()
+    phone_number = phone_number.strip(" ")
     if not valid_phone(phone_number):
         raise APIError(400, "validation_error", "phone_number must be a valid E.164 number",
                        details=[{"field": "phone_number", "message": "not a valid E.164 number",

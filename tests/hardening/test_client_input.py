@@ -359,3 +359,18 @@ async def test_team_users_list_has_the_general_envelope(client: Any, pool: Any,
 async def test_an_empty_paging_parameter_is_400(client: Any, tenant: Tenant, path: str) -> None:
     response = await client.get(path, headers=tenant.headers)
     assert (await error_of(response, 400))["code"] == "validation_error"
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/webhooks/inbound/phone-numbers/import", {"phone_number": "+14155550142\n"}),
+    ("/webhooks/inbound/contacts", {"name": "Ada", "phone": "+14155550142\n"}),
+])
+async def test_a_value_with_a_trailing_line_break_is_400_not_read_as_its_prefix(
+        client: Any, pool: Any, tenant: Tenant, path: str, body: dict[str, Any]) -> None:
+    # A `$` anchored pattern checked with re.match accepts "value\n" (schemathesis found it on
+    # the import); every such check now matches the whole text.
+    response = await client.post(path, json=body, headers=tenant.headers)
+    assert response.status_code == 400, await response.get_data(as_text=True)
+    async with tenant_transaction(pool, tenant.schema) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM phone_numbers") == 0
+        assert await conn.fetchval("SELECT count(*) FROM contacts") == 0

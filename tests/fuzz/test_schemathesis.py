@@ -84,8 +84,12 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(servers, mailbox, migrated) -> Iterator[Live]:
+def live(servers, mailbox, migrated, tmp_path_factory) -> Iterator[Live]:
     port = free_port()
+    # The server's log goes to a file: a pipe nobody reads while fuzzing fills (64 KiB) and
+    # then blocks the server mid-request.
+    log_path = tmp_path_factory.mktemp("fuzz-serve") / "serve.log"
+    log = log_path.open("w")
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
            "SMTP_HOST": mailbox.host, "SMTP_PORT": str(mailbox.port),
            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000", "SWITCHBOARD_LOG_FORMAT": "text",
@@ -93,7 +97,7 @@ def live(servers, mailbox, migrated) -> Iterator[Live]:
            "SWITCHBOARD_VALIDATE_RESPONSES": "true"}
     process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=log, text=True)
     # Operations that wait for provider jobs need a worker, as in production.
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -121,8 +125,8 @@ def live(servers, mailbox, migrated) -> Iterator[Live]:
             process.wait(30)
         except subprocess.TimeoutExpired:
             process.kill()
-        output = process.stderr.read()
-        lines = output.splitlines()
+        log.close()
+        lines = log_path.read_text().splitlines()
         first = next((i for i, line in enumerate(lines)
                       if "Traceback" in line or " ERROR " in line), None)
         assert first is None, ("server logged errors during fuzzing:\n"

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, Literal
 
+import asyncpg
 from quart import current_app, g, request
 
 from api import idempotency
@@ -41,7 +42,7 @@ async def authenticate(kind: str) -> Principal:
         raise APIError(401, "missing_api_key", "an API key is required (x-api-key or "
                        "Authorization: Bearer)")
     found: Principal | None = await current_app.config["PRINCIPALS"].resolve(
-        current_app.config["DB_POOL"], key)
+        db_pool(), key)
     if found is None or found.kind != kind:
         raise APIError(401, "invalid_api_key", "the API key is invalid for this operation")
     g.principal = found
@@ -77,6 +78,12 @@ def principal() -> Principal:
     return g.principal  # type: ignore[no-any-return]
 
 
+def db_pool() -> asyncpg.Pool:
+    """The application's database pool, for routes without a key (signed links, carriers'
+    webhooks), which resolve their own scope."""
+    return current_app.config["DB_POOL"]
+
+
 def tenant_scope() -> TenantScope:
     """The sub-account of the request's key, for routes behind `@requires(SUB_ACCOUNT)`."""
-    return TenantScope.of_principal(current_app.config["DB_POOL"], principal())
+    return TenantScope.of_principal(db_pool(), principal())

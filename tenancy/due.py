@@ -23,6 +23,8 @@ from typing import Any
 
 import asyncpg
 
+from tenancy.scope import TenantScope
+
 CHANNEL = "switchboard_due"
 
 
@@ -39,6 +41,10 @@ class DueWork:
     # Failed runs in a row before this one, and why the last one failed.
     failures: int = 0
     last_error: str | None = None
+
+    def scope(self, pool: asyncpg.Pool) -> TenantScope:
+        """The sub-account the work belongs to, for the feature service that runs it."""
+        return TenantScope(pool, self.sub_account_id, self.schema)
 
 
 # --- service API ------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from tenancy.scope import TenantScope
+
 CLAIM = """
 INSERT INTO control.phone_number_directory (phone_number, sub_account_id, phone_number_id)
 VALUES ($1, $2, $3)
@@ -38,6 +40,9 @@ class Holder:
     phone_number_id: uuid.UUID
     schema_name: str
     active: bool
+
+    def scope(self, pool: asyncpg.Pool) -> TenantScope:
+        return TenantScope(pool, self.sub_account_id, self.schema_name)
 
 
 async def claim(conn: asyncpg.Connection, phone_number: str, sub_account_id: uuid.UUID,

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 import asyncpg
 
 from tenancy.db import schema_name_for, tenant_transaction
+from tenancy.errors import not_found
 from tenancy.principals import Principal
+
+SELECT_ACTIVE = """
+SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 AND status = 'active')
+"""
 
 
 @dataclass(frozen=True)
@@ -39,3 +44,21 @@ class TenantScope:
     @classmethod
     def of_sub_account(cls, pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> TenantScope:
         return cls(pool, sub_account_id, schema_name_for(sub_account_id))
+
+    @classmethod
+    async def of_active_sub_account(cls, pool: asyncpg.Pool,
+                                    sub_account_id: uuid.UUID) -> TenantScope | None:
+        """The sub-account a signed link or a carrier's webhook names, while it is active;
+        None when it is unknown, suspended or deleted (those get nothing done)."""
+        if not await pool.fetchval(SELECT_ACTIVE, sub_account_id):
+            return None
+        return cls.of_sub_account(pool, sub_account_id)
+
+    @classmethod
+    async def of_active_or_404(cls, pool: asyncpg.Pool,
+                               sub_account_id: uuid.UUID) -> TenantScope:
+        """`of_active_sub_account`, or 404 `not_found` (a carrier webhook naming no tenant)."""
+        scope = await cls.of_active_sub_account(pool, sub_account_id)
+        if scope is None:
+            raise not_found("sub-account")
+        return scope

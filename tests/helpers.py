@@ -28,6 +28,7 @@ import httpx
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 from tenancy.embedded import free_port
+from tenancy.scope import TenantScope
 from tests.factories import CAMPAIGNS, CONTACTS
 
 # --- error answers ------------------------------------------------------------------------------
@@ -59,6 +60,11 @@ async def expect_error(response: Any, status: int, code: str) -> dict[str, Any]:
 
 
 # --- looking into the database ------------------------------------------------------------------
+
+
+def scope_of(pool: asyncpg.Pool, tenant: Any) -> TenantScope:
+    """The tenant's scope, for calling a feature service or job the way the worker does."""
+    return TenantScope.of_sub_account(pool, tenant.id)
 
 
 async def tenant_sql(pool: asyncpg.Pool, tenant: Any, statement: str, *args: Any) -> list[Any]:

@@ -28,9 +28,10 @@ from api.calls.service import CALL_WORK, place_free
 from api.contacts.service import emit_created
 from tenancy import phone_directory
 from tenancy.clock import utcnow
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_one_or_404
 from tenancy.due import schedule_due
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 
 log = logging.getLogger("switchboard.calls.inbound")
 
@@ -57,16 +58,13 @@ class Ringing:
     provider_call_id: str | None = None
 
 
-async def ring_sandbox(pool: asyncpg.Pool, sub_account_id: uuid.UUID, from_number: str,
-                       to_number: str) -> InboundCall:
+async def ring_sandbox(scope: TenantScope, from_number: str, to_number: str) -> InboundCall:
     """The sandbox rings `to_number` of the sub-account with a call from `from_number`.
 
     404 when the sub-account does not hold `to_number`, 409 `phone_number_unassigned` when no
     agent answers it, 409 `agent_inactive` when its agent takes no calls."""
-    tenant = await fetch_one_or_404(pool, queries.SELECT_ACTIVE_SUB_ACCOUNT, sub_account_id,
-                                    what="sub-account")
-    async with tenant_transaction(pool, tenant["schema_name"]) as conn:
-        return await _record(conn, sub_account_id,
+    async with scope.transaction() as conn:
+        return await _record(conn, scope.sub_account_id,
                              Ringing(from_number, to_number, "sandbox"))
 
 
@@ -78,8 +76,8 @@ async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
     owner = await number_owner(pool, ringing.to_number, agent_id)
     if owner is None:
         return None
-    sub_account_id, schema = owner
-    async with tenant_transaction(pool, schema) as conn:
+    sub_account_id = owner.sub_account_id
+    async with owner.transaction() as conn:
         known = await conn.fetchrow(queries.SELECT_CALL_BY_PROVIDER_ID, ringing.provider,
                                     ringing.provider_call_id)
         if known is not None:
@@ -94,19 +92,20 @@ async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
 
 
 async def number_owner(pool: asyncpg.Pool, phone_number: str,
-                       agent_id: uuid.UUID | None) -> tuple[uuid.UUID, str] | None:
+                       agent_id: uuid.UUID | None) -> TenantScope | None:
     """The active sub-account holding `phone_number` (the platform-wide number directory,
-    CONTRACT 9) and its schema; None when none does, or when the number is not assigned to
+    CONTRACT 9), as its scope; None when none does, or when the number is not assigned to
     `agent_id` (the agent its VoiceUrl names, when given)."""
     holder = await phone_directory.holder(pool, phone_number)
     if holder is None or not holder.active:
         return None
+    owner = holder.scope(pool)
     if agent_id is not None:
-        async with tenant_transaction(pool, holder.schema_name) as conn:
+        async with owner.transaction() as conn:
             held = await conn.fetchrow(queries.SELECT_HELD_NUMBER, phone_number)
         if held is None or held["agent_id"] != agent_id:
             return None
-    return holder.sub_account_id, holder.schema_name
+    return owner
 
 
 async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,

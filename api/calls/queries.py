@@ -1,9 +1,5 @@
 """SQL of inbound calls (api/calls/inbound.py)."""
 
-SELECT_ACTIVE_SUB_ACCOUNT = """
-SELECT id, schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'
-"""
-
 SELECT_HELD_NUMBER = """
 SELECT id, agent_id FROM phone_numbers WHERE phone_number = $1 AND is_active
 """

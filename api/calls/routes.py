@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from quart import Blueprint, Response, current_app, request
+from quart import Blueprint, Response, request
 from quart_schema import hide, tag, validate_querystring, validate_request
 
-from api.auth import SUB_ACCOUNT, requires, tenant_scope
+from api.auth import SUB_ACCOUNT, db_pool, requires, tenant_scope
 from api.calls import inbound, service
 from api.calls.schemas import (
     CallFilters,
@@ -28,6 +28,7 @@ from api.validation import validate_errors, validate_response
 from integrations.recordings import CONTENT_TYPE
 from tenancy.errors import APIError
 from tenancy.recording_links import PATH_PREFIX, LinkCheck, verify
+from tenancy.scope import TenantScope
 
 blueprint = Blueprint("calls", __name__, url_prefix="/webhooks")
 recordings_blueprint = Blueprint("recordings", __name__, url_prefix=PATH_PREFIX)
@@ -92,8 +93,8 @@ async def get_recording(sub_account_id: str, call_id: str) -> Response:
                        "the recording link has expired; read the call again for a fresh one")
     if check is not LinkCheck.VALID:
         raise APIError(403, "recording_link_invalid", "the recording link's signature is wrong")
-    wav = await service.call_recording(current_app.config["DB_POOL"], sub_account_uuid,
-                                       call_uuid)
+    wav = await service.call_recording(
+        await TenantScope.of_active_sub_account(db_pool(), sub_account_uuid), call_uuid)
     response = Response(wav, status=200, content_type=CONTENT_TYPE, headers={
         **RECORDING_HEADERS, "Accept-Ranges": "bytes",
         "Content-Disposition": f'inline; filename="{call_uuid}.wav"'})
@@ -117,8 +118,8 @@ async def sandbox_inbound_call(sub_account_id: str) -> tuple[dict[str, Any], int
     data = signing.signed_body(SandboxInboundCall, sub_account_uuid, raw,
                                request.headers.get(signing.HEADER))
     caller, number = _phone(data.from_number, "from"), _phone(data.to, "to")
-    call = await inbound.ring_sandbox(current_app.config["DB_POOL"], sub_account_uuid, caller,
-                                      number)
+    scope = await TenantScope.of_active_or_404(db_pool(), sub_account_uuid)
+    call = await inbound.ring_sandbox(scope, caller, number)
     return {"status": "success", "call_id": call.call_id, "contact_id": call.contact_id}, 202
 
 

@@ -22,14 +22,13 @@ import asyncpg
 from api import events
 from api.consent.service import ensure_allowed
 from api.number_pools.service import next_caller_id
-from api.phone_numbers.service import price
 from api.wallet import service as wallet
 from integrations import recordings
 from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
 from tenancy import secrets
 from tenancy.call_tokens import stream_parameters
 from tenancy.clock import utcnow
-from tenancy.db import fetch_newest_page, fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_newest_page, fetch_one_or_404
 from tenancy.due import schedule_due
 from tenancy.errors import APIError, not_found
 from tenancy.recording_links import recording_url
@@ -135,10 +134,6 @@ WHERE status IN ('ringing', 'in_progress')
 
 RECORD_CHARGE = "UPDATE calls SET billed_minutes = $2, cost = $3 WHERE id = $1"
 
-SUB_ACCOUNT_ACTIVE = """
-SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 AND status = 'active')
-"""
-
 SELECT_RECORDING_KEY = "SELECT recording_key FROM calls WHERE id = $1"
 
 SELECT_AGENT_WEBHOOK = "SELECT webhook, webhook_url, webhook_secret FROM agents WHERE id = $1"
@@ -190,7 +185,7 @@ SELECT_VENDOR_KEYS = "SELECT provider, api_key FROM integrations"
 
 async def place_call(scope: TenantScope, contact_id: uuid.UUID, agent_id: uuid.UUID,
                      pool_id: uuid.UUID | None) -> uuid.UUID:
-    per_minute = await price(scope.pool, scope.sub_account_id, "call_per_minute")
+    per_minute = await wallet.plan_price(scope, "call_per_minute")
     try:
         async with scope.transaction() as conn:
             to_number = await _callee(conn, contact_id, agent_id)
@@ -258,11 +253,10 @@ def _poll_after(started_at: datetime | None) -> datetime:
     return now + timedelta(seconds=1 if young else 5)
 
 
-async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
-                       sub_account_id: uuid.UUID, call_id: uuid.UUID) -> datetime | None:
+async def advance_call(scope: TenantScope, providers: Providers,
+                       call_id: uuid.UUID) -> datetime | None:
     """One step of a call's life; the time to look again, or None once it has ended."""
-    scope = TenantScope(pool, sub_account_id, schema)
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         call = await conn.fetchrow(LOCK_OPEN_CALL, call_id)
         if call is None:
             return None
@@ -274,11 +268,11 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
                 return utcnow() + SLOT_POLL
             never_connected = given_up
         elif call["status"] == "queued":
-            if not await place_free(conn, sub_account_id, call):
+            if not await place_free(conn, scope.sub_account_id, call):
                 return utcnow() + SLOT_POLL
             try:
                 provider_call_id = await provider.place_call(
-                    carrier_call(call, sub_account_id))
+                    carrier_call(call, scope.sub_account_id))
             except TelephonyError as exc:
                 log.warning("placing call %s failed: %s", call_id, exc)
                 never_connected = CallState("failed", ended_reason="failed",
@@ -306,7 +300,7 @@ async def advance_call(pool: asyncpg.Pool, providers: Providers, schema: str,
                                     error="voice_unavailable: the call's outcome never arrived"))
         return None
     if state is not None:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             await conn.execute(MARK_PROGRESS, call_id, state.status, state.started_at)
     return _poll_after(started)
 
@@ -370,7 +364,7 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
     the recording, not the call's record."""
     if state.recording is not None:
         recording_key = await _keep_recording(scope.sub_account_id, call_id, state.recording)
-    per_minute = await price(scope.pool, scope.sub_account_id, "call_per_minute")
+    per_minute = await wallet.plan_price(scope, "call_per_minute")
     async with scope.transaction() as conn:
         row = await conn.fetchrow(
             FINISH, call_id, state.status, state.started_at, state.ended_at,
@@ -406,16 +400,15 @@ async def _keep_recording(sub_account_id: uuid.UUID, call_id: uuid.UUID,
 # --- the recording link -----------------------------------------------------------------------
 
 
-async def call_recording(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                         call_id: uuid.UUID) -> bytes:
-    """The call's WAV for a signed link; 404 unless the sub-account is active and the call
-    has a recording that is still kept."""
-    if not await pool.fetchval(SUB_ACCOUNT_ACTIVE, sub_account_id):
+async def call_recording(scope: TenantScope | None, call_id: uuid.UUID) -> bytes:
+    """The call's WAV for a signed link; 404 unless the sub-account is active (`scope`, from
+    `TenantScope.of_active_sub_account`) and the call has a recording that is still kept."""
+    if scope is None:
         raise not_found("recording")
-    async with TenantScope.of_sub_account(pool, sub_account_id).transaction() as conn:
+    async with scope.transaction() as conn:
         key = await conn.fetchval(SELECT_RECORDING_KEY, call_id)
     # Only this call's own key is read, whatever the row holds.
-    if key != recordings.recording_key(sub_account_id, call_id):
+    if key != recordings.recording_key(scope.sub_account_id, call_id):
         raise not_found("recording")
     try:
         wav = await recording_store().get(key)

@@ -14,7 +14,6 @@ from tenancy.due import DueWork
 async def advance_call(ctx: dict[str, Any], work: DueWork) -> datetime | None:
     providers = Providers(ctx["settings"].telephony)
     try:
-        return await calls.advance_call(ctx["db"], providers, work.schema, work.sub_account_id,
-                                        work.ref_id)
+        return await calls.advance_call(work.scope(ctx["db"]), providers, work.ref_id)
     finally:
         await providers.aclose()

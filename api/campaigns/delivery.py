@@ -41,7 +41,7 @@ from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
 from integrations.email import EmailRefused, EmailServerUnavailable, SMTPConfig, SmtpSession
 from tenancy.clock import utcnow
-from tenancy.db import asyncpg_dsn, session_url, tenant_transaction
+from tenancy.db import asyncpg_dsn, session_url
 from tenancy.invitations import email_config_for
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings, get_settings
@@ -52,7 +52,7 @@ LOCK_NAMESPACE = 0x43414D50  # "CAMP"
 BUSY_RETRY = timedelta(seconds=5)
 
 SELECT_SUB_ACCOUNT = """
-SELECT organisation_id, schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'
+SELECT organisation_id FROM control.sub_accounts WHERE id = $1 AND status = 'active'
 """
 
 SELECT_FOR_START = """
@@ -184,9 +184,7 @@ class Claimed:
 
 @dataclass
 class Run:
-    pool: asyncpg.Pool
-    schema: str
-    sub_account_id: uuid.UUID
+    scope: TenantScope
     campaign: dict[str, Any]
     price: Decimal
     smtp: SMTPConfig | None
@@ -216,15 +214,14 @@ def lock_key(campaign_id: uuid.UUID) -> int:
     return int.from_bytes(campaign_id.bytes[:4], "big", signed=True)
 
 
-async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uuid.UUID,
-                       campaign_id: uuid.UUID,
+async def run_campaign(scope: TenantScope, database_url: str, campaign_id: uuid.UUID,
                        settings: Settings | None = None) -> datetime | None:
     """Send what is due of one campaign; return when to run again, or None when nothing is left.
 
     Safe to call any number of times at once: only the holder of the campaign's lock sends.
     """
     settings = settings or get_settings()
-    sub_account = await pool.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
+    sub_account = await scope.pool.fetchrow(SELECT_SUB_ACCOUNT, scope.sub_account_id)
     if sub_account is None:
         return None
     # A session lock needs a session: not PgBouncer in transaction mode.
@@ -234,7 +231,7 @@ async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uu
                                    lock_key(campaign_id)):
             return utcnow() + BUSY_RETRY
         try:
-            return await _run_locked(pool, sub_account, sub_account_id, campaign_id, settings)
+            return await _run_locked(scope, sub_account["organisation_id"], campaign_id, settings)
         finally:
             await lock.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_NAMESPACE,
                                lock_key(campaign_id))
@@ -242,18 +239,16 @@ async def run_campaign(pool: asyncpg.Pool, database_url: str, sub_account_id: uu
         await lock.close()
 
 
-async def _run_locked(pool: asyncpg.Pool, sub_account: asyncpg.Record,
-                      sub_account_id: uuid.UUID, campaign_id: uuid.UUID,
+async def _run_locked(scope: TenantScope, organisation_id: uuid.UUID, campaign_id: uuid.UUID,
                       settings: Settings) -> datetime | None:
-    schema = sub_account["schema_name"]
-    started = await _start(TenantScope(pool, sub_account_id, schema), campaign_id)
+    started = await _start(scope, campaign_id)
     if not isinstance(started, dict):
         return started
-    smtp = (await email_config_for(pool, sub_account["organisation_id"])
+    smtp = (await email_config_for(scope.pool, organisation_id)
             if started["campaign_type"] == "email" else None)
     run = Run(
-        pool=pool, schema=schema, sub_account_id=sub_account_id, campaign=started,
-        price=await message_price(pool, sub_account_id, started["campaign_type"]), smtp=smtp,
+        scope=scope, campaign=started,
+        price=await message_price(scope, started["campaign_type"]), smtp=smtp,
         headers=CampaignHeaders.of(smtp.from_address, started["subject"], campaign_id)
         if smtp is not None else None,
         hours=_hours(started), settings=settings,
@@ -300,17 +295,17 @@ async def _start(scope: TenantScope, campaign_id: uuid.UUID) -> dict[str, Any] |
 async def _finish(run: Run) -> datetime | None:
     if run.halted == "out_of_hours" and run.hours is not None:
         opening = run.hours.next_opening(utcnow())
-        async with tenant_transaction(run.pool, run.schema) as conn:
+        async with run.scope.transaction() as conn:
             await conn.execute(DEFER, run.campaign_id, opening)
         return opening
     if run.halted == "provider_down":
         return utcnow() + timedelta(seconds=run.settings.campaign_provider_retry_seconds)
     if run.halted in ("paused", "stopped"):
         return None
-    async with tenant_transaction(run.pool, run.schema) as conn:
+    async with run.scope.transaction() as conn:
         if await conn.fetchval(COMPLETE, run.campaign_id) is not None:
             await events.emit(conn, "campaign.completed", {
-                "sub_account_id": str(run.sub_account_id),
+                "sub_account_id": str(run.scope.sub_account_id),
                 "campaign": await read_campaign(conn, run.campaign_id)})
             log.info("campaign %s completed", run.campaign_id)
             return None
@@ -347,7 +342,7 @@ async def _sender(run: Run) -> None:
 async def _claim(run: Run) -> list[Claimed] | None:
     """The next recipients to send to (possibly none, all skipped); None when none are left."""
     channel = run.channel
-    async with tenant_transaction(run.pool, run.schema) as conn:
+    async with run.scope.transaction() as conn:
         rows = await conn.fetch(CLAIM, run.campaign_id, run.settings.campaign_batch_size, channel)
         if not rows:
             if await conn.fetchval(SELECT_STATUS, run.campaign_id) != "sending":
@@ -404,7 +399,7 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
     except ProviderUnavailable as exc:
         await _release_for_retry(run, item, str(exc))
         return
-    async with tenant_transaction(run.pool, run.schema) as conn:
+    async with run.scope.transaction() as conn:
         await conn.execute(RECORD_SENT, item.id, run.channel, provider_id,
                            run.campaign["subject"], run.campaign["message_content"],
                            run.campaign_id, stable_id, sender)
@@ -413,7 +408,7 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
 
 def _email(run: Run, item: Claimed, stable_id: str) -> bytes:
     assert run.headers is not None
-    rendered = render(run.campaign["message_content"], run.sub_account_id, item.id)
+    rendered = render(run.campaign["message_content"], run.scope.sub_account_id, item.id)
     return message_bytes(run.headers, item.address, stable_id, rendered.text, rendered.html,
                          rendered.unsubscribe_url)
 
@@ -429,7 +424,7 @@ async def _send_email(session: SmtpSession, item: Claimed, data: bytes, stable_i
 
 async def _sms_sender(run: Run, item: Claimed) -> str | None:
     """One of the sub-account's numbers, as for a single message (CONTRACT 9)."""
-    async with tenant_transaction(run.pool, run.schema) as conn:
+    async with run.scope.transaction() as conn:
         sender: str | None = await conn.fetchval(SELECT_SENDER_NUMBER, item.contact_id)
     return sender
 
@@ -443,7 +438,7 @@ async def _send_sms(run: Run, item: Claimed, stable_id: str, sender: str | None)
 
 
 async def _record_failed(run: Run, item: Claimed, error: str) -> None:
-    async with tenant_transaction(run.pool, run.schema) as conn:
+    async with run.scope.transaction() as conn:
         charged = await conn.fetchval(RECORD_FAILED, item.id, error[:500])
         if charged:
             await wallet.credit(conn, charged, f"campaign_{run.channel}_refund",
@@ -453,7 +448,7 @@ async def _record_failed(run: Run, item: Claimed, error: str) -> None:
 async def _release_for_retry(run: Run, item: Claimed, error: str) -> None:
     """Keep the recipient (charged once) for a later run: the campaign stays `sending` and is
     tried again after `provider_retry_seconds` (the due-work row keeps the intent)."""
-    async with tenant_transaction(run.pool, run.schema) as conn:
+    async with run.scope.transaction() as conn:
         await conn.execute(RELEASE, item.id)
     log.warning("campaign %s: provider unavailable (%s); retrying later", run.campaign_id,
                 error[:300])

@@ -15,4 +15,4 @@ __all__ = ["SEND_KIND", "send_campaign"]
 
 async def send_campaign(ctx: dict[str, Any], work: DueWork) -> datetime | None:
     """Send the campaign `work.ref_id`; the due row is kept while anything is left to send."""
-    return await run_campaign(ctx["db"], ctx["database_url"], work.sub_account_id, work.ref_id)
+    return await run_campaign(work.scope(ctx["db"]), ctx["database_url"], work.ref_id)

@@ -21,13 +21,9 @@ from api.contacts.service import emit_created
 from api.conversations import queries
 from api.conversations.service import message_view
 from tenancy import phone_directory
-from tenancy.db import fetch_one_or_404, schema_name_for, tenant_transaction
+from tenancy.scope import TenantScope
 
 log = logging.getLogger("switchboard.conversations.inbound")
-
-SELECT_SUB_ACCOUNT = """
-SELECT id FROM control.sub_accounts WHERE id = $1 AND status = 'active'
-"""
 
 # Carrier statuses as ours; the rank says which may follow which (forward only).
 TWILIO_STATUSES = {"accepted": "queued", "scheduled": "queued", "queued": "queued",
@@ -52,11 +48,29 @@ class Received:
     duplicate: bool
 
 
-async def receive_sandbox(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                          text: InboundText) -> Received:
-    """The sandbox's inbound text for the sub-account its webhook names (404 when unknown)."""
-    await fetch_one_or_404(pool, SELECT_SUB_ACCOUNT, sub_account_id, what="sub-account")
-    return await _receive(pool, sub_account_id, schema_name_for(sub_account_id), text)
+async def receive(scope: TenantScope, text: InboundText) -> Received:
+    """An inbound text for the sub-account (the sandbox's webhook names it; Twilio's `To`
+    number is held by it): it joins the sender's conversation (a new contact when unknown),
+    once per provider message id: a retried or concurrent repeat finds the first and writes
+    nothing."""
+    async with scope.transaction() as conn:
+        known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
+        if known is not None:
+            return Received(message_view(known), known["contact_id"], duplicate=True)
+        sender = await conn.fetchrow(queries.UPSERT_CONTACT_BY_PHONE, text.from_number)
+        contact_id = sender["id"]
+        if sender["created"]:
+            await emit_created(conn, scope.sub_account_id, contact_id)
+        message_id = await conn.fetchval(queries.INSERT_INBOUND, contact_id, text.body,
+                                         text.provider_message_id, text.to_number)
+        if message_id is None:  # a concurrent repeat committed first
+            known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
+            return Received(message_view(known), known["contact_id"], duplicate=True)
+        message = message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
+        await apply_inbound_keyword(conn, contact_id, text.body)
+        await events.emit(conn, "message.received",
+                          {"sub_account_id": scope.sub_account_id, "message": message})
+    return Received(message, contact_id, duplicate=False)
 
 
 async def receive_twilio(pool: asyncpg.Pool, text: InboundText) -> Received | None:
@@ -68,31 +82,7 @@ async def receive_twilio(pool: asyncpg.Pool, text: InboundText) -> Received | No
     if holder is None or not holder.active:
         log.warning("inbound sms to %s: no active sub-account holds it", text.to_number)
         return None
-    return await _receive(pool, holder.sub_account_id, holder.schema_name, text)
-
-
-async def _receive(pool: asyncpg.Pool, sub_account_id: uuid.UUID, schema: str,
-                   text: InboundText) -> Received:
-    """Append the text to the sender's conversation (a new contact when unknown), once per
-    provider message id: a retried or concurrent repeat finds the first and writes nothing."""
-    async with tenant_transaction(pool, schema) as conn:
-        known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
-        if known is not None:
-            return Received(message_view(known), known["contact_id"], duplicate=True)
-        sender = await conn.fetchrow(queries.UPSERT_CONTACT_BY_PHONE, text.from_number)
-        contact_id = sender["id"]
-        if sender["created"]:
-            await emit_created(conn, sub_account_id, contact_id)
-        message_id = await conn.fetchval(queries.INSERT_INBOUND, contact_id, text.body,
-                                         text.provider_message_id, text.to_number)
-        if message_id is None:  # a concurrent repeat committed first
-            known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
-            return Received(message_view(known), known["contact_id"], duplicate=True)
-        message = message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
-        await apply_inbound_keyword(conn, contact_id, text.body)
-        await events.emit(conn, "message.received",
-                          {"sub_account_id": sub_account_id, "message": message})
-    return Received(message, contact_id, duplicate=False)
+    return await receive(holder.scope(pool), text)
 
 
 async def record_twilio_status(pool: asyncpg.Pool, fields: dict[str, str]) -> bool:
@@ -108,7 +98,7 @@ async def record_twilio_status(pool: asyncpg.Pool, fields: dict[str, str]) -> bo
         return False
     before = [name for name, rank in RANK.items() if rank < RANK[status]]
     error = fields.get("ErrorCode") or None
-    async with tenant_transaction(pool, holder.schema_name) as conn:
+    async with holder.scope(pool).transaction() as conn:
         message_id = await conn.fetchval(queries.ADVANCE_STATUS, sid, status, before,
                                          f"carrier error {error}" if error else None)
         if message_id is None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl
 
-import asyncpg
 from quart import Blueprint, Response, current_app, request
 from quart_schema import tag, validate_request
 
-from api.auth import SUB_ACCOUNT, principal, requires, tenant_scope
+from api.auth import SUB_ACCOUNT, db_pool, principal, requires, tenant_scope
 from api.contacts.service import valid_phone
 from api.conversations import inbound, service, signing, threads
 from api.conversations.schemas import (
@@ -30,6 +29,7 @@ from api.types import page_body, pagination, parse_uuid
 from api.validation import validate_errors, validate_response
 from integrations.telephony.twilio import SIGNATURE_HEADER, signature_valid
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 
 blueprint = Blueprint("conversations", __name__)
 
@@ -38,10 +38,6 @@ MAX_SMS = 1600
 CONVERSATIONS = "/webhooks/inbound/conversations"
 TWILIO_WEBHOOKS = "/webhooks/providers/twilio"
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
-
-
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
 
 
 @blueprint.post("/webhooks/inbound/contacts/<contact_id>/messages")
@@ -97,7 +93,8 @@ async def sandbox_inbound_sms(sub_account_id: str) -> dict[str, Any]:
         raise APIError(400, "validation_error", "from must be an E.164 phone number",
                        details=[{"field": "from", "message": "not an E.164 number",
                                  "type": "value_error"}])
-    received = await inbound.receive_sandbox(_pool(), sub_account_uuid, inbound.InboundText(
+    scope = await TenantScope.of_active_or_404(db_pool(), sub_account_uuid)
+    received = await inbound.receive(scope, inbound.InboundText(
         sender, valid_phone(data.to or ""), data.body, data.message_id))
     return {"status": "success", "message_id": received.message["id"],
             "conversation_id": received.message["conversation_id"],
@@ -140,7 +137,7 @@ async def twilio_inbound_sms() -> Response:
                          fields.get("MessageSid", ""))
     number = valid_phone(fields.get("To", ""))
     if sender is not None and number is not None and 0 < len(sid) <= 200:
-        await inbound.receive_twilio(_pool(), inbound.InboundText(sender, number, body, sid))
+        await inbound.receive_twilio(db_pool(), inbound.InboundText(sender, number, body, sid))
     return _twiml()
 
 
@@ -150,7 +147,7 @@ async def twilio_inbound_sms() -> Response:
 async def twilio_message_status() -> Response:
     """Twilio's message status callback: the outbound message's delivery_status moves forward
     (late, repeated or backward reports change nothing)."""
-    await inbound.record_twilio_status(_pool(), await _twilio_fields())
+    await inbound.record_twilio_status(db_pool(), await _twilio_fields())
     return _twiml()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from email.message import EmailMessage
 from typing import Any
 
@@ -33,10 +33,7 @@ from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for
 from tenancy.scope import TenantScope
 
-CENT = Decimal("0.01")
 PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
-
-SELECT_REBILLING = "SELECT rebilling FROM control.sub_accounts WHERE id = $1"
 
 SELECT_CONTACT = "SELECT id, name, email, phone FROM contacts WHERE id = $1"
 
@@ -64,20 +61,9 @@ MARK_FAILED = """
 UPDATE messages SET status = 'failed', error = $2, updated_at = now() WHERE id = $1
 """
 
-def as_price(value: Any) -> Decimal:
-    """A rebilling price as money; anything unusable counts as free."""
-    try:
-        price = Decimal(str(value)).quantize(CENT)
-    except (InvalidOperation, ValueError):
-        return Decimal("0.00")
-    return price if price.is_finite() and price > 0 else Decimal("0.00")
-
-
-async def message_price(conn: asyncpg.Connection | asyncpg.Pool, sub_account_id: uuid.UUID,
-                        channel: str) -> Decimal:
+async def message_price(scope: TenantScope, channel: str) -> Decimal:
     """The sub-account's rebilled price of one message on `channel` (0 when unset)."""
-    rebilling = await conn.fetchval(SELECT_REBILLING, sub_account_id) or {}
-    return as_price(rebilling.get(PRICE_KEYS[channel], 0))
+    return await wallet.plan_price(scope, PRICE_KEYS[channel])
 
 
 async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, direction: str,
@@ -142,7 +128,7 @@ async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contac
     charge (a message that cannot be built is 400 and costs nothing); once charged, any failure
     marks it failed and refunds the charge before the error goes on."""
     message_id = uuid.uuid4()
-    price = await message_price(scope.pool, scope.sub_account_id, outgoing.message_type)
+    price = await message_price(scope, outgoing.message_type)
     config = (await email_config_for(scope.pool, organisation_id)
               if outgoing.message_type == "email" else None)
     try:

@@ -17,7 +17,6 @@ import re
 import time
 import uuid
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -33,7 +32,7 @@ from integrations.telephony import (
 )
 from tenancy import phone_directory
 from tenancy.clock import utcnow
-from tenancy.db import fetch_one_or_404, tenant_transaction
+from tenancy.db import fetch_one_or_404
 from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
@@ -131,7 +130,7 @@ WHERE id = $1
 RETURNING next_billing_date
 """
 
-SELECT_SUB_ACCOUNT = "SELECT schema_name, rebilling FROM control.sub_accounts WHERE id = $1"
+SELECT_SUB_ACCOUNT = "SELECT id FROM control.sub_accounts WHERE id = $1"
 
 SELECT_BALANCE = "SELECT balance FROM wallet WHERE id = 1"
 
@@ -153,21 +152,10 @@ def valid_phone(value: str) -> bool:
         return False
 
 
-async def tenant_of(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> tuple[str, dict[str, Any]]:
-    """The tenant schema and rebilling prices of a sub-account (for jobs, which get ids)."""
-    row = await fetch_one_or_404(pool, SELECT_SUB_ACCOUNT, sub_account_id, what="sub-account")
-    return row["schema_name"], row["rebilling"] or {}
-
-
-async def price(pool: asyncpg.Pool, sub_account_id: uuid.UUID, item: str) -> Decimal:
-    """The plan's rebilling price of `item` (0 when the plan sets none)."""
-    _, rebilling = await tenant_of(pool, sub_account_id)
-    return price_in(rebilling, item)
-
-
-def price_in(rebilling: dict[str, Any], item: str) -> Decimal:
-    value = rebilling.get(item)
-    return Decimal(str(value)).quantize(Decimal("0.01")) if value is not None else Decimal("0")
+async def _exists(scope: TenantScope) -> None:
+    """404 when the sub-account a provisioning job names is gone (jobs get ids)."""
+    await fetch_one_or_404(scope.pool, SELECT_SUB_ACCOUNT, scope.sub_account_id,
+                           what="sub-account")
 
 
 def provider_failed(exc: TelephonyError) -> APIError:
@@ -217,7 +205,7 @@ async def get_number(scope: TenantScope, number_id: uuid.UUID) -> dict[str, Any]
 
 
 async def purchase(scope: TenantScope, arq: Any, area_code: str | None) -> dict[str, Any]:
-    cost = await price(scope.pool, scope.sub_account_id, "phone_number_monthly")
+    cost = await wallet.plan_price(scope, "phone_number_monthly")
     if cost > 0:
         async with scope.transaction() as conn:
             balance = await conn.fetchval(SELECT_BALANCE)
@@ -322,17 +310,16 @@ async def _give_back(provider: TelephonyProvider, number: HeldNumber) -> None:
         log.error("could not give %s back to the provider: %s", number.phone_number, exc)
 
 
-async def provision_purchase(pool: asyncpg.Pool, providers: Providers,
-                             sub_account_id: uuid.UUID, area_code: str | None,
+async def provision_purchase(scope: TenantScope, providers: Providers, area_code: str | None,
                              deadline: float) -> dict[str, Any]:
     _check_deadline(deadline)
     provider = providers.get()
-    schema, _ = await tenant_of(pool, sub_account_id)
-    async with tenant_transaction(pool, schema) as conn:
+    await _exists(scope)
+    async with scope.transaction() as conn:
         held = frozenset(row["phone_number"] for row in await conn.fetch(SELECT_HELD))
     for attempt in range(1, PURCHASE_ATTEMPTS + 1):
         try:
-            return await _purchase_one(pool, provider, sub_account_id, area_code, held, deadline)
+            return await _purchase_one(scope, provider, area_code, held, deadline)
         except _TakenElsewhere as taken:
             if attempt == PURCHASE_ATTEMPTS:
                 raise _number_held_elsewhere() from None
@@ -350,25 +337,24 @@ class _TakenElsewhere(Exception):
         self.phone_number = phone_number
 
 
-async def _purchase_one(pool: asyncpg.Pool, provider: TelephonyProvider,
-                        sub_account_id: uuid.UUID, area_code: str | None,
-                        held: frozenset[str], deadline: float) -> dict[str, Any]:
-    schema, rebilling = await tenant_of(pool, sub_account_id)
-    cost = price_in(rebilling, "phone_number_monthly")
+async def _purchase_one(scope: TenantScope, provider: TelephonyProvider,
+                        area_code: str | None, held: frozenset[str],
+                        deadline: float) -> dict[str, Any]:
+    cost = await wallet.plan_price(scope, "phone_number_monthly")
     try:
         bought = await provider.purchase_number(area_code, held)
     except NoNumbersAvailable as exc:
         raise APIError(409, "no_numbers_available", str(exc)) from None
     number = HeldNumber(bought.phone_number, bought.provider_ref, True, None)
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             row = await conn.fetchrow(INSERT_PURCHASED, bought.phone_number, provider.name,
                                       bought.provider_ref)
             number_id = row["id"]
-            if not await phone_directory.claim(conn, bought.phone_number, sub_account_id,
-                                               number_id):
+            if not await phone_directory.claim(conn, bought.phone_number,
+                                               scope.sub_account_id, number_id):
                 raise _TakenElsewhere(bought.phone_number)
-            await schedule_due(conn, sub_account_id, RENEWAL_WORK, number_id,
+            await schedule_due(conn, scope.sub_account_id, RENEWAL_WORK, number_id,
                                row["next_billing_date"])
             if cost > 0:
                 await wallet.debit(conn, cost, "phone_number",
@@ -377,7 +363,7 @@ async def _purchase_one(pool: asyncpg.Pool, provider: TelephonyProvider,
             _check_deadline(deadline)
     except wallet.InsufficientFunds:
         await _give_back(provider, number)
-        await wallet.record_declined(TenantScope(pool, sub_account_id, schema), cost,
+        await wallet.record_declined(scope, cost,
                                      "phone_number",
                                      f"phone number {bought.phone_number}, first month",
                                      "phone_number", None)
@@ -393,31 +379,29 @@ async def _purchase_one(pool: asyncpg.Pool, provider: TelephonyProvider,
     return {"phone_number_id": str(number_id)}
 
 
-async def provision_import(pool: asyncpg.Pool, providers: Providers,
-                           sub_account_id: uuid.UUID, phone_number: str,
+async def provision_import(scope: TenantScope, providers: Providers, phone_number: str,
                            deadline: float) -> dict[str, Any]:
     _check_deadline(deadline)
     provider = providers.get()
-    schema, _ = await tenant_of(pool, sub_account_id)
+    await _exists(scope)
     imported = await provider.import_number(phone_number)
     try:
-        async with tenant_transaction(pool, schema) as conn:
+        async with scope.transaction() as conn:
             number_id = await conn.fetchval(INSERT_IMPORTED, phone_number, provider.name,
                                             imported.provider_ref)
-            await _claim(conn, phone_number, sub_account_id, number_id)
+            await _claim(conn, phone_number, scope.sub_account_id, number_id)
             _check_deadline(deadline)
     except asyncpg.UniqueViolationError:
         raise _number_exists() from None
     return {"phone_number_id": str(number_id)}
 
 
-async def provision_assignment(pool: asyncpg.Pool, providers: Providers,
-                               sub_account_id: uuid.UUID, number_id: uuid.UUID,
+async def provision_assignment(scope: TenantScope, providers: Providers, number_id: uuid.UUID,
                                agent_id: uuid.UUID, deadline: float) -> dict[str, Any]:
     _check_deadline(deadline)
-    schema, _ = await tenant_of(pool, sub_account_id)
+    await _exists(scope)
     # The row lock serialises assignments of one number across requests and workers.
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, LOCK_NUMBER, number_id, what="phone number")
         await fetch_one_or_404(conn, LOCK_AGENT, agent_id, what="agent")
         if row["agent_id"] == agent_id:
@@ -444,14 +428,13 @@ async def _undo_assignment(provider: TelephonyProvider, row: asyncpg.Record,
         log.error("could not remove the dispatch rule of %s: %s", number.phone_number, exc)
 
 
-async def provision_unassignment(pool: asyncpg.Pool, providers: Providers,
-                                 sub_account_id: uuid.UUID, number_id: uuid.UUID,
-                                 deadline: float) -> dict[str, Any]:
+async def provision_unassignment(scope: TenantScope, providers: Providers,
+                                 number_id: uuid.UUID, deadline: float) -> dict[str, Any]:
     _check_deadline(deadline)
-    schema, _ = await tenant_of(pool, sub_account_id)
+    await _exists(scope)
     # The row lock serialises it with assignments and releases of the number; a provider
     # failure raises before the UPDATE, so the assignment stays as it was.
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, LOCK_NUMBER, number_id, what="phone number")
         if row["agent_id"] is None:
             return dict(ALREADY_UNASSIGNED)
@@ -461,17 +444,16 @@ async def provision_unassignment(pool: asyncpg.Pool, providers: Providers,
             "dispatch_rule_deleted": rule_deleted}
 
 
-async def provision_release(pool: asyncpg.Pool, providers: Providers,
-                            sub_account_id: uuid.UUID, number_id: uuid.UUID,
+async def provision_release(scope: TenantScope, providers: Providers, number_id: uuid.UUID,
                             deadline: float) -> dict[str, Any]:
     _check_deadline(deadline)
-    schema, _ = await tenant_of(pool, sub_account_id)
-    async with tenant_transaction(pool, schema) as conn:
+    await _exists(scope)
+    async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, LOCK_NUMBER, number_id, what="phone number")
         # Once the carrier has the number back the release is recorded whatever the time.
         rule_deleted = await providers.get(row["provider"]).release_number(_held(row))
         await conn.execute(RELEASE, number_id)
-        await phone_directory.free(conn, row["phone_number"], sub_account_id)
+        await phone_directory.free(conn, row["phone_number"], scope.sub_account_id)
         await conn.execute(LEAVE_POOLS, number_id)
         await cancel_due(conn, RENEWAL_WORK, number_id)
     return {"released": True, "phone_number_id": str(number_id),
@@ -485,8 +467,7 @@ async def renew(scope: TenantScope, number_id: uuid.UUID) -> datetime | None:
     A month the wallet cannot cover is declined in the ledger and tried again a day later; the
     number stays (the spec sets no suspension policy).
     """
-    _, rebilling = await tenant_of(scope.pool, scope.sub_account_id)
-    cost = price_in(rebilling, "phone_number_monthly")
+    cost = await wallet.plan_price(scope, "phone_number_monthly")
     async with scope.transaction() as conn:
         row = await conn.fetchrow(LOCK_RENEWAL, number_id)
         if row is None:

@@ -37,6 +37,10 @@ async def _provision(ctx: dict[str, Any], work: Work) -> dict[str, Any]:
         await providers.aclose()
 
 
+def _scope(ctx: dict[str, Any], sub_account_id: str) -> TenantScope:
+    return TenantScope.of_sub_account(ctx["db"], uuid.UUID(sub_account_id))
+
+
 def _refusal(exc: APIError) -> dict[str, Any]:
     return {"error": {"status": exc.status, "code": exc.code, "message": exc.message}}
 
@@ -44,35 +48,34 @@ def _refusal(exc: APIError) -> dict[str, Any]:
 async def purchase_phone_number(ctx: dict[str, Any], sub_account_id: str,
                                 area_code: str | None, deadline: float) -> dict[str, Any]:
     return await _provision(ctx, lambda providers: numbers.provision_purchase(
-        ctx["db"], providers, uuid.UUID(sub_account_id), area_code, deadline))
+        _scope(ctx, sub_account_id), providers, area_code, deadline))
 
 
 async def import_phone_number(ctx: dict[str, Any], sub_account_id: str, phone_number: str,
                               deadline: float) -> dict[str, Any]:
     return await _provision(ctx, lambda providers: numbers.provision_import(
-        ctx["db"], providers, uuid.UUID(sub_account_id), phone_number, deadline))
+        _scope(ctx, sub_account_id), providers, phone_number, deadline))
 
 
 async def assign_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
                               agent_id: str, deadline: float) -> dict[str, Any]:
     return await _provision(ctx, lambda providers: numbers.provision_assignment(
-        ctx["db"], providers, uuid.UUID(sub_account_id), uuid.UUID(number_id),
+        _scope(ctx, sub_account_id), providers, uuid.UUID(number_id),
         uuid.UUID(agent_id), deadline))
 
 
 async def unassign_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
                                 deadline: float) -> dict[str, Any]:
     return await _provision(ctx, lambda providers: numbers.provision_unassignment(
-        ctx["db"], providers, uuid.UUID(sub_account_id), uuid.UUID(number_id), deadline))
+        _scope(ctx, sub_account_id), providers, uuid.UUID(number_id), deadline))
 
 
 async def release_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
                                deadline: float) -> dict[str, Any]:
     return await _provision(ctx, lambda providers: numbers.provision_release(
-        ctx["db"], providers, uuid.UUID(sub_account_id), uuid.UUID(number_id), deadline))
+        _scope(ctx, sub_account_id), providers, uuid.UUID(number_id), deadline))
 
 
 async def renew_phone_number(ctx: dict[str, Any], work: DueWork) -> datetime | None:
-    return await numbers.renew(TenantScope.of_sub_account(ctx["db"], work.sub_account_id),
-                               work.ref_id)
+    return await numbers.renew(work.scope(ctx["db"]), work.ref_id)
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import base64
 
-import asyncpg
-from quart import Blueprint, Response, current_app, request
+from quart import Blueprint, Response, request
 from quart_schema import hide
 from werkzeug.urls import iri_to_uri
 
+from api.auth import db_pool
 from api.tracking import service
-from api.tracking.tokens import verify
+from api.tracking.tokens import Tracked, verify
 from integrations.email import has_control_characters
 from tenancy.errors import APIError
+from tenancy.scope import TenantScope
 
 blueprint = Blueprint("tracking", __name__, url_prefix="/track")
 
@@ -31,8 +32,8 @@ UNSUBSCRIBED_PAGE = """<!doctype html>
 """
 
 
-def _pool() -> asyncpg.Pool:
-    return current_app.config["DB_POOL"]
+async def _scope(tracked: Tracked) -> TenantScope | None:
+    return await TenantScope.of_active_sub_account(db_pool(), tracked.sub_account_id)
 
 
 def _unknown() -> APIError:
@@ -45,7 +46,7 @@ async def open_pixel(token: str) -> Response:
     tracked = verify("open", token)
     if tracked is None:
         raise _unknown()
-    await service.record_open(_pool(), tracked.sub_account_id, tracked.recipient_id)
+    await service.record_open(await _scope(tracked), tracked.recipient_id)
     return Response(PIXEL, status=200, content_type="image/gif", headers=NO_STORE)
 
 
@@ -58,7 +59,7 @@ async def click(token: str) -> Response:
     if tracked is None or not tracked.url or has_control_characters(tracked.url):
         raise _unknown()
     location = iri_to_uri(tracked.url)
-    await service.record_click(_pool(), tracked.sub_account_id, tracked.recipient_id)
+    await service.record_click(await _scope(tracked), tracked.recipient_id)
     return Response("", status=302, headers={"Location": location, **NO_STORE})
 
 
@@ -69,7 +70,6 @@ async def unsubscribe(token: str) -> Response:
     if tracked is None:
         raise _unknown()
     source = "campaign_unsubscribe_header" if request.method == "POST" else "unsubscribe_link"
-    await service.record_unsubscribe(_pool(), tracked.sub_account_id, tracked.recipient_id,
-                                     source)
+    await service.record_unsubscribe(await _scope(tracked), tracked.recipient_id, source)
     return Response(UNSUBSCRIBED_PAGE, status=200, content_type="text/html; charset=utf-8",
                     headers=NO_STORE)

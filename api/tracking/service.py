@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-import asyncpg
-
 from api.consent.service import set_consent
-from tenancy.db import schema_name_for, tenant_transaction
-
-SUB_ACCOUNT_ACTIVE = """
-SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 AND status = 'active')
-"""
+from tenancy.scope import TenantScope
 
 OPENED = """
 UPDATE campaign_recipients SET opened_at = COALESCE(opened_at, now())
@@ -33,39 +27,28 @@ RETURNING contact_id
 """
 
 
-
-async def _schema(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> str | None:
-    if not await pool.fetchval(SUB_ACCOUNT_ACTIVE, sub_account_id):
-        return None
-    return schema_name_for(sub_account_id)
-
-
-async def record_open(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                      recipient_id: uuid.UUID) -> bool:
-    schema = await _schema(pool, sub_account_id)
-    if schema is None:
+async def record_open(scope: TenantScope | None, recipient_id: uuid.UUID) -> bool:
+    """`scope`: the link's sub-account while it is active (None: nothing is recorded)."""
+    if scope is None:
         return False
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         return await conn.fetchval(OPENED, recipient_id) is not None
 
 
-async def record_click(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                       recipient_id: uuid.UUID) -> bool:
-    schema = await _schema(pool, sub_account_id)
-    if schema is None:
+async def record_click(scope: TenantScope | None, recipient_id: uuid.UUID) -> bool:
+    if scope is None:
         return False
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         return await conn.fetchval(CLICKED, recipient_id) is not None
 
 
-async def record_unsubscribe(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                             recipient_id: uuid.UUID, source: str) -> bool:
+async def record_unsubscribe(scope: TenantScope | None, recipient_id: uuid.UUID,
+                             source: str) -> bool:
     """The contact's email consent is revoked (`source`: the link, or the one-click header);
     the campaign counts the unsubscribe once."""
-    schema = await _schema(pool, sub_account_id)
-    if schema is None:
+    if scope is None:
         return False
-    async with tenant_transaction(pool, schema) as conn:
+    async with scope.transaction() as conn:
         row = await conn.fetchrow(UNSUBSCRIBED, recipient_id)
         if row is None:
             return False

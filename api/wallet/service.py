@@ -8,7 +8,7 @@ cover changes nothing and is written to the ledger as a `declined` row.
 from __future__ import annotations
 
 import uuid
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import asyncpg
@@ -53,6 +53,27 @@ LIMIT $1 OFFSET $2
 """
 
 COUNT_TRANSACTIONS = "SELECT count(*) FROM wallet_transactions"
+
+SELECT_REBILLING = "SELECT rebilling FROM control.sub_accounts WHERE id = $1"
+
+CENT = Decimal("0.01")
+
+
+async def plan_price(scope: TenantScope, item: str) -> Decimal:
+    """The price the agency's plan rebills for one `item` (`call_per_minute`,
+    `sms_per_message`, ...) to this sub-account; 0 when the plan sets none."""
+    rebilling = await scope.pool.fetchval(SELECT_REBILLING, scope.sub_account_id)
+    return as_price((rebilling or {}).get(item))
+
+
+def as_price(value: Any) -> Decimal:
+    """A rebilling price as money; anything unusable (absent, not a number, not positive)
+    counts as free."""
+    try:
+        price = Decimal(str(value)).quantize(CENT)
+    except (InvalidOperation, ValueError):
+        return Decimal("0.00")
+    return price if price.is_finite() and price > 0 else Decimal("0.00")
 
 
 class InsufficientFunds(APIError):

@@ -120,12 +120,27 @@ async def test_call_the_wallet_cannot_cover_is_402_and_not_placed(client, pool, 
     assert await call_count(pool, tenant) == 0
 
 
-async def test_post_call_webhook_arrives_signed(client, tenant, worker, receiver):
+async def wait_for_delivery(pool, tenant, receiver):
+    """Until the receiver has a POST; if none comes, fail with what the deliveries recorded."""
+    try:
+        await asyncio.wait_for(receiver.arrived.wait(), timeout=WAIT_SECONDS)
+    except TimeoutError:
+        deliveries = await tenant_sql(
+            pool, tenant, "SELECT d.status, d.attempt_count, d.next_attempt_at, d.last_error, "
+            "array_agg(a.error) AS errors FROM webhook_deliveries AS d "
+            "LEFT JOIN webhook_attempts AS a ON a.delivery_id = d.id GROUP BY d.id")
+        due = await tenant_sql(pool, tenant, "SELECT kind, status, due_at, attempts, last_error "
+                               "FROM control.due_work")
+        raise AssertionError(f"no delivery arrived: {[dict(r) for r in deliveries]}, "
+                             f"due work {[dict(r) for r in due]}") from None
+
+
+async def test_post_call_webhook_arrives_signed(client, pool, tenant, worker, receiver):
     agent_id, contact_id = await ready_agent(client, tenant, webhook=True,
                                              webhook_url=receiver.url)
     call_id = (await (await place(client, tenant, contact_id, agent_id)).get_json())["call_id"]
     call = await wait_for_end(client, tenant, call_id)
-    await asyncio.wait_for(receiver.arrived.wait(), timeout=WAIT_SECONDS)
+    await wait_for_delivery(pool, tenant, receiver)
     assert len(receiver.received) == 1
     headers, body = receiver.received[0]
     agent = (await (await client.get(f"/webhooks/inbound/agents/{agent_id}",

@@ -21,6 +21,7 @@ from tests.helpers import (
     ledger,
     recipients,
     schedule,
+    scope_of,
     soon,
     tracking_links,
     wait_for_status,
@@ -108,9 +109,9 @@ async def test_send_job_run_twice_at_once_sends_and_charges_once(
                    uuid.UUID(campaign["id"]), utcnow(), 1, 1)
 
     await asyncio.gather(send_campaign(ctx, work), send_campaign(ctx, work),
-                         run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"])))
+                         run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"])))
     # Whichever found the campaign busy comes back later; by then there is nothing left.
-    assert await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"])) is None
+    assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"])) is None
 
     done = await get_campaign(client, tenant, campaign["id"])
     assert (done["status"], done["success"], done["pending"]) == ("completed", 12, 0)
@@ -130,7 +131,7 @@ async def test_parallel_senders_claim_each_recipient_once(client, pool, migrated
     await _make_due(pool, tenant, campaign["id"])
     settings = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=6, SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
 
-    assert await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]),
+    assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]),
                               settings) is None
 
     rows = await recipients(pool, tenant, campaign["id"])
@@ -149,7 +150,7 @@ async def test_insufficient_balance_pauses_with_a_reason_then_resume_finishes(
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
 
-    assert await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"])) is None
+    assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"])) is None
 
     paused = await get_campaign(client, tenant, campaign["id"])
     assert paused["status"] == "paused"
@@ -170,7 +171,7 @@ async def test_insufficient_balance_pauses_with_a_reason_then_resume_finishes(
     response = await client.post(f"{CAMPAIGNS}/{campaign['id']}/resume", headers=tenant.headers)
     assert response.status_code == 200
     assert (await response.get_json())["campaign"]["status"] == "sending"
-    assert await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"])) is None
+    assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"])) is None
 
     done = await get_campaign(client, tenant, campaign["id"])
     assert (done["status"], done["success"], done["pending"]) == ("completed", 3, 0)
@@ -194,7 +195,7 @@ async def test_smart_list_recipients_are_contacts_with_any_of_its_tags(
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
 
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     rows = await recipients(pool, tenant, campaign["id"])
     assert {str(row["contact_id"]) for row in rows} == {vip, lead}
@@ -207,7 +208,7 @@ async def test_tracking_links_count_opens_clicks_and_unsubscribes_once(
     campaign = await create_campaign(client, tenant, contact_ids=[first, second])
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
     (message,) = mailbox.to(await contact_email(pool, tenant, first))
     links = tracking_links(message)
 
@@ -232,7 +233,7 @@ async def test_forged_or_altered_tracking_links_are_404_and_count_nothing(
     campaign = await create_campaign(client, tenant, contact_ids=[contact])
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
     (message,) = mailbox.to(await contact_email(pool, tenant, contact))
     links = tracking_links(message)
     body, mac = links["unsubscribe"].rsplit("/", 1)[1].split(".")
@@ -253,7 +254,7 @@ async def test_unsubscribed_contact_gets_no_further_campaign_email(
     first = await create_campaign(client, tenant, contact_ids=[leaving, staying])
     await schedule(client, tenant, first["id"], soon(3600))
     await _make_due(pool, tenant, first["id"])
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(first["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(first["id"]))
     address = await contact_email(pool, tenant, leaving)
     (message,) = mailbox.to(address)
     response = await client.post(tracking_links(message)["unsubscribe"])
@@ -263,7 +264,7 @@ async def test_unsubscribed_contact_gets_no_further_campaign_email(
                                    subject="Again")
     await schedule(client, tenant, second["id"], soon(3600))
     await _make_due(pool, tenant, second["id"])
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(second["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(second["id"]))
 
     assert [m["Subject"] for m in mailbox.to(address)] == ["Spring sale"]
     assert [m["Subject"] for m in mailbox.to(await contact_email(pool, tenant, staying))] == [
@@ -278,7 +279,7 @@ async def test_campaign_sends_join_the_contacts_conversation(client, pool, migra
     campaign = await create_campaign(client, tenant, contact_ids=[contact])
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     response = await client.get(f"/functions/v1/crm-api/get-contact-messages/{contact}",
                                 headers=tenant.headers)
@@ -298,7 +299,7 @@ async def test_sms_campaign_goes_through_the_sandbox_provider(client, pool, migr
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
 
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     done = await get_campaign(client, tenant, campaign["id"])
     assert (done["status"], done["contacted"], done["success"]) == ("completed", 2, 1)
@@ -321,7 +322,7 @@ async def test_business_hours_defer_the_send_to_the_next_opening(client, pool, m
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
 
-    again_at = await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    again_at = await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     opening = tomorrow.replace(hour=0, minute=0, second=0, microsecond=0)
     assert again_at == opening
@@ -346,7 +347,7 @@ async def test_a_claim_of_only_opted_out_contacts_does_not_stop_the_sender(
     await _make_due(pool, tenant, campaign["id"])
     one_by_two = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=1, SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
 
-    assert await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]),
+    assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]),
                               one_by_two) is None
 
     done = await get_campaign(client, tenant, campaign["id"])

@@ -34,6 +34,7 @@ from tests.helpers import (
     ledger,
     recipients,
     schedule,
+    scope_of,
     soon,
     tenant_sql,
     tracking_links,
@@ -56,7 +57,7 @@ async def due_campaign(client, pool, tenant, contacts, **fields):
 
 async def sent_campaign_message(client, pool, migrated, tenant, mailbox, contact):
     campaign = await due_campaign(client, pool, tenant, [contact])
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
     (message,) = mailbox.to(await contact_email(pool, tenant, contact))
     return message
 
@@ -93,7 +94,7 @@ async def test_put_grants_email_again_after_an_unsubscribe_and_campaigns_reach_i
     assert response.status_code == 200
 
     again = await due_campaign(client, pool, tenant, [contact], subject="Again")
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(again["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(again["id"]))
 
     subjects = [m["Subject"] for m in mailbox.to(await contact_email(pool, tenant, contact))]
     assert subjects == ["Spring sale", "Again"]
@@ -133,7 +134,7 @@ async def test_a_revocation_committed_before_the_campaign_sends_is_never_sent_to
     await client.put(f"{CONTACTS}/{leaving}/consent", headers=tenant.headers,
                      json={"channel": "email", "status": "revoked"})
 
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     assert mailbox.to(await contact_email(pool, tenant, leaving)) == []
     assert len(mailbox.to(await contact_email(pool, tenant, staying))) == 1
@@ -154,7 +155,7 @@ async def test_a_revoked_sms_channel_skips_only_sms_campaigns(client, pool, migr
     texts = await due_campaign(client, pool, tenant, [contact], campaign_type="sms",
                                subject=None, message_content="Sale today")
     assert texts["pending"] == 0
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(texts["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(texts["id"]))
     ((state, error),) = [(row["state"], row["error"])
                          for row in await recipients(pool, tenant, texts["id"])]
     assert (state, error) == ("skipped", "opted_out")
@@ -185,7 +186,7 @@ async def test_concurrent_revocations_never_reach_a_recipient_claimed_after_them
     one_at_a_time = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=2,
                              SWITCHBOARD_CAMPAIGN_BATCH_SIZE=1)
     await asyncio.gather(
-        run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]), one_at_a_time),
+        run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]), one_at_a_time),
         revoke_all())
 
     rows = {str(row["contact_id"]): row for row in await tenant_sql(

@@ -364,7 +364,7 @@ async def test_sms_campaign_goes_from_the_sub_accounts_number_and_takes_status(
         client, pool, migrated, tenant, sending_through, worker):
     from api.campaigns.delivery import run_campaign
     from tests.factories import create_campaign
-    from tests.helpers import schedule, soon
+    from tests.helpers import schedule, scope_of, soon
 
     twilio = sending_through
     await hold(client, tenant, twilio, OURS)
@@ -375,7 +375,7 @@ async def test_sms_campaign_goes_from_the_sub_accounts_number_and_takes_status(
     await tenant_sql(pool, tenant, "UPDATE campaigns SET start_date = now() - interval '1 s' "
                                    "WHERE id = $1", uuid.UUID(campaign["id"]))
 
-    await run_campaign(pool, migrated, tenant.id, uuid.UUID(campaign["id"]))
+    await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     [sent] = twilio.messages.values()
     assert (sent["from"], sent["to"], sent["status_callback"]) == (OURS, CUSTOMER,

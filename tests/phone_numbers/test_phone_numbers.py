@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.factories import assign, import_number, make_agent, priced_tenant
-from tests.helpers import balance, expect_error, tenant_sql
+from tests.helpers import balance, expect_error, scope_of, tenant_sql
 
 NUMBERS = "/webhooks/inbound/phone-numbers"
 FAILING = "+12125550199"
@@ -599,8 +599,8 @@ async def test_a_purchase_that_meets_a_number_held_elsewhere_buys_another_and_ke
             monkeypatch.setenv(name, value)
         providers = Providers("twilio")
         try:
-            outcome = await provision_purchase(pool, providers, tenant.id, "415",
-                                               time.time() + 30)
+            outcome = await provision_purchase(scope_of(pool, tenant),
+                                               providers, "415", time.time() + 30)
         finally:
             await providers.aclose()
     [mine] = await number_rows(pool, tenant)

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import socket
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
@@ -28,8 +29,6 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart, Response, request
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-
-from tenancy.embedded import free_port
 
 
 @dataclass
@@ -183,22 +182,32 @@ async def recording_receiver() -> AsyncIterator[RecordingReceiver]:
 
 @contextlib.asynccontextmanager
 async def serving(app: Quart) -> AsyncIterator[str]:
-    """Serve `app` on 127.0.0.1 for the duration of the block; yields its base URL."""
+    """Serve `app` on 127.0.0.1 for the duration of the block; yields its base URL.
+
+    The socket is bound here (port 0) and handed to hypercorn: picking a free port and binding
+    it later leaves a window in which another socket takes it, and then the server never
+    starts while the test posts to a dead port."""
     config = Config()
-    port = free_port()
-    config.bind = [f"127.0.0.1:{port}"]
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    config.bind = [f"fd://{listener.detach()}"]  # hypercorn owns (and closes) it from here
     config.accesslog = None
     config.errorlog = None
     stop = asyncio.Event()
     task = asyncio.create_task(serve(app, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
     base = f"http://127.0.0.1:{port}"
-    for _ in range(100):
+    for _ in range(250):
+        if task.done():
+            task.result()  # the server failed to start: say why
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.close()
             break
         except OSError:
             await asyncio.sleep(0.02)
+    else:
+        raise AssertionError(f"the test server on port {port} never accepted a connection")
     try:
         yield base
     finally:

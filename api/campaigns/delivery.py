@@ -38,6 +38,7 @@ from api.campaigns.service import read_campaign
 from api.conversations.queries import SELECT_SENDER_NUMBER
 from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
+from api.conversations.statuses import apply_early_reports
 from api.wallet import service as wallet
 from integrations.email import EmailRefused, EmailServerUnavailable, SMTPConfig, SmtpSession
 from tenancy.clock import utcnow
@@ -403,6 +404,8 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
         await conn.execute(RECORD_SENT, item.id, run.channel, provider_id,
                            run.campaign["subject"], run.campaign["message_content"],
                            run.campaign_id, stable_id, sender)
+        if run.channel == "sms":
+            await apply_early_reports(conn, run.scope.sub_account_id, provider_id)
     run.sent += 1
 
 
@@ -432,7 +435,7 @@ async def _sms_sender(run: Run, item: Claimed) -> str | None:
 async def _send_sms(run: Run, item: Claimed, stable_id: str, sender: str | None) -> str:
     try:
         return await sms_provider().send_sms(item.address, run.campaign["message_content"],
-                                             stable_id, sender)
+                                             stable_id, sender, str(run.scope.sub_account_id))
     except SmsError as exc:
         raise PermanentFailure(str(exc)) from exc
 

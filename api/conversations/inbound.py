@@ -18,20 +18,15 @@ import asyncpg
 from api import events
 from api.consent.service import apply_inbound_keyword
 from api.contacts.service import emit_created
-from api.conversations import queries
-from api.conversations.service import message_view
+from api.conversations import queries, statuses
 from tenancy import phone_directory
 from tenancy.scope import TenantScope
 
 log = logging.getLogger("switchboard.conversations.inbound")
 
-# Carrier statuses as ours; the rank says which may follow which (forward only).
-TWILIO_STATUSES = {"accepted": "queued", "scheduled": "queued", "queued": "queued",
-                   "sending": "sent", "sent": "sent", "delivered": "delivered",
-                   "read": "delivered", "undelivered": "undelivered", "failed": "failed",
-                   "canceled": "failed"}
-RANK = {"queued": 0, "sent": 1, "delivered": 2, "undelivered": 2, "failed": 2}
-
+SUB_ACCOUNT_KEPT = """
+SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 AND status <> 'deleted')
+"""
 
 @dataclass(frozen=True)
 class InboundText:
@@ -56,7 +51,7 @@ async def receive(scope: TenantScope, text: InboundText) -> Received:
     async with scope.transaction() as conn:
         known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
         if known is not None:
-            return Received(message_view(known), known["contact_id"], duplicate=True)
+            return Received(queries.message_view(known), known["contact_id"], duplicate=True)
         sender = await conn.fetchrow(queries.UPSERT_CONTACT_BY_PHONE, text.from_number)
         contact_id = sender["id"]
         if sender["created"]:
@@ -65,8 +60,8 @@ async def receive(scope: TenantScope, text: InboundText) -> Received:
                                          text.provider_message_id, text.to_number)
         if message_id is None:  # a concurrent repeat committed first
             known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
-            return Received(message_view(known), known["contact_id"], duplicate=True)
-        message = message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
+            return Received(queries.message_view(known), known["contact_id"], duplicate=True)
+        message = queries.message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
         await apply_inbound_keyword(conn, contact_id, text.body)
         await events.emit(conn, "message.received",
                           {"sub_account_id": scope.sub_account_id, "message": message})
@@ -85,25 +80,39 @@ async def receive_twilio(pool: asyncpg.Pool, text: InboundText) -> Received | No
     return await receive(holder.scope(pool), text)
 
 
-async def record_twilio_status(pool: asyncpg.Pool, fields: dict[str, str]) -> bool:
-    """Twilio's status callback for a message we sent from our number `From`: True when the
-    message's delivery_status moved (and message.status_updated was emitted). Unknown
-    messages, statuses and numbers, and late, repeated or backward reports, change nothing."""
-    status = TWILIO_STATUSES.get(fields.get("MessageStatus", "").lower())
+async def record_twilio_status(pool: asyncpg.Pool, fields: dict[str, str],
+                               reference: str | None) -> bool:
+    """Twilio's status callback for a message we sent: True when the message's
+    delivery_status moved (and message.status_updated was emitted).
+
+    The sub-account is the one our StatusCallback URL named (`reference`, under Twilio's
+    signature), else the holder of the sender number `From` (callbacks asked for before the
+    URL named it). Unknown statuses and sub-accounts, and late, repeated or backward reports,
+    change nothing; a report on a message id not stored yet is kept for its send
+    (api/conversations/statuses.py)."""
+    status = statuses.TWILIO_STATUSES.get(fields.get("MessageStatus", "").lower())
     sid, sender = fields.get("MessageSid", ""), fields.get("From", "")
-    if status is None or not sid or not sender:
+    if status is None or not 0 < len(sid) <= 200:
         return False
-    holder = await phone_directory.holder(pool, sender)
-    if holder is None:
+    scope = await _reporting_scope(pool, reference, sender)
+    if scope is None:
         return False
-    before = [name for name, rank in RANK.items() if rank < RANK[status]]
     error = fields.get("ErrorCode") or None
-    async with holder.scope(pool).transaction() as conn:
-        message_id = await conn.fetchval(queries.ADVANCE_STATUS, sid, status, before,
-                                         f"carrier error {error}" if error else None)
-        if message_id is None:
-            return False
-        message = message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
-        await events.emit(conn, "message.status_updated",
-                          {"sub_account_id": holder.sub_account_id, "message": message})
-    return True
+    async with scope.transaction() as conn:
+        return await statuses.report(conn, scope.sub_account_id, sid, status,
+                                     f"carrier error {error[:50]}" if error else None)
+
+
+async def _reporting_scope(pool: asyncpg.Pool, reference: str | None,
+                           sender: str) -> TenantScope | None:
+    if reference:
+        try:
+            sub_account_id = uuid.UUID(reference)
+        except ValueError:
+            return None
+        # A message already sent keeps its facts while the sub-account is suspended.
+        if not await pool.fetchval(SUB_ACCOUNT_KEPT, sub_account_id):
+            return None
+        return TenantScope.of_sub_account(pool, sub_account_id)
+    holder = await phone_directory.holder(pool, sender) if sender else None
+    return holder.scope(pool) if holder is not None else None

@@ -1,11 +1,27 @@
 """SQL of conversations and their messages: the message as conversations show it, inbound
 texts, carrier status callbacks and the conversation list."""
 
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
 # A message as GET /conversations/{id}/messages and message events show it (CONTRACT 9).
 MESSAGE_COLUMNS = """
 m.id, m.conversation_id, v.contact_id, m.content, m.subject, m.sender_type, m.message_type,
 m.status, m.direction, m.provider_message_id, m.created_at
 """
+
+def message_view(row: asyncpg.Record) -> dict[str, Any]:
+    """A conversation message as GET /conversations/{id}/messages and events show it."""
+    return {"id": row["id"], "conversation_id": row["conversation_id"],
+            "contact_id": row["contact_id"], "content": row["content"],
+            "subject": row["subject"], "sender_type": row["sender_type"],
+            "message_type": row["message_type"], "status": row["status"],
+            "direction": row["direction"], "delivery_status": row["status"],
+            "provider_message_id": row["provider_message_id"], "timestamp": row["created_at"]}
+
 
 SELECT_MESSAGE = f"""
 SELECT {MESSAGE_COLUMNS}

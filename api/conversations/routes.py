@@ -146,8 +146,10 @@ async def twilio_inbound_sms() -> Response:
 @validate_errors(Error, 401)
 async def twilio_message_status() -> Response:
     """Twilio's message status callback: the outbound message's delivery_status moves forward
-    (late, repeated or backward reports change nothing)."""
-    await inbound.record_twilio_status(db_pool(), await _twilio_fields())
+    (late, repeated or backward reports change nothing). `ref`, which our StatusCallback URL
+    carries under Twilio's signature, names the sub-account that sent the message."""
+    fields = await _twilio_fields()
+    await inbound.record_twilio_status(db_pool(), fields, request.args.get("ref"))
     return _twiml()
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from api.consent.service import ensure_allowed
-from api.conversations import queries
+from api.conversations import queries, statuses
 from api.conversations.sms import SmsError, sms_provider
 from api.wallet import service as wallet
 from integrations.email import (
@@ -77,16 +77,6 @@ async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, dir
     await conn.execute(queries.APPEND_MESSAGE, contact_id, message_id or uuid.uuid4(), direction,
                        sender_type, message_type, subject, content, status, campaign_id,
                        provider_message_id, phone_number)
-
-
-def message_view(row: asyncpg.Record) -> dict[str, Any]:
-    """A conversation message as GET /conversations/{id}/messages and events show it."""
-    return {"id": row["id"], "conversation_id": row["conversation_id"],
-            "contact_id": row["contact_id"], "content": row["content"],
-            "subject": row["subject"], "sender_type": row["sender_type"],
-            "message_type": row["message_type"], "status": row["status"],
-            "direction": row["direction"], "delivery_status": row["status"],
-            "provider_message_id": row["provider_message_id"], "timestamp": row["created_at"]}
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -153,8 +143,10 @@ async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contac
     provider_id = await _deliver_or_refund(scope, envelope, message_id, price)
     async with scope.transaction() as conn:
         await conn.execute(MARK_SENT, message_id, provider_id)
+        if outgoing.message_type == "sms":
+            await statuses.apply_early_reports(conn, scope.sub_account_id, provider_id)
         row = await conn.fetchrow(queries.SELECT_MESSAGE, message_id)
-    return message_view(row)
+    return queries.message_view(row)
 
 
 def _address(contact: asyncpg.Record, message_type: str) -> str:
@@ -197,7 +189,8 @@ async def _deliver_or_refund(scope: TenantScope, envelope: Envelope,
     try:
         if envelope.email is None:
             return await sms_provider().send_sms(envelope.address, envelope.text,
-                                                 envelope.header_id, envelope.from_number)
+                                                 envelope.header_id, envelope.from_number,
+                                                 str(scope.sub_account_id))
         await send_email(*envelope.email)
         return envelope.header_id
     except (EmailDeliveryError, SmsError) as exc:

@@ -19,14 +19,15 @@ class TelephonySms:
         self.name = provider_name
 
     async def send_sms(self, to: str, body: str, message_id: str,
-                       from_number: str | None = None) -> str:
-        """Send `body` to `to`; return the provider's id of the message."""
+                       from_number: str | None = None, reference: str | None = None) -> str:
+        """Send `body` to `to`; return the provider's id of the message. `reference` (the
+        sending sub-account) comes back with the provider's status reports."""
         try:
             provider = telephony_provider(self.name)
         except (TelephonyError, ValueError) as exc:
             raise SmsError(str(exc)) from None
         try:
-            return await provider.send_sms(from_number, to, body, message_id)
+            return await provider.send_sms(from_number, to, body, message_id, reference)
         except TelephonyError as exc:
             raise SmsError(str(exc)) from None
         finally:

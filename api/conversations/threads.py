@@ -9,7 +9,6 @@ from typing import Any
 import asyncpg
 
 from api.conversations import queries
-from api.conversations.service import message_view
 from tenancy.db import fetch_one_or_404
 from tenancy.scope import TenantScope
 
@@ -37,7 +36,7 @@ async def conversation_messages(scope: TenantScope, conversation_id: uuid.UUID, 
         rows = await conn.fetch(queries.SELECT_CONVERSATION_MESSAGES, conversation_id, limit,
                                 offset)
         total = await conn.fetchval(queries.COUNT_CONVERSATION_MESSAGES, conversation_id)
-    return [message_view(row) for row in rows], total
+    return [queries.message_view(row) for row in rows], total
 
 
 async def mark_read(scope: TenantScope, conversation_id: uuid.UUID) -> dict[str, Any]:

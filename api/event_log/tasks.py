@@ -1,5 +1,5 @@
-"""Retention of the event log: events and finished deliveries (with their attempts) older than
-30 days are deleted by a periodic job, tenant by tenant, in batches of a few hundred rows, so
+"""Retention of the event log: events and finished deliveries (with their attempts), and carrier
+status reports no send claimed, older than 30 days are deleted by a periodic job, tenant by tenant, in batches of a few hundred rows, so
 that no statement holds many row locks or runs for long."""
 
 from __future__ import annotations
@@ -40,6 +40,14 @@ DELETE FROM webhook_deliveries WHERE id IN (
     FOR UPDATE SKIP LOCKED)
 """
 
+# A carrier's report on a message id that no send stored within the retention (a message sent
+# from our number by another system, say) will never be applied.
+DELETE_OLD_STATUS_REPORTS = """
+DELETE FROM message_status_reports WHERE (provider_message_id, status) IN (
+    SELECT provider_message_id, status FROM message_status_reports
+    WHERE received_at < $1 LIMIT $2)
+"""
+
 
 async def purge_old_events(ctx: dict[str, Any],
                            sub_account_ids: list[str] | None = None) -> int:
@@ -51,7 +59,8 @@ async def purge_old_events(ctx: dict[str, Any],
     for tenant in await ctx["db"].fetch(SELECT_TENANT_SCHEMAS, only):
         schema = tenant["schema_name"]
         try:
-            for statement in (DELETE_OLD_EVENTS, DELETE_OLD_DELIVERIES):
+            for statement in (DELETE_OLD_EVENTS, DELETE_OLD_DELIVERIES,
+                              DELETE_OLD_STATUS_REPORTS):
                 deleted += await _in_batches(ctx["db"], schema, statement, cutoff)
         except (asyncpg.PostgresError, OSError) as exc:
             # One tenant (mid-migration, say) never stops the others; the next run retries it.

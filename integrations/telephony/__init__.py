@@ -126,11 +126,12 @@ class TelephonyProvider(Protocol):
         ...
 
     async def send_sms(self, from_number: str | None, to_number: str, body: str,
-                       message_id: str) -> str:
+                       message_id: str, reference: str | None = None) -> str:
         """Send a text message; return the provider's message id.
 
         `message_id` is ours and stable for one message, so a provider that deduplicates can
-        drop a repeat; `from_number` None means the provider's default sender.
+        drop a repeat; `from_number` None means the provider's default sender; `reference`
+        comes back with the provider's status reports (Twilio: `ref` on the StatusCallback).
         """
         ...
 

@@ -183,7 +183,7 @@ class SandboxTelephony:
         return CallState("in_progress", started_at=started_at)
 
     async def send_sms(self, from_number: str | None, to_number: str, body: str,
-                       message_id: str) -> str:
+                       message_id: str, reference: str | None = None) -> str:
         if fails(to_number):
             raise TelephonyError("sandbox: the carrier rejected the destination number")
         # Derived from our id: a repeat of one message is recognisable as such.

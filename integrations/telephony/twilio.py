@@ -254,13 +254,14 @@ class TwilioTelephony:
                          recording_url=recording_url)
 
     async def send_sms(self, from_number: str | None, to_number: str, body: str,
-                       message_id: str) -> str:
+                       message_id: str, reference: str | None = None) -> str:
         sender = from_number or self.sms_from
         if not sender:
             raise TelephonyError("twilio: no sender number (set TWILIO_SMS_FROM)")
         form = {"To": to_number, "From": sender, "Body": body}
         if self.status_callback:
-            form["StatusCallback"] = self.status_callback
+            form["StatusCallback"] = self.status_callback + (
+                "?" + urlencode({"ref": reference}) if reference else "")
         sent = await self._request("POST", "Messages.json", form=form)
         return str(sent["sid"])
 

@@ -138,3 +138,18 @@ messages = sa.Table(
     sa.Index("ix_messages_unread_conversation_id", "conversation_id",
              postgresql_where=sa.text("direction = 'inbound' AND read_at IS NULL")),
 )
+
+# A carrier's status report for an outbound message whose id is not stored yet: the carrier
+# can report before the send that got the id commits. The send applies it when it stores the
+# id; reports for ids never stored go with the event log's retention.
+message_status_reports = sa.Table(
+    "message_status_reports",
+    tenant_metadata,
+    sa.Column("provider_message_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("received_at", TIMESTAMP, server_default=sa.text("now()"), nullable=False),
+    sa.PrimaryKeyConstraint("provider_message_id", "status"),
+    sa.CheckConstraint(_one_of("status", MESSAGE_STATUSES), name="status"),
+    sa.Index("ix_message_status_reports_received_at", "received_at"),
+)

@@ -262,8 +262,8 @@ async def test_outbound_sms_goes_from_the_oldest_number_and_asks_for_status(
     contact = await add_contact(client, tenant, phone=CUSTOMER)
     message = await send_message(client, tenant, contact)
     [sent] = twilio.messages.values()
-    assert (sent["from"], sent["to"], sent["status_callback"]) == (OURS, CUSTOMER,
-                                                                   STATUS_WEBHOOK)
+    assert (sent["from"], sent["to"], sent["status_callback"]) == (
+        OURS, CUSTOMER, f"{STATUS_WEBHOOK}?ref={tenant.id}")
     # Importing the numbers pointed their inbound texts at our webhook.
     assert twilio.by_number(OURS)["sms_url"] == SMS_WEBHOOK
     assert (message["direction"], message["delivery_status"], message["provider_message_id"]) \
@@ -330,6 +330,55 @@ async def test_status_callback_for_an_unknown_message_changes_nothing(client, po
     assert response.status_code == 200
     [row] = await stored_messages(pool, tenant)
     assert row["status"] == "sent"
+    assert await events(pool, tenant, "message.status_updated") == []
+
+
+async def test_a_status_reported_before_the_send_stored_the_id_is_applied(
+        client, pool, tenant, sending_through, worker, receiver):
+    """Twilio's first callback can arrive while the request that sent the text still waits
+    for Twilio's answer, so before the message has its id: the report is not lost."""
+    twilio = sending_through
+    await hold(client, tenant, twilio, OURS)
+    await subscribe(client, tenant, receiver, "message.status_updated")
+    twilio.report_before_answer, twilio.api_client = "delivered", client
+    contact = await add_contact(client, tenant, phone=CUSTOMER)
+
+    message = await send_message(client, tenant, contact)
+
+    [sent] = twilio.messages.values()
+    assert (message["provider_message_id"], message["delivery_status"]) == (sent["sid"],
+                                                                          "delivered")
+    [row] = await stored_messages(pool, tenant)
+    assert row["status"] == "delivered"
+    [event] = await events(pool, tenant, "message.status_updated")
+    assert event["data"]["message"]["delivery_status"] == "delivered"
+    assert await tenant_sql(pool, tenant, "SELECT * FROM message_status_reports") == []
+    # A later, lesser report changes nothing.
+    await twilio.report_status(sent["sid"], "sent", client=client)
+    assert [row["status"] for row in await stored_messages(pool, tenant)] == ["delivered"]
+
+
+async def test_a_text_from_the_default_sender_takes_its_status_callbacks(
+        client, pool, tenant, tenant_second, sending_through, worker):
+    """TWILIO_SMS_FROM belongs to no sub-account: the callback URL names the sender."""
+    twilio = sending_through
+    contact = await add_contact(client, tenant, phone=CUSTOMER)
+    message = await send_message(client, tenant, contact)
+    [sent] = twilio.messages.values()
+    assert sent["from"] == DEFAULT_SENDER
+
+    await twilio.report_status(sent["sid"], "undelivered", "30005", client=client)
+
+    [row] = await stored_messages(pool, tenant)
+    assert (row["id"], row["status"], row["error"]) == (
+        uuid.UUID(message["id"]), "undelivered", "carrier error 30005")
+    # Signed for another sub-account, the same report finds nothing there.
+    other = f"{STATUS_WEBHOOK}?ref={tenant_second.id}"
+    response = await twilio.post_webhook(other, twilio.status_params(sent["sid"], "failed"),
+                                         client)
+    assert response.status_code == 200
+    assert await stored_messages(pool, tenant_second) == []
+    assert [row["status"] for row in await stored_messages(pool, tenant)] == ["undelivered"]
 
 
 async def test_forged_status_callback_is_401_and_changes_nothing(client, pool, tenant,
@@ -378,8 +427,8 @@ async def test_sms_campaign_goes_from_the_sub_accounts_number_and_takes_status(
     await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     [sent] = twilio.messages.values()
-    assert (sent["from"], sent["to"], sent["status_callback"]) == (OURS, CUSTOMER,
-                                                                   STATUS_WEBHOOK)
+    assert (sent["from"], sent["to"], sent["status_callback"]) == (
+        OURS, CUSTOMER, f"{STATUS_WEBHOOK}?ref={tenant.id}")
     await twilio.report_status(sent["sid"], "delivered", client=client)
     [row] = await stored_messages(pool, tenant)
     assert (row["status"], row["phone_number"], row["provider_message_id"]) == (

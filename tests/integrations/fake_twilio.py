@@ -65,6 +65,10 @@ class FakeTwilio:
     hold_patience: float = 60.0
     url: str = ""
     bridge: bool = False
+    # A status Twilio reports on a new message before it answers the request that sent it (its
+    # callbacks race its API's answer), posted through `api_client` (the Quart test client).
+    report_before_answer: str | None = None
+    api_client: Any = None
     # Every voice webhook the bridge sent: {url, params, status, twiml}.
     webhooks: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, ContactResult] = field(default_factory=dict)
@@ -286,6 +290,9 @@ def twilio_app(state: FakeTwilio) -> Quart:
                                "body": form.get("Body", "")}
         if form.get("StatusCallback"):
             state.messages[sid]["status_callback"] = form["StatusCallback"]
+            if state.report_before_answer:
+                await state.report_status(sid, state.report_before_answer,
+                                          client=state.api_client)
         response = jsonify({"sid": sid, "status": "queued"})
         response.status_code = 201
         return response

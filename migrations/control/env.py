@@ -30,12 +30,24 @@ def run_migrations_online() -> None:
         conn.commit()
 
 
+# Every 2-character piece of a text, once each (null for null). Tenant indexes are built on it:
+# its body must never change meaning (a new one needs a new name and new indexes).
+BIGRAMS = """
+CREATE OR REPLACE FUNCTION public.switchboard_bigrams(value text) RETURNS text[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT coalesce(array_agg(DISTINCT substr(value, i, 2)), '{}')
+      FROM generate_series(1, length(value) - 1) AS i $$
+"""
+
+
 def _run(connection) -> None:  # type: ignore[no-untyped-def]
     connection.execute(text(f"CREATE SCHEMA IF NOT EXISTS {CONTROL_SCHEMA}"))
     # Database-wide set-up, done once here before any tenant is migrated or created: the
     # extensions tenant schemas use live in public (on every tenant search_path), never per
-    # tenant. pg_trgm backs the contact search (tenant revision t0005).
+    # tenant. pg_trgm backs the contact search (tenant revision t0005), and BIGRAMS its
+    # 2-character `q`, which has no trigram to look up (t0010).
     connection.execute(text("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public"))
+    connection.execute(text(BIGRAMS))
     context.configure(
         connection=connection,
         target_metadata=control_metadata,

@@ -62,6 +62,18 @@ async def test_q_matches_within_the_phones_digits_however_written(client, tenant
     assert await found(client, tenant, ("q", "555")) == [people["ada"]]
 
 
+async def test_q_of_two_characters_matches_as_any_other(client, tenant, people):
+    """Two characters go through the bigram indexes (no trigram to look up): same answers."""
+    assert await found(client, tenant, ("q", "RA")) == [people["grace"]]
+    assert await found(client, tenant, ("q", "t@")) == [people["alan"]]
+    assert await found(client, tenant, ("q", "_t")) == [people["alan"]]
+    assert await found(client, tenant, ("q", "44")) == [people["grace"]]
+    assert await found(client, tenant, ("q", "a ")) == [people["ada"]]
+    assert await found(client, tenant, ("q", "zz")) == []
+    body = await search(client, tenant, ("q", "an"), ("limit", "1"))
+    assert (body["total"], [c["id"] for c in body["contacts"]]) == (2, [people["alan"]])
+
+
 async def test_q_wildcards_are_plain_characters(client, tenant, people):
     assert await found(client, tenant, ("q", "%%")) == []
     assert await found(client, tenant, ("q", "n_t")) == [people["alan"]]

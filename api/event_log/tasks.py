@@ -1,6 +1,7 @@
 """Retention of the event log: events and finished deliveries (with their attempts), and carrier
-status reports no send claimed, older than 30 days are deleted by a periodic job, tenant by tenant, in batches of a few hundred rows, so
-that no statement holds many row locks or runs for long."""
+status reports no send claimed, older than 30 days are deleted by a periodic job, tenant by
+tenant, in batches of a few hundred rows, so that no statement holds many row locks or runs for
+long."""
 
 from __future__ import annotations
 

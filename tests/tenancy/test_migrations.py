@@ -25,7 +25,6 @@ from tenancy.schema import (
 from tenancy.tables import control_metadata, tenant_metadata
 from tests.factories import make_tenant
 
-
 # Alembic cannot compare indexes on expressions (it reports each as removed and added); the
 # catalog test below compares their definitions as PostgreSQL holds them, for both build paths.
 EXPRESSION_INDEXES = {"ix_contacts_text_bigrams", "ix_contacts_phone_bigrams"}

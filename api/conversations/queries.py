@@ -136,3 +136,20 @@ MARK_READ = """
 UPDATE messages SET read_at = now(), updated_at = now()
 WHERE conversation_id = $1 AND direction = 'inbound' AND read_at IS NULL
 """
+
+# Early status reports (api/conversations/statuses.py): a transaction lock per carrier id orders
+# a report and the send that stores the id.
+LOCK_PROVIDER_ID = "SELECT pg_advisory_xact_lock(hashtext('message:' || $1))"
+
+OUTBOUND_KNOWN = """
+SELECT EXISTS (SELECT 1 FROM messages WHERE direction = 'outbound' AND provider_message_id = $1)
+"""
+
+KEEP_REPORT = """
+INSERT INTO message_status_reports (provider_message_id, status, error) VALUES ($1, $2, $3)
+ON CONFLICT (provider_message_id, status) DO NOTHING
+"""
+
+TAKE_REPORTS = """
+DELETE FROM message_status_reports WHERE provider_message_id = $1 RETURNING status, error
+"""

@@ -23,31 +23,15 @@ TWILIO_STATUSES = {"accepted": "queued", "scheduled": "queued", "queued": "queue
                    "canceled": "failed"}
 RANK = {"queued": 0, "sent": 1, "delivered": 2, "undelivered": 2, "failed": 2}
 
-LOCK_PROVIDER_ID = "SELECT pg_advisory_xact_lock(hashtext('message:' || $1))"
-
-OUTBOUND_KNOWN = """
-SELECT EXISTS (SELECT 1 FROM messages WHERE direction = 'outbound' AND provider_message_id = $1)
-"""
-
-KEEP_REPORT = """
-INSERT INTO message_status_reports (provider_message_id, status, error) VALUES ($1, $2, $3)
-ON CONFLICT (provider_message_id, status) DO NOTHING
-"""
-
-TAKE_REPORTS = """
-DELETE FROM message_status_reports WHERE provider_message_id = $1 RETURNING status, error
-"""
-
-
 async def report(conn: asyncpg.Connection, sub_account_id: uuid.UUID, provider_message_id: str,
                  status: str, error: str | None) -> bool:
     """A carrier's report on our outbound message: True when its status moved. A report on
     an id no message holds yet is kept for the send that will store it."""
-    await conn.execute(LOCK_PROVIDER_ID, provider_message_id)
+    await conn.execute(queries.LOCK_PROVIDER_ID, provider_message_id)
     if await _advance(conn, sub_account_id, provider_message_id, status, error):
         return True
-    if not await conn.fetchval(OUTBOUND_KNOWN, provider_message_id):
-        await conn.execute(KEEP_REPORT, provider_message_id, status, error)
+    if not await conn.fetchval(queries.OUTBOUND_KNOWN, provider_message_id):
+        await conn.execute(queries.KEEP_REPORT, provider_message_id, status, error)
     return False
 
 
@@ -55,8 +39,8 @@ async def apply_early_reports(conn: asyncpg.Connection, sub_account_id: uuid.UUI
                               provider_message_id: str) -> None:
     """Called by a send in the transaction that stores `provider_message_id`: the reports that
     came first move the message to the furthest status they name."""
-    await conn.execute(LOCK_PROVIDER_ID, provider_message_id)
-    reports = await conn.fetch(TAKE_REPORTS, provider_message_id)
+    await conn.execute(queries.LOCK_PROVIDER_ID, provider_message_id)
+    reports = await conn.fetch(queries.TAKE_REPORTS, provider_message_id)
     if reports:
         furthest = max(reports, key=lambda row: RANK[row["status"]])
         await _advance(conn, sub_account_id, provider_message_id, furthest["status"],

@@ -100,9 +100,11 @@ UPDATE calls SET status = 'ringing', provider_call_id = $2, started_at = now(),
 WHERE id = $1
 """
 
+# Only the live statuses: an end is recorded by FINISH alone (charge, record, event, webhook).
 MARK_PROGRESS = """
 UPDATE calls SET status = $2, started_at = COALESCE($3, started_at), updated_at = now()
 WHERE id = $1 AND status IN ('ringing', 'in_progress') AND status <> $2
+  AND $2 IN ('ringing', 'in_progress')
 """
 
 FINISH = f"""
@@ -299,7 +301,9 @@ async def advance_call(scope: TenantScope, providers: Providers,
                           CallState("failed", ended_reason="failed",
                                     error="voice_unavailable: the call's outcome never arrived"))
         return None
-    if state is not None:
+    # A carrier's end the runtime has still to record is not the call's status: the runtime's
+    # record (or, RUNTIME_GRACE later, the carrier's) ends it through finish_call, exactly once.
+    if state is not None and not state.finished:
         async with scope.transaction() as conn:
             await conn.execute(MARK_PROGRESS, call_id, state.status, state.started_at)
     return _poll_after(started)

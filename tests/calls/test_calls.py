@@ -8,13 +8,16 @@ import json
 import uuid
 import wave
 from collections import Counter
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import pytest
 
+from api.calls.service import advance_call, finish_call
+from integrations.telephony import CallState
 from integrations.webhooks import sign
 from tests.factories import assign, import_number, make_agent, make_contact, priced_tenant
-from tests.helpers import balance, expect_error, tenant_sql
+from tests.helpers import balance, expect_error, scope_of, tenant_sql
 
 CALLS = "/webhooks/inbound/calls"
 WAIT_SECONDS = 90
@@ -118,6 +121,53 @@ async def test_call_the_wallet_cannot_cover_is_402_and_not_placed(client, pool, 
     agent_id, contact_id = await ready_agent(client, tenant)
     await expect_error(await place(client, tenant, contact_id, agent_id), 402, "insufficient_funds")
     assert await call_count(pool, tenant) == 0
+
+
+class LineClosed:
+    """A carrier whose line to the contact has closed (the sandbox's and Twilio's report once
+    the contact hangs up), before the voice runtime has sent the call's record."""
+
+    name = "sandbox"
+
+    def get(self, _name=None):
+        return self
+
+    async def call_state(self, _provider_call_id):
+        return CallState("failed", ended_at=datetime.now(UTC), ended_reason="failed",
+                         error="voice_unavailable: the voice runtime left the call without "
+                               "its record")
+
+
+async def test_the_carriers_end_does_not_end_a_call_the_runtime_still_records(
+        client, pool, tenant, worker):
+    """The worker reads the carrier between the contact hanging up and the runtime's record:
+    that read must not end the call, or the record (transcript, charge, webhook) is lost."""
+    agent_id, contact_id = await ready_agent(client, tenant, webhook=True,
+                                             webhook_url="https://hooks.example.com/calls")
+    # A call the runtime answered, as the worker finds it (written here: no due work follows
+    # it but this test's own steps).
+    [call] = await tenant_sql(
+        pool, tenant, "INSERT INTO calls (contact_id, agent_id, from_number, to_number, "
+        "provider, status, provider_call_id, answered_by, started_at) VALUES ($1, $2, "
+        "'+14155550123', '+14155550199', 'sandbox', 'in_progress', 'CA-line', 'human', now()) "
+        "RETURNING id", uuid.UUID(contact_id), uuid.UUID(agent_id))
+    call_id = call["id"]
+    scope = scope_of(pool, tenant)
+
+    look_again = await advance_call(scope, LineClosed(), call_id)
+
+    assert look_again is not None
+    [row] = await tenant_sql(pool, tenant, "SELECT status FROM calls")
+    assert row["status"] == "in_progress"
+    await finish_call(scope, call_id, CallState(
+        "completed", started_at=datetime.now(UTC), ended_at=datetime.now(UTC),
+        duration_seconds=12, transcript="Agent: Hello", ended_reason="customer_hangup",
+        answered_by="human"))
+    [row] = await tenant_sql(pool, tenant, "SELECT status, transcript FROM calls")
+    assert (row["status"], row["transcript"]) == ("completed", "Agent: Hello")
+    [delivery] = await tenant_sql(pool, tenant, "SELECT event_type, target_url "
+                                                "FROM webhook_deliveries")
+    assert tuple(delivery) == ("call.completed", "https://hooks.example.com/calls")
 
 
 async def wait_for_delivery(pool, tenant, receiver):

@@ -76,15 +76,20 @@ class Demote(logging.Filter):
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
-# Due work is swept every 5 seconds (jobs/due.py SWEEP_DUE): arq logs each run's start and end.
+# Cron runs are routine: due work is swept every 5 seconds (jobs/due.py SWEEP_DUE) and the
+# housekeeping purges run every few minutes (cli/wiring.py), and arq logs each run's start and
+# end. Those lines go to DEBUG; a purge that removes something says so itself, and a failed run
+# is logged by arq at ERROR, which is never demoted. arq names cron jobs "cron:<function>".
 QUIET_CRON_JOBS = frozenset({"sweep_due"})
+CRON_JOB_PREFIX = "cron:"
 ALEMBIC_SETUP = ("Context impl ", "Will assume ")
 
 
 def _quiet_cron_run(record: logging.LogRecord) -> bool:
     # arq: "%6.2fs → %s(%s)%s" and "%6.2fs ← %s ● %s", the job's reference second.
     args = record.args
-    return (isinstance(args, tuple) and len(args) > 1 and args[1] in QUIET_CRON_JOBS
+    return (isinstance(args, tuple) and len(args) > 1 and isinstance(args[1], str)
+            and (args[1] in QUIET_CRON_JOBS or args[1].startswith(CRON_JOB_PREFIX))
             and isinstance(record.msg, str) and record.msg.startswith("%6.2fs "))
 
 

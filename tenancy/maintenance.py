@@ -19,7 +19,10 @@ PURGE_BATCH = 100
 
 async def purge_idempotency_keys(ctx: dict[str, Any]) -> int:
     result = await ctx["db"].execute(PURGE_IDEMPOTENCY_KEYS)
-    return int(result.split()[-1])
+    purged = int(result.split()[-1])
+    if purged:
+        log.info("purged %d expired idempotency keys", purged)
+    return purged
 
 
 async def purge_deleted_tenants(ctx: dict[str, Any]) -> int:

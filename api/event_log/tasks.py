@@ -66,6 +66,8 @@ async def purge_old_events(ctx: dict[str, Any],
         except (asyncpg.PostgresError, OSError) as exc:
             # One tenant (mid-migration, say) never stops the others; the next run retries it.
             log.warning("event retention skipped %s: %s", schema, exc)
+    if deleted:
+        log.info("event retention removed %d rows past %s", deleted, cutoff.date())
     return deleted
 
 

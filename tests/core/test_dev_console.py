@@ -221,6 +221,9 @@ configure_logging("text", getattr(logging, sys.argv[1]))
 arq = logging.getLogger("arq.worker")
 arq.info("%6.2fs → %s(%s)%s", 0.5, "sweep_due", "", "")
 arq.info("%6.2fs ← %s ● %s", 0.0, "sweep_due", 0)
+arq.info("%6.2fs → %s(%s)%s", 1.0, "cron:purge_idempotency_keys", "", "")
+arq.info("%6.2fs ← %s ● %s", 0.0, "cron:purge_idempotency_keys", 0)
+arq.error("%6.2fs ! %s failed, %s: %s", 0.2, "cron:purge_old_events", "OSError", "gone")
 arq.info("%6.2fs → %s(%s)%s", 0.1, "1a2b:run_due", "'x', 1", "")
 logging.getLogger("alembic.runtime.plugins").info("setup plugin %s", "alembic.autogenerate")
 logging.getLogger("alembic.runtime.migration").info("Context impl %s.", "PostgresqlImpl")
@@ -230,16 +233,19 @@ _stop_writer()
 
 
 @pytest.mark.parametrize("level", ["INFO", "DEBUG"])
-def test_sweeper_runs_and_alembic_setup_are_debug(level: str) -> None:
+def test_cron_runs_and_alembic_setup_are_debug(level: str) -> None:
     done = subprocess.run([sys.executable, "-c", ROUTINE, level], capture_output=True,
                           text=True, timeout=60, check=True)
     lines = log_lines(done.stderr)
     assert any(" INFO    arq.worker:   0.10s → 1a2b:run_due('x', 1)" in line for line in lines)
+    # A failed cron run is never demoted.
+    assert any(" ERROR   arq.worker:   0.20s ! cron:purge_old_events failed, OSError: gone"
+               in line for line in lines), done.stderr
     assert any(" INFO    alembic.runtime.migration: Running upgrade a -> b" in line
                for line in lines)
     routine = [line for line in lines if "sweep_due" in line or "setup plugin" in line
-               or "Context impl" in line]
+               or "Context impl" in line or "purge_idempotency_keys" in line]
     if level == "INFO":
         assert routine == [], done.stderr
     else:
-        assert len(routine) == 4 and all(" DEBUG   " in line for line in routine), done.stderr
+        assert len(routine) == 6 and all(" DEBUG   " in line for line in routine), done.stderr

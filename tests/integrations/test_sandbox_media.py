@@ -8,6 +8,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import statistics
 import time
 import wave
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -331,8 +332,14 @@ async def test_frames_leave_in_real_time_without_drift(
         person: tuple[ContactResult, Runtime]) -> None:
     result, runtime = person
     assert result.duration_seconds == pytest.approx(result.frames_sent * 0.02, abs=0.1)
+    # Frame k is due at k * 20 ms. A pacer that sleeps 20 ms after each frame falls further behind
+    # with every frame; a fixed schedule does not, even after the machine stalls it for a moment
+    # (it then sends what is due at once and is back on time). So: most frames are on time, and
+    # the last second of the call is still on time.
     lateness = [at - k * 0.02 for k, at in enumerate(runtime.frame_arrivals)]
-    assert max(lateness) - min(lateness) < 0.08
+    assert len(lateness) > 200
+    assert statistics.median(lateness) - min(lateness) < 0.04, lateness
+    assert min(lateness[-50:]) - min(lateness) < 0.04, lateness
 
 
 # --- the other scripts -------------------------------------------------------------------------

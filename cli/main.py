@@ -187,6 +187,7 @@ def cmd_create_organisation(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
+    from cli import dev_mail
     from tenancy.db import session_url
     from tenancy.migrate import run_cli
     from tenancy.secrets_ops import ensure_dev_secrets
@@ -195,6 +196,12 @@ def cmd_dev(args: argparse.Namespace) -> int:
     os.environ.setdefault("SWITCHBOARD_PUBLIC_URL", f"http://127.0.0.1:{args.port}")
     get_settings.cache_clear()
     ensure_dev_secrets(get_settings().data_dir)
+    catcher = None
+    if not dev_mail.wants_real_server():
+        catcher, maildir = dev_mail.start_mail_catcher(get_settings().data_dir)
+        get_settings.cache_clear()
+        print(f"mail catcher (a stand-in; set SMTP_HOST for a real server): every email sent "
+              f"is kept in {maildir}", file=sys.stderr)
     database_url, redis_url = _urls()
     if run_cli(session_url(database_url), 2, None) != 0:
         print("some tenant migrations failed; see above", file=sys.stderr)
@@ -225,7 +232,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
         await asyncio.gather(*work)
 
     print(f"DATABASE_URL={database_url}\nREDIS_URL={redis_url}", file=sys.stderr)
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        if catcher is not None:
+            catcher.stop()
     return 0
 
 

@@ -249,3 +249,42 @@ def test_cron_runs_and_alembic_setup_are_debug(level: str) -> None:
         assert routine == [], done.stderr
     else:
         assert len(routine) == 6 and all(" DEBUG   " in line for line in routine), done.stderr
+
+
+def test_dev_without_smtp_host_keeps_sent_mail_in_the_data_dir(dev_env, tmp_path) -> None:
+    env = {name: value for name, value in dev_env.items()
+           if name not in ("SMTP_HOST", "SMTP_PORT")}
+    port = free_port()
+    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        wait_healthy(port, process)  # type: ignore[arg-type]
+        assert process.stderr is not None
+        printed = ""
+        while "sub-account key:" not in printed:
+            line = process.stderr.readline()
+            assert line, printed
+            printed += line
+        key = re.search(r"sub-account key:\s+(sb_\S+)", printed)
+        assert key and f"every email sent is kept in {tmp_path / 'mail'}" in printed, printed
+        api = httpx.Client(base_url=f"http://127.0.0.1:{port}/webhooks/inbound", timeout=30,
+                           headers={"x-api-key": key.group(1)})
+        contact = api.post("/contacts", json={"name": "Ada", "email": "ada@example.com"})
+        assert contact.status_code == 201, contact.text
+        sent = api.post(f"/contacts/{contact.json()['contact_id']}/messages",
+                        json={"message_type": "email", "subject": "Hello from dev",
+                              "content": "It works."})
+        assert sent.status_code in (200, 201), sent.text
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    # The demo owner's invitation, then the message.
+    kept = sorted((path.read_text() for path in (tmp_path / "mail" / "new").iterdir()),
+                  key=lambda mail: "ada@" in mail)
+    assert len(kept) == 2
+    assert "To: owner@demo.switchboard.local" in kept[0]
+    assert "To: ada@example.com" in kept[1] and "Subject: Hello from dev" in kept[1]
+    assert "It works." in kept[1]

@@ -30,7 +30,11 @@ from werkzeug.sansio.utils import get_content_length
 
 from api import idempotency, metrics
 from api.asgi import HTTPConnection
-from api.errors import register_error_handlers
+from api.errors import (
+    refuse_another_resources_method,
+    register_error_handlers,
+    resource_methods,
+)
 from api.framework import (
     WholeBody,
     drop_response_conversion,
@@ -91,6 +95,10 @@ class SwitchboardApp(Quart):
             self._coroutine_functions.add(func)
             return func
         return super().ensure_async(func)
+
+    async def make_default_options_response(self) -> Response:
+        """Quart's, with Allow naming only the methods of the resource the path names."""
+        return self.response_class("", headers={"Allow": ", ".join(resource_methods())})
 
     async def dispatch_request(self, request_context: Any = None) -> Any:
         """Quart's, run again when a statement cached before a tenant's schema change fails
@@ -276,6 +284,7 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         sub_account_id_var.set(None)
         if current.view_args:
             refuse_unstorable_text(current.view_args, "path")
+            refuse_another_resources_method(current.view_args)
         if current.query_string:
             refuse_unstorable_text(current.args.to_dict(flat=False), "query")
 

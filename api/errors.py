@@ -7,12 +7,13 @@ from typing import Any
 
 from pydantic import ValidationError
 from quart import Quart, Response, jsonify, request
+from quart.globals import request_ctx
 from quart_schema import RequestSchemaValidationError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from tenancy.errors import APIError
 
-__all__ = ["register_error_handlers"]
+__all__ = ["refuse_another_resources_method", "register_error_handlers", "resource_methods"]
 
 log = logging.getLogger("switchboard.api")
 
@@ -72,6 +73,42 @@ async def _consume_body() -> None:
         pass
 
 
+def resource_methods() -> list[str]:
+    """The methods of the resource this request's path names, for an Allow header. werkzeug
+    counts every rule the path fits: `/phone-numbers/purchase` also fits
+    `/phone-numbers/<number_id>`, whose GET and DELETE belong to another resource. The resource
+    is the rule OPTIONS reaches (every rule answers OPTIONS, and a fixed segment outranks a
+    variable one); its methods are those that reach a rule with the same pattern."""
+    adapter = request_ctx.url_adapter
+    if adapter is None:
+        return []
+    candidates = adapter.allowed_methods()
+    try:
+        named, _ = adapter.match(method="OPTIONS", return_rule=True)
+    except HTTPException:
+        return list(candidates)
+    allowed = []
+    for method in candidates:
+        try:
+            rule, _ = adapter.match(method=method, return_rule=True)
+        except HTTPException:
+            continue
+        if rule.rule == named.rule:
+            allowed.append(method)
+    return allowed
+
+
+def refuse_another_resources_method(view_args: dict[str, Any]) -> None:
+    """405 when the path names a resource without this method and fits the route only through
+    its variable part: GET /phone-numbers/import is a method the import does not have, not a
+    number whose id is "import". Only paths with a value other than a UUID are looked at."""
+    if all(isinstance(value, str) and len(value) == 36 for value in view_args.values()):
+        return
+    allowed = resource_methods()
+    if request.method not in allowed:
+        raise MethodNotAllowed(valid_methods=allowed)
+
+
 def register_error_handlers(app: Quart) -> None:
     @app.errorhandler(APIError)
     async def handle_api_error(exc: APIError) -> Response:
@@ -101,7 +138,7 @@ def register_error_handlers(app: Quart) -> None:
                    413: "request body too large"}.get(status, exc.name or "error")
         headers = {}
         if getattr(exc, "valid_methods", None):
-            headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
+            headers["Allow"] = ", ".join(resource_methods())
         return error_response(status, code, message, headers=headers)
 
     @app.errorhandler(Exception)

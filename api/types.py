@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     GetJsonSchemaHandler,
     PlainSerializer,
+    StrictInt,
     StrictStr,
     WithJsonSchema,
 )
@@ -126,6 +127,15 @@ def _non_blank(value: str) -> str:
     return value
 
 
+def _whole(value: Any) -> Any:
+    # Request bodies parse JSON fractions as Decimal (exact money); other callers pass floats.
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class _NumberOnly:
     """A Decimal is documented as a JSON number only (pydantic would also offer a string)."""
 
@@ -142,6 +152,9 @@ class _NumberOnly:
 Money = Annotated[Decimal, _NumberOnly(), BeforeValidator(_to_money),
                   PlainSerializer(float, return_type=float, when_used="json")]
 Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_finite)]
+# An integer: JSON has one number type, and 3.0 is the integer 3 (JSON Schema's `integer`
+# says so too); 3.5, strings and booleans are refused.
+WholeNumber = Annotated[StrictInt, BeforeValidator(_whole)]
 # A free-form JSON object (plan features, settings) as it will be stored in jsonb.
 JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(**NON_BLANK)]

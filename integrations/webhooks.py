@@ -100,14 +100,22 @@ def signed_headers(secret: str, message_id: str, body: str,
 # --- target checks ----------------------------------------------------------------------------
 
 
+# RFC 3986's unreserved and reserved characters and the percent sign.
+URI_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+
+
 def has_control_character(text: str) -> bool:
     return any(unicodedata.category(char) == "Cc" for char in text)
 
 
 def parse_target(url: str) -> httpx.URL:
-    """An absolute http(s) URL with a host and no control character, or InvalidTarget."""
+    """An absolute http(s) URL with a host, written with the characters RFC 3986 allows (as the
+    OpenAPI document's `format: uri` says), or InvalidTarget."""
     if has_control_character(url):
         raise InvalidTarget("the URL must not contain control characters")
+    if not URI_CHARACTERS.fullmatch(url):
+        raise InvalidTarget("the URL may hold only the characters RFC 3986 allows: percent-encode "
+                            "others, and write an international host in its xn-- form")
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError) as exc:

@@ -289,11 +289,14 @@ class CallRuntime:
         transport = _transport(websocket, start, call)
         pause = float(call["voice_activity_timeout"]) / 1000
         context = LLMContext(tools=ToolsSchema(standard_tools=[END_CALL]))
+        # Building Silero's ONNX session blocks for about 30 ms: off the loop, so calls under
+        # way keep their audio on time while another starts (bench/RESULTS.md, voice).
+        vad = await asyncio.to_thread(
+            SileroVADAnalyzer, params=VADParams(stop_secs=pause, min_volume=VAD_MIN_VOLUME))
         user, assistant = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
             # A pause of voice_activity_timeout ends the contact's speech and, with it, the turn:
             # one transcription per finished turn (CONTRACT 9).
-            vad_analyzer=SileroVADAnalyzer(params=VADParams(stop_secs=pause,
-                                                            min_volume=VAD_MIN_VOLUME)),
+            vad_analyzer=vad,
             user_idle_timeout=float(call["silence_timeout"]),
             user_turn_strategies=UserTurnStrategies(
                 stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.0)])))

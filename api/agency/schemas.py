@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from api.schemas import FunctionsError
 from api.types import (
@@ -16,6 +16,7 @@ from api.types import (
     HeaderText,
     JSONObject,
     Money,
+    WholeNumber,
     document,
 )
 from tenancy.tables.control import ROLES
@@ -97,11 +98,11 @@ class Rebilling(Strict):
 class CreatePlanRequest(Strict):
     slug: StrictStr = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
     name: HeaderText = Field(min_length=1, max_length=200)
-    max_users: StrictInt | None = Field(default=None, ge=1, le=100000)
+    max_users: WholeNumber | None = Field(default=None, ge=1, le=100000)
     features: JSONObject | None = None
     rebilling: Rebilling | None = None
     # Calls of a sub-account on the plan in progress at once; more wait queued (CONTRACT 6, 9).
-    max_concurrent_calls: StrictInt = Field(default=10, ge=1, le=1000)
+    max_concurrent_calls: WholeNumber = Field(default=10, ge=1, le=1000)
 
 
 class Plan(BaseModel):

@@ -10,8 +10,6 @@ from quart_schema import tag, validate_request
 
 from api.agents import service
 from api.agents.schemas import (
-    EDITABLE,
-    NOT_NULL,
     AgentCreated,
     AgentDeleted,
     AgentList,
@@ -56,17 +54,6 @@ async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
             "is_active": agent["is_active"], "created_at": agent["created_at"]}, 201
 
 
-def _changes(data: UpdateAgentRequest) -> dict[str, Any]:
-    """The fields the body sent; null only where the agent may hold null."""
-    sent = data.model_dump(include=data.model_fields_set & set(EDITABLE))
-    nulls = [field for field in NOT_NULL if field in sent and sent[field] is None]
-    if nulls:
-        raise APIError(400, "validation_error", "invalid request",
-                       details=[{"field": field, "message": "must not be null", "type": "null"}
-                                for field in nulls])
-    return sent
-
-
 @blueprint.get("/webhooks/inbound/agents")
 @tag(["Agents"])
 @requires(SUB_ACCOUNT)
@@ -101,7 +88,7 @@ async def update_agent(agent_id: str, data: UpdateAgentRequest) -> dict[str, Any
     hold for the agent as it is afterwards."""
     parsed_id = parse_uuid(agent_id)
     agent = await service.update_agent(
-        tenant_scope(), parsed_id, _changes(data),
+        tenant_scope(), parsed_id, data,
         allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks)
     return {"status": "success", "agent": _with_scope(agent)}
 

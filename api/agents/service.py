@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 import asyncpg
 
 from api.agents.schemas import (
     BACKGROUND_TYPES,
+    EDITABLE,
+    NOT_NULL,
     PROVIDER_OF_MODEL,
     VOICEMAIL_TYPES,
     CreateAgentRequest,
+    UpdateAgentRequest,
 )
 from api.agents.voices import default_transcriber, missing_speech_vendors, speech_vendor_of
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
@@ -110,31 +114,52 @@ def _url_problem(value: str) -> str | None:
     return None
 
 
-def field_problems(agent: Mapping[str, Any]) -> list[dict[str, str]]:
+@dataclass(frozen=True)
+class RuleFields:
+    """The fields the create rules judge, of an agent as it is or would be after a change."""
+
+    llm_model: str
+    voice_id: str
+    background_noise: bool
+    background_type: str | None
+    voicemail_detection: bool
+    voicemail_type: str | None
+    voicemail_message: str | None
+    webhook: bool
+    webhook_url: str | None
+    transcriber: str | None
+
+    @classmethod
+    def of(cls, agent: Mapping[str, Any]) -> RuleFields:
+        """Those fields of a whole agent: a body's fields, or a stored row with changes."""
+        return cls(**{item.name: agent[item.name] for item in fields(cls)})
+
+
+def field_problems(agent: RuleFields) -> list[dict[str, str]]:
     """What the body's types cannot say, on the agent as it would be: the model list, the
     voice, the enums and the conditional fields."""
     problems = []
-    if agent["llm_model"] not in PROVIDER_OF_MODEL:
+    if agent.llm_model not in PROVIDER_OF_MODEL:
         problems.append(_problem("llm_model", "unknown model id", "enum"))
-    if not speech_vendor_of(agent["voice_id"])[1]:
+    if not speech_vendor_of(agent.voice_id)[1]:
         problems.append(_problem("voice_id", "names a vendor but no voice", "value"))
-    if agent["background_type"] is not None and agent["background_type"] not in BACKGROUND_TYPES:
+    if agent.background_type is not None and agent.background_type not in BACKGROUND_TYPES:
         problems.append(_problem("background_type", "must be office, cafe or call_center",
                                  "enum"))
-    elif agent["background_noise"] and agent["background_type"] is None:
+    elif agent.background_noise and agent.background_type is None:
         problems.append(_problem("background_type", "required when background_noise is true",
                                  "missing"))
-    if agent["voicemail_type"] is not None and agent["voicemail_type"] not in VOICEMAIL_TYPES:
+    if agent.voicemail_type is not None and agent.voicemail_type not in VOICEMAIL_TYPES:
         problems.append(_problem("voicemail_type", "must be leave_message or hangup", "enum"))
-    elif agent["voicemail_detection"] and agent["voicemail_type"] is None:
+    elif agent.voicemail_detection and agent.voicemail_type is None:
         problems.append(_problem("voicemail_type", "required when voicemail_detection is true",
                                  "missing"))
-    if agent["voicemail_type"] == "leave_message" and agent["voicemail_message"] is None:
+    if agent.voicemail_type == "leave_message" and agent.voicemail_message is None:
         problems.append(_problem("voicemail_message",
                                  "required when voicemail_type is leave_message", "missing"))
-    if agent["webhook_url"] is not None and (problem := _url_problem(agent["webhook_url"])):
+    if agent.webhook_url is not None and (problem := _url_problem(agent.webhook_url)):
         problems.append(_problem("webhook_url", problem, "url"))
-    elif agent["webhook"] and agent["webhook_url"] is None:
+    elif agent.webhook and agent.webhook_url is None:
         problems.append(_problem("webhook_url", "required when webhook is true", "missing"))
     return problems
 
@@ -157,17 +182,17 @@ async def check_webhook_target(url: str | None, *, allow_private_webhooks: bool)
 
 
 async def check_fields(data: CreateAgentRequest, *, allow_private_webhooks: bool) -> None:
-    _refuse(field_problems(data.model_dump()))
+    _refuse(field_problems(RuleFields.of(data.model_dump())))
     await check_webhook_target(data.webhook_url, allow_private_webhooks=allow_private_webhooks)
 
 
-def check_vendors(agent: Mapping[str, Any], connected: set[str]) -> None:
+def check_vendors(agent: RuleFields, connected: set[str]) -> None:
     """The agent's model, voice and transcriber vendors are connected integrations."""
-    provider = PROVIDER_OF_MODEL[agent["llm_model"]]
+    provider = PROVIDER_OF_MODEL[agent.llm_model]
     if provider not in connected:
         raise APIError(400, "llm_provider_not_connected",
-                       f"connect the {provider} integration before using {agent['llm_model']}")
-    missing = missing_speech_vendors(agent["voice_id"], agent["transcriber"], connected)
+                       f"connect the {provider} integration before using {agent.llm_model}")
+    missing = missing_speech_vendors(agent.voice_id, agent.transcriber, connected)
     if missing:
         raise APIError(400, "speech_provider_not_connected",
                        f"connect the {' and '.join(missing)} integration before using "
@@ -186,31 +211,40 @@ async def create_agent(scope: TenantScope, data: CreateAgentRequest) -> dict[str
         connected = await _connected(conn)
         if agent["transcriber"] is None:
             agent["transcriber"] = default_transcriber(connected)
-        check_vendors(agent, connected)
+        check_vendors(RuleFields.of(agent), connected)
         row = await conn.fetchrow(
             INSERT_AGENT, *(agent[field] for field in FIELDS), secrets.encrypt(webhook_secret),
             *(agent[field] for field in LATER_FIELDS))
     return {**row, "webhook_secret": webhook_secret}
 
 
-async def update_agent(scope: TenantScope, agent_id: uuid.UUID, changes: dict[str, Any], *,
+def _sent(data: UpdateAgentRequest) -> dict[str, Any]:
+    """The fields the body sent; null only where the agent may hold null."""
+    sent = data.model_dump(include=data.model_fields_set & set(EDITABLE))
+    _refuse([_problem(field, "must not be null", "null")
+             for field in NOT_NULL if field in sent and sent[field] is None])
+    return sent
+
+
+async def update_agent(scope: TenantScope, agent_id: uuid.UUID, data: UpdateAgentRequest, *,
                        allow_private_webhooks: bool) -> dict[str, Any]:
     """Apply the fields sent; the create rules hold for the agent as it is afterwards."""
+    changes = _sent(data)
     if not changes:
         raise APIError(400, "nothing_to_update", "send at least one field of the agent")
     if "name" in changes:
-        changes = {**changes, "name": changes["name"].strip()}
+        changes["name"] = changes["name"].strip()
     # Resolved before the row is locked: the host lookup may take a while.
     await check_webhook_target(changes.get("webhook_url"),
                                allow_private_webhooks=allow_private_webhooks)
     async with scope.transaction() as conn:
         current = await fetch_one_or_404(conn, LOCK_AGENT_FOR_CHANGE, agent_id, what="agent")
         agent = {**current, **changes}
-        _refuse(field_problems(agent))
+        _refuse(field_problems(RuleFields.of(agent)))
         connected = await _connected(conn)
         if "transcriber" in changes and changes["transcriber"] is None:
             agent["transcriber"] = default_transcriber(connected)
-        check_vendors(agent, connected)
+        check_vendors(RuleFields.of(agent), connected)
         row = await conn.fetchrow(
             UPDATE_AGENT, agent_id, *(agent[field] for field in FIELDS + LATER_FIELDS))
     return _shown(row)

@@ -63,8 +63,9 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
 async def list_calls(query_args: CallFilters) -> dict[str, Any]:
     """List calls, newest first, optionally by contact, agent, status or direction."""
     limit, offset = pagination(request.args)
-    calls, total = await service.list_calls(tenant_scope(), query_args.model_dump(), limit,
-                                            offset)
+    search = service.CallSearch(contact_id=query_args.contact_id, agent_id=query_args.agent_id,
+                                status=query_args.status, direction=query_args.direction)
+    calls, total = await service.list_calls(tenant_scope(), search, limit, offset)
     return page_body("calls", calls, total, limit, offset)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -233,12 +234,22 @@ async def get_call(scope: TenantScope, call_id: uuid.UUID) -> dict[str, Any]:
     return call_out(row, scope.sub_account_id)
 
 
-async def list_calls(scope: TenantScope, filters: dict[str, Any], limit: int,
+@dataclass(frozen=True)
+class CallSearch:
+    """Which calls GET /calls lists: each value asked for narrows it; None is any."""
+
+    contact_id: uuid.UUID | None = None
+    agent_id: uuid.UUID | None = None
+    status: str | None = None
+    direction: str | None = None
+
+
+async def list_calls(scope: TenantScope, search: CallSearch, limit: int,
                      offset: int) -> tuple[list[dict[str, Any]], int]:
-    """A page of calls, newest first, each as GET /calls/{id} shows it; `filters` maps
-    contact_id, agent_id, status and direction to the value asked for (None: any)."""
-    conditions = [(f"{column} = $?", filters.get(column))
-                  for column in ("contact_id", "agent_id", "status", "direction")]
+    """A page of calls, newest first, each as GET /calls/{id} shows it."""
+    conditions: list[tuple[str, Any]] = [
+        ("contact_id = $?", search.contact_id), ("agent_id = $?", search.agent_id),
+        ("status = $?", search.status), ("direction = $?", search.direction)]
     async with scope.transaction() as conn:
         rows, total = await fetch_newest_page(conn, "calls", CALL_COLUMNS, conditions, limit,
                                               offset)

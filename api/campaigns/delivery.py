@@ -252,7 +252,8 @@ async def _run_locked(scope: TenantScope, organisation_id: uuid.UUID, campaign_i
         price=await message_price(scope, started["campaign_type"]), smtp=smtp,
         headers=CampaignHeaders.of(smtp.from_address, started["subject"], campaign_id)
         if smtp is not None else None,
-        hours=_hours(started), settings=settings,
+        hours=_hours(started["business_hours_enabled"], started["business_hours_config"]),
+        settings=settings,
         deadline=time.monotonic() + settings.campaign_slice_seconds,
     )
     # A sender that fails cancels the others before the lock is given up: no run ever overlaps
@@ -263,9 +264,10 @@ async def _run_locked(scope: TenantScope, organisation_id: uuid.UUID, campaign_i
     return await _finish(run)
 
 
-def _hours(campaign: dict[str, Any]) -> business_hours.BusinessHours | None:
-    config = campaign["business_hours_config"]
-    if campaign["business_hours_enabled"] and config:
+def _hours(enabled: bool, config: dict[str, Any] | None) -> business_hours.BusinessHours | None:
+    """The campaign's hours, parsed from its stored business_hours_config (JSON, checked and
+    normalised when it was written), or None when it may send at any time."""
+    if enabled and config:
         return business_hours.parse(config)
     return None
 
@@ -279,7 +281,7 @@ async def _start(scope: TenantScope, campaign_id: uuid.UUID) -> dict[str, Any] |
         now = utcnow()
         if row["status"] == "scheduled" and row["start_date"] > now:
             return row["start_date"]  # type: ignore[no-any-return]
-        hours = _hours(dict(row))
+        hours = _hours(row["business_hours_enabled"], row["business_hours_config"])
         if hours is not None and not hours.is_open(now):
             opening = hours.next_opening(now)
             await conn.execute(DEFER, campaign_id, opening)

@@ -80,7 +80,17 @@ async def receive_twilio(pool: asyncpg.Pool, text: InboundText) -> Received | No
     return await receive(holder.scope(pool), text)
 
 
-async def record_twilio_status(pool: asyncpg.Pool, fields: dict[str, str],
+@dataclass(frozen=True)
+class TwilioStatusReport:
+    """Twilio's status callback form, as it came: its words, not ours yet."""
+
+    message_sid: str
+    message_status: str
+    from_number: str
+    error_code: str | None
+
+
+async def record_twilio_status(pool: asyncpg.Pool, report: TwilioStatusReport,
                                reference: str | None) -> bool:
     """Twilio's status callback for a message we sent: True when the message's
     delivery_status moved (and message.status_updated was emitted).
@@ -90,14 +100,13 @@ async def record_twilio_status(pool: asyncpg.Pool, fields: dict[str, str],
     URL named it). Unknown statuses and sub-accounts, and late, repeated or backward reports,
     change nothing; a report on a message id not stored yet is kept for its send
     (api/conversations/statuses.py)."""
-    status = statuses.TWILIO_STATUSES.get(fields.get("MessageStatus", "").lower())
-    sid, sender = fields.get("MessageSid", ""), fields.get("From", "")
+    status = statuses.TWILIO_STATUSES.get(report.message_status.lower())
+    sid, error = report.message_sid, report.error_code
     if status is None or not 0 < len(sid) <= 200:
         return False
-    scope = await _reporting_scope(pool, reference, sender)
+    scope = await _reporting_scope(pool, reference, report.from_number)
     if scope is None:
         return False
-    error = fields.get("ErrorCode") or None
     async with scope.transaction() as conn:
         return await statuses.report(conn, scope.sub_account_id, sid, status,
                                      f"carrier error {error[:50]}" if error else None)

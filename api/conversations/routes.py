@@ -149,7 +149,10 @@ async def twilio_message_status() -> Response:
     (late, repeated or backward reports change nothing). `ref`, which our StatusCallback URL
     carries under Twilio's signature, names the sub-account that sent the message."""
     fields = await _twilio_fields()
-    await inbound.record_twilio_status(db_pool(), fields, request.args.get("ref"))
+    report = inbound.TwilioStatusReport(
+        message_sid=fields.get("MessageSid", ""), message_status=fields.get("MessageStatus", ""),
+        from_number=fields.get("From", ""), error_code=fields.get("ErrorCode") or None)
+    await inbound.record_twilio_status(db_pool(), report, request.args.get("ref"))
     return _twiml()
 
 

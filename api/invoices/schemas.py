@@ -14,12 +14,19 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    StrictInt,
     StrictStr,
 )
 
 from api.schemas import Page
-from api.types import NON_BLANK, UUID_KEYWORDS, Money, UUIDQuery, document, required_one_of
+from api.types import (
+    NON_BLANK,
+    UUID_KEYWORDS,
+    Money,
+    UUIDQuery,
+    WholeNumber,
+    document,
+    required_one_of,
+)
 
 MAX_QUANTITY = 1_000_000
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -60,7 +67,7 @@ class LineItem(Strict):
         properties={"item": NON_BLANK, "amount": {"multipleOf": 0.0001}}))
 
     item: Annotated[StrictStr, Field(max_length=1000), AfterValidator(_non_blank)]
-    quantity: StrictInt = Field(ge=1, le=MAX_QUANTITY)
+    quantity: WholeNumber = Field(ge=1, le=MAX_QUANTITY)
     amount: UnitPrice
 
 

@@ -49,6 +49,27 @@ async def test_unknown_route_is_404_in_envelope(client, path):
     assert_envelope(await response.get_json(), path, "not_found")
 
 
+NUMBER = "/webhooks/inbound/phone-numbers/0b7e8a52-5f0e-4c55-9d6e-2d1b0c9f4a11"
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), [
+    # `purchase` also fits /phone-numbers/<number_id>, whose GET and DELETE are not its own.
+    ("OPTIONS", "/webhooks/inbound/phone-numbers/purchase", {"POST", "OPTIONS"}),
+    ("PUT", "/webhooks/inbound/phone-numbers/purchase", {"POST", "OPTIONS"}),
+    ("OPTIONS", NUMBER, {"GET", "HEAD", "DELETE", "OPTIONS"}),
+    ("PUT", NUMBER, {"GET", "HEAD", "DELETE", "OPTIONS"}),
+    ("OPTIONS", f"{NUMBER}/agent", {"POST", "DELETE", "OPTIONS"}),
+    # Not the number whose id is "import" (400 invalid_uuid): the import, which has no GET.
+    ("GET", "/webhooks/inbound/phone-numbers/import", {"POST", "OPTIONS"}),
+    ("DELETE", "/webhooks/inbound/phone-numbers/purchase", {"POST", "OPTIONS"}),
+])
+async def test_allow_names_the_methods_of_the_resource_the_path_names(client, tenant, method,
+                                                                       path, allowed):
+    response = await client.open(path, method=method, headers=tenant.headers)
+    assert response.status_code == (200 if method == "OPTIONS" else 405)
+    assert set(response.headers["Allow"].split(", ")) == allowed
+
+
 @pytest.mark.parametrize(("method", "path"), [
     ("GET", CREATE), ("DELETE", "/webhooks/inbound/team-users"),
     ("PUT", "/functions/v1/agency/plans"), ("POST", "/healthz"),

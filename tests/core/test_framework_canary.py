@@ -239,7 +239,8 @@ def test_other_private_names() -> None:
 OVERRIDES: dict[type, set[str]] = {
     framework.QuartHTTPConnection: {"_send_response"},
     asgi.HTTPConnection: {"__call__", "handle_request"},
-    api_app.SwitchboardApp: {"__init__", "ensure_async", "dispatch_request", "make_response"},
+    api_app.SwitchboardApp: {"__init__", "ensure_async", "dispatch_request", "make_response",
+                              "make_default_options_response"},
     api_app.APIRequest: {"body_class", "get_data", "content_length", "blueprints", "get_json",
                          "on_json_loading_failed"},
     api_app.JSONProvider: {"sort_keys", "default", "loads", "dumps", "response"},

@@ -29,6 +29,10 @@ CONTROL_CHARACTER_URLS = [
     "https://example.com/a\tb", "https://example.com/x\n", "https://exa\x00mple.com/",
     "https://example.com/\r\nX-Injected: 1", "\x1bhttps://example.com/", "https://example.com/\x7f",
 ]
+# Not URIs (RFC 3986; the document says `format: uri`): a client percent-encodes these
+# characters and writes an international host as xn--.
+NOT_URIS = ["hTtP://\u00d0", "https://ex\u00e4mple.com/hook", "https://example.com/a b",
+            "https://example.com/caf\u00e9", "https://example.com/\u00a0"]
 
 
 @pytest.fixture
@@ -69,8 +73,9 @@ async def test_agent_webhook_to_loopback_in_any_form_is_refused(client, tenant, 
     assert receiver.connections == 0
 
 
-@pytest.mark.parametrize("url", CONTROL_CHARACTER_URLS)
-async def test_subscription_url_with_a_control_character_is_400_naming_url(client, tenant, url):
+@pytest.mark.parametrize("url", CONTROL_CHARACTER_URLS + NOT_URIS)
+async def test_subscription_url_with_a_control_character_or_not_a_uri_is_400(client, tenant,
+                                                                           url):
     response = await client.post(SUBSCRIPTIONS, json={"url": url, "events": ["contact.updated"]},
                                  headers=tenant.headers)
     error = await error_of(response, 400)
@@ -79,8 +84,9 @@ async def test_subscription_url_with_a_control_character_is_400_naming_url(clien
     assert await subscription_count(client, tenant) == 0
 
 
-@pytest.mark.parametrize("url", CONTROL_CHARACTER_URLS)
-async def test_agent_webhook_url_with_a_control_character_is_400_naming_it(client, tenant, url):
+@pytest.mark.parametrize("url", CONTROL_CHARACTER_URLS + NOT_URIS)
+async def test_agent_webhook_url_with_a_control_character_or_not_a_uri_is_400(client, tenant,
+                                                                            url):
     body = agent_body(tenant, webhook=True, webhook_url=url)
     response = await client.post(AGENT, json=body, headers=tenant.headers)
     error = await error_of(response, 400)

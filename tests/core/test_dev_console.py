@@ -4,6 +4,7 @@ through a pipe, and for the other commands, it writes JSON unless SWITCHBOARD_LO
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pty
@@ -151,9 +152,12 @@ def test_dev_on_a_terminal_logs_readable_lines_and_is_quiet_when_idle(dev_env) -
     assert "setup plugin" not in output and "Context impl" not in output
 
 
-def test_dev_through_a_pipe_logs_json(dev_env) -> None:
+@contextlib.contextmanager
+def piped_dev(env: dict[str, str]) -> Iterator[tuple[int, subprocess.Popen[str], str]]:
+    """`switchboard dev` with its output through a pipe: its port, its process and what it
+    printed up to the demo keys; killed on the way out if it is still running."""
     port = free_port()
-    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=dev_env,
+    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     try:
@@ -164,14 +168,20 @@ def test_dev_through_a_pipe_logs_json(dev_env) -> None:
             line = process.stderr.readline()
             assert line, printed
             printed += line
+        yield port, process, printed
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_dev_through_a_pipe_logs_json(dev_env) -> None:
+    with piped_dev(dev_env) as (port, process, printed):
         demo_request(port, printed)
         time.sleep(1)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
+        assert process.stderr is not None
         output = printed + process.stderr.read()
-    finally:
-        if process.poll() is None:
-            process.kill()
     lines = log_lines(output)
     assert lines and all(line.startswith("{") for line in lines), output
     records = [json.loads(line) for line in lines]
@@ -254,18 +264,7 @@ def test_cron_runs_and_alembic_setup_are_debug(level: str) -> None:
 def test_dev_without_smtp_host_keeps_sent_mail_in_the_data_dir(dev_env, tmp_path) -> None:
     env = {name: value for name, value in dev_env.items()
            if name not in ("SMTP_HOST", "SMTP_PORT")}
-    port = free_port()
-    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        wait_healthy(port, process)  # type: ignore[arg-type]
-        assert process.stderr is not None
-        printed = ""
-        while "sub-account key:" not in printed:
-            line = process.stderr.readline()
-            assert line, printed
-            printed += line
+    with piped_dev(env) as (port, process, printed):
         key = re.search(r"sub-account key:\s+(sb_\S+)", printed)
         assert key and f"every email sent is kept in {tmp_path / 'mail'}" in printed, printed
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}/webhooks/inbound", timeout=30,
@@ -278,9 +277,6 @@ def test_dev_without_smtp_host_keeps_sent_mail_in_the_data_dir(dev_env, tmp_path
         assert sent.status_code in (200, 201), sent.text
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
     # The demo owner's invitation, then the message.
     kept = sorted((path.read_text() for path in (tmp_path / "mail" / "new").iterdir()),
                   key=lambda mail: "ada@" in mail)

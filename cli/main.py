@@ -146,10 +146,18 @@ def cmd_voice(args: argparse.Namespace) -> int:
     refuse_unless(production_problem(settings))
     database_url, _ = _urls()
     default_host, default_port = _voice_address(settings)
+    host, port = args.host or default_host, args.port or default_port
+    processes = args.processes or settings.voice_processes
+    if processes > 1 and not args.prefork_child:
+        from tenancy import prefork
+
+        child = ["-m", "cli", "voice", "--host", host, "--port", str(port), "--prefork-child"]
+        return prefork.run(child, host, port, processes,
+                           grace_seconds=settings.voice_shutdown_grace_seconds)
 
     async def main() -> None:
-        await serve_voice(settings, database_url, args.host or default_host,
-                          args.port or default_port, _shutdown_event())
+        await serve_voice(settings, database_url, host, port, _shutdown_event(),
+                          args.prefork_child)
 
     asyncio.run(main())
     return 0
@@ -480,6 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
     voice.add_argument("--host", default=None, help="default: SWITCHBOARD_VOICE_URL's host")
     voice.add_argument("--port", type=int, default=None,
                        help="default: SWITCHBOARD_VOICE_URL's port (8100)")
+    voice.add_argument("--processes", type=_positive, default=None,
+                       help="voice processes sharing the port, about one per core "
+                            "(default: SWITCHBOARD_VOICE_PROCESSES, 1)")
+    voice.add_argument("--prefork-child", action="store_true",
+                       help=argparse.SUPPRESS)  # a child of --processes
     voice.set_defaults(func=cmd_voice)
 
     migrate = sub.add_parser("migrate", help="control schema, then every tenant schema")

@@ -19,6 +19,7 @@ from tenancy.db import create_pool
 from tenancy.settings import Settings
 from voice import metrics
 from voice.call import CallRuntime
+from voice.silero import shared_session
 from voice.twilio import STREAM_PATH, TWIML_PATH, TwilioBridge
 
 
@@ -28,21 +29,30 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         pool = await create_pool(database_url, min_size=1, max_size=settings.db_pool_max)
+        # Silero's ONNX session, shared by every call, blocks for about 30 ms to build: off the
+        # loop, before the first call.
+        await asyncio.to_thread(shared_session)
         state["runtime"] = CallRuntime(settings, pool)
-        state["twilio"] = TwilioBridge(settings, pool)
+        state["twilio"] = TwilioBridge(settings, pool, busy=state["runtime"].full)
         try:
             yield
         finally:
             await pool.close()
 
     async def stream(websocket: WebSocket) -> None:
-        await websocket.accept()
         runtime: CallRuntime = state["runtime"]
+        if runtime.full():
+            # This process has its SWITCHBOARD_VOICE_MAX_CALLS: the carrier tries again (the
+            # sandbox does; behind SO_REUSEPORT or a balancer it may reach another process).
+            metrics.STREAMS_BUSY.inc()
+            await refuse_busy(websocket)
+            return
         task = asyncio.current_task()
         if task is not None:
-            runtime.active.add(task)
+            runtime.active.add(task)  # counted before the first await: no race past the limit
         metrics.CALLS_ACTIVE.inc()
         try:
+            await websocket.accept()
             await runtime.handle(websocket)
         finally:
             metrics.CALLS_ACTIVE.dec()
@@ -55,8 +65,8 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
 
     async def health(_request: Request) -> JSONResponse:
         runtime: CallRuntime | None = state.get("runtime")
-        return JSONResponse({"status": "ok",
-                             "calls": len(runtime.active) if runtime else 0})
+        return JSONResponse({"status": "ok", "calls": len(runtime.active) if runtime else 0,
+                             "max_calls": settings.voice_max_calls})
 
     async def metrics_page(_request: Request) -> Response:
         body, content_type = metrics.exposition()
@@ -68,13 +78,28 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
                      lifespan=lifespan)
 
 
+async def refuse_busy(websocket: WebSocket) -> None:
+    """503 to the WebSocket handshake, with Retry-After (the ASGI denial-response extension,
+    which hypercorn serves); a server without it would answer 403."""
+    busy = Response("the voice runtime is at its call limit", status_code=503,
+                    headers={"Retry-After": "1"}, media_type="text/plain")
+    try:
+        await websocket.send_denial_response(busy)
+    except RuntimeError:
+        await websocket.close(code=1013)
+
+
 async def serve_voice(settings: Settings, database_url: str, host: str, port: int,
-                      stop: asyncio.Event) -> None:
+                      stop: asyncio.Event, prefork_child: bool = False) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
+    from tenancy import prefork
+
     config = Config()
-    config.bind = [f"{host}:{port}"]
+    # A child of --processes listens on its own socket of the port's SO_REUSEPORT group.
+    config.bind = ([f"fd://{prefork.listen(host, port).detach()}"] if prefork_child
+                   else [f"{host}:{port}"])
     config.accesslog = None
     # On SIGTERM no new call is taken; running calls get this long to finish (CONTRACT 9).
     config.graceful_timeout = settings.voice_shutdown_grace_seconds

@@ -32,7 +32,6 @@ import asyncpg
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.audio.mixers.soundfile_mixer import SoundfileMixer
-from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import (
     EndFrame,
@@ -73,6 +72,7 @@ from tenancy.settings import Settings
 from voice import metrics
 from voice.metrics import ResponseTimer
 from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
+from voice.silero import SharedSileroVAD
 from voice.vendors import (
     AgentVoice,
     VendorMissing,
@@ -197,6 +197,10 @@ class CallRuntime:
         self.pool = pool
         self.active: set[asyncio.Task[Any]] = set()
 
+    def full(self) -> bool:
+        """This process runs SWITCHBOARD_VOICE_MAX_CALLS calls (streams being set up count)."""
+        return len(self.active) >= self.settings.voice_max_calls
+
     async def handle(self, websocket: WebSocket) -> None:
         admitted = await self._admit(websocket)
         if admitted is None:
@@ -289,10 +293,8 @@ class CallRuntime:
         transport = _transport(websocket, start, call)
         pause = float(call["voice_activity_timeout"]) / 1000
         context = LLMContext(tools=ToolsSchema(standard_tools=[END_CALL]))
-        # Building Silero's ONNX session blocks for about 30 ms: off the loop, so calls under
-        # way keep their audio on time while another starts (bench/RESULTS.md, voice).
-        vad = await asyncio.to_thread(
-            SileroVADAnalyzer, params=VADParams(stop_secs=pause, min_volume=VAD_MIN_VOLUME))
+        # The process's one Silero session (built off the loop when the runtime started).
+        vad = SharedSileroVAD(params=VADParams(stop_secs=pause, min_volume=VAD_MIN_VOLUME))
         user, assistant = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
             # A pause of voice_activity_timeout ends the contact's speech and, with it, the turn:
             # one transcription per finished turn (CONTRACT 9).

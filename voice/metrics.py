@@ -1,6 +1,7 @@
 """Prometheus metrics of one `switchboard voice` process, at its /metrics.
 
 - calls on the line now, and calls ended by ended_reason (a stream refused is `refused`);
+- streams refused because the process had SWITCHBOARD_VOICE_MAX_CALLS calls (503, tried again);
 - the agent's response time per turn: from the moment the runtime decided the contact's turn
   was over (the VAD's stop, voice_activity_timeout after the last speech) to the agent's first
   audio frame written to the carrier. Vendor time is inside it; the benchmark (bench/voice)
@@ -37,6 +38,9 @@ CALLS_ACTIVE = Gauge("switchboard_voice_calls_active", "Calls on the line in thi
                      registry=REGISTRY)
 CALLS_ENDED = Counter("switchboard_voice_calls_total", "Calls ended, by ended_reason",
                       ["ended_reason"], registry=REGISTRY)
+STREAMS_BUSY = Counter("switchboard_voice_streams_busy_total",
+                       "Media streams refused (503) at the process's call limit",
+                       registry=REGISTRY)
 RESPONSE = Histogram(
     "switchboard_voice_response_seconds",
     "End of the contact's turn (as decided) to the agent's first audio sent, vendors included",

@@ -6,7 +6,8 @@ call to our own Media Streams WebSocket, `<Connect><Stream>` with the call's par
   has voicemail detection on, becomes `answered_by`.
 - Any other call rang one of our numbers: the number's agent answers it (api/calls/inbound.py);
   a number no agent answers is rejected. While the sub-account has no free place
-  (max_concurrent_calls) the caller is held: TwiML pauses and asks this webhook again.
+  (max_concurrent_calls), or this process has SWITCHBOARD_VOICE_MAX_CALLS calls, the caller is
+  held: TwiML pauses and asks this webhook again.
 
 Every request must carry a valid `X-Twilio-Signature` (TWILIO_AUTH_TOKEN), else 403.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from xml.etree import ElementTree
 
@@ -81,9 +82,11 @@ def signed_urls(request: Request, settings: Settings) -> list[str]:
 
 
 class TwilioBridge:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool) -> None:
+    def __init__(self, settings: Settings, pool: asyncpg.Pool,
+                 busy: Callable[[], bool] = lambda: False) -> None:
         self.settings = settings
         self.pool = pool
+        self.busy = busy  # the process is at SWITCHBOARD_VOICE_MAX_CALLS
 
     async def twiml(self, request: Request) -> Response:
         # Twilio posts application/x-www-form-urlencoded (Starlette's form() would need
@@ -95,6 +98,8 @@ class TwilioBridge:
                                request.headers.get(SIGNATURE_HEADER)):
             log.warning("twilio webhook refused: missing or wrong signature")
             return Response("invalid signature", status_code=403, media_type="text/plain")
+        if self.busy():  # held until this process has a free place for the stream
+            return self._hold(request)
         fields = dict(params)
         query = request.query_params
         parameters = (self._outbound(query, fields) if "call_id" in query
@@ -102,9 +107,12 @@ class TwilioBridge:
         if parameters is None:
             return Response(REJECT, media_type="application/xml")
         if isinstance(parameters, str):  # held until the sub-account has a free place
-            return Response(hold_twiml(signed_urls(request, self.settings)[-1]),
-                            media_type="application/xml")
+            return self._hold(request)
         return Response(connect_twiml(media_stream_url(self.settings), parameters),
+                        media_type="application/xml")
+
+    def _hold(self, request: Request) -> Response:
+        return Response(hold_twiml(signed_urls(request, self.settings)[-1]),
                         media_type="application/xml")
 
     def _outbound(self, query: Mapping[str, str],

@@ -96,6 +96,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--stt-ms", type=int, default=150)
     parser.add_argument("--llm-ms", type=int, default=250, help="LLM first token")
     parser.add_argument("--tts-ms", type=int, default=150, help="TTS first byte")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="voice processes on the port (switchboard voice --processes)")
+    parser.add_argument("--max-calls", type=int, default=20,
+                        help="SWITCHBOARD_VOICE_MAX_CALLS: calls per voice process")
     parser.add_argument("--no-write", action="store_true",
                         help="print the section instead of writing bench/RESULTS.md")
     return parser.parse_args(argv)
@@ -126,10 +130,11 @@ def vendors_process(args: argparse.Namespace, env: dict[str, str]
 
 
 @contextlib.contextmanager
-def voice_process(env: dict[str, str], port: int, log_path: Path
+def voice_process(env: dict[str, str], port: int, log_path: Path, processes: int
                   ) -> Iterator[subprocess.Popen[bytes]]:
     with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "cli", "voice", "--port", str(port)],
+        process = subprocess.Popen([sys.executable, "-m", "cli", "voice", "--port", str(port),
+                                    "--processes", str(processes)],
                                    env=env, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT)
         try:
@@ -270,10 +275,16 @@ class Sampler:
     _thread: threading.Thread | None = None
 
     def sample(self) -> tuple[float, float, int, int, int]:
-        process = psutil.Process(self.pid)
-        times = process.cpu_times()
+        """The runtime's processes together (with --processes, its children)."""
+        parent = psutil.Process(self.pid)
+        cpu, rss = 0.0, 0
+        for process in [parent, *parent.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = process.cpu_times()
+                cpu += times.user + times.system
+                rss += process.memory_info().rss
         busy, total = machine_jiffies()
-        row = (time.monotonic(), times.user + times.system, process.memory_info().rss, busy, total)
+        row = (time.monotonic(), cpu, rss, busy, total)
         self.samples.append(row)
         return row
 
@@ -315,26 +326,23 @@ def clip_speech_end(name: str) -> float:
 
 def vad_decision_ms(pause_ms: int) -> dict[str, float]:
     """Per recording, how long after its end of speech (beyond the pause) Silero alone, as the
-    runtime configures it (VADParams stop_secs=pause, min_volume 0) and fed as the runtime feeds it
-    (20 ms μ-law frames, 8 to 16 kHz through Pipecat's stream resampler), reports the end: the
-    VAD model's own decision time, with no pipeline, network or load around it."""
-    from pipecat.audio.utils import create_stream_resampler
-    from pipecat.audio.vad.silero import SileroVADAnalyzer
+    runtime configures it (voice/silero.py SharedSileroVAD, VADParams stop_secs=pause,
+    min_volume 0) and fed as the runtime feeds it (20 ms μ-law frames at 8 kHz), reports the
+    end: the VAD model's own decision time, with no pipeline, network or load around it."""
     from pipecat.audio.vad.vad_analyzer import VADParams, VADState
 
     from integrations.telephony import mulaw
+    from voice.silero import SharedSileroVAD
 
     async def one(name: str) -> float:
-        analyzer = SileroVADAnalyzer(params=VADParams(stop_secs=pause_ms / 1000, min_volume=0.0))
-        analyzer.set_sample_rate(16000)
-        resampler = create_stream_resampler()
+        analyzer = SharedSileroVAD(params=VADParams(stop_secs=pause_ms / 1000, min_volume=0.0))
+        analyzer.set_sample_rate(SAMPLE_RATE)
         lead = 0.5
         pcm = bytes(int(lead * SAMPLE_RATE) * 2) + load_clip(name) + bytes(SAMPLE_RATE * 2 * 2)
         pcm = mulaw.decode(mulaw.encode(pcm[: len(pcm) // 320 * 320]))
         previous = None
         for at in range(0, len(pcm), 320):
-            state = await analyzer.analyze_audio(
-                await resampler.resample(pcm[at:at + 320], SAMPLE_RATE, 16000))
+            state = await analyzer.analyze_audio(pcm[at:at + 320])
             fed = (at + 320) / 2 / SAMPLE_RATE
             if previous == VADState.STOPPING and state == VADState.QUIET:
                 return (fed - lead - clip_speech_end(name)) * 1000 - pause_ms
@@ -467,10 +475,11 @@ def run_round(count: int, args: argparse.Namespace, api: str, voice_url: str, or
                     str(sessions), "--out", str(out)], check=True)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     deadline = time.monotonic() + 120
-    voice_http = voice_url.replace("ws://", "http://")
-    while httpx.get(f"{voice_http}/health", timeout=10).json()["calls"] > 0:
+    # Every call's record written (with --processes, /health answers for one process only).
+    while any(record.get("status") not in ("completed", "failed")
+              for record in read_calls(api, setup, call_ids)):
         assert time.monotonic() < deadline, "calls still running in the runtime"
-        time.sleep(0.2)
+        time.sleep(0.5)
     time.sleep(1.0)
     after = sampler.sample()
     sampler.stop()
@@ -551,14 +560,17 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
     fixed = args.pause_ms + args.stt_ms + args.llm_ms + args.tts_ms
     mib = 2**20
     lines = [
-        f"Command: `python -m bench.voice --calls {args.calls}` (ramp {args.ramp:g} s, "
+        f"Command: `python -m bench.voice --calls {args.calls} --processes {args.processes} "
+        f"--max-calls {args.max_calls}` (ramp {args.ramp:g} s, "
         f"voice_activity_timeout {args.pause_ms} ms, fake vendors: STT {args.stt_ms} ms, LLM "
         f"first token {args.llm_ms} ms, TTS first byte {args.tts_ms} ms; subtracted per turn: "
         f"{fixed} ms). Run {started}. Machine: {os.cpu_count()} cores, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM, load average "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start. One `switchboard voice` "
-        "process; the contacts, the fake vendors, `switchboard serve`, PostgreSQL and Redis run "
-        "on the same 2 cores.",
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start. `switchboard voice "
+        f"--processes {args.processes}`, SWITCHBOARD_VOICE_MAX_CALLS={args.max_calls} (a call "
+        "beyond it is refused with 503 and dialled again, every 0.5 s, until a place is free); "
+        "runtime CPU and RSS are its processes together; the contacts, the fake vendors, "
+        "`switchboard serve`, PostgreSQL and Redis run on the same 2 cores.",
         "",
         "| calls | turns | response p50 / p99 ms | **added p50 / p99 ms** | added max ms | "
         "added beyond Silero's own decision p50 / p99 ms | **runtime's own: turn end decided to "
@@ -593,8 +605,9 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
               "contact loop would stamp arrivals late), and the calls' records (GET /calls/{id}).",
               "", "| calls | fake STT / LLM / TTS own time p50 / p99 ms | fakes' loop lag p99 / "
               "max ms | contacts CPU (cores) | contacts' loop lag p99 / max ms | calls completed "
-              "/ transcript lines per call | runtime log KiB per call |",
-              "|---|---|---|---|---|---|---|"]
+              "/ transcript lines per call | runtime log KiB per call | calls that waited for "
+              "a place / longest wait s |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in rounds:
         own = " / ".join(f"{p(r.vendor_overheads[k], 50)}-{p(r.vendor_overheads[k], 99)}"
                          for k in ("stt", "llm", "tts"))
@@ -606,7 +619,9 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
             f"| {r.calls} | {own} | {r.vendor_lag['p99_ms']:.0f} / {r.vendor_lag['max_ms']:.0f} | "
             f"{r.contacts_cpu / span:.2f} | {r.contacts_lag['p99_ms']:.0f} / "
             f"{r.contacts_lag['max_ms']:.0f} | {completed}/{r.calls} / "
-            f"{min(messages)}-{max(messages)} | {r.log_bytes / 1024 / r.calls:.0f} |")
+            f"{min(messages)}-{max(messages)} | {r.log_bytes / 1024 / r.calls:.0f} | "
+            f"{sum(1 for c in ok if c['waited'] > 0.25)} / "
+            f"{max(c['waited'] for c in ok):.1f} |")
     alone = next((r for r in rounds if r.stages and any(r.stages.values())), None)
     if alone is not None:
         lines += ["", "Where the added latency of one call alone goes (its turns split at the "
@@ -658,10 +673,12 @@ def main(argv: list[str]) -> None:
 
             voice_port, api_port = free_port(), free_port()
             voice_url = f"ws://127.0.0.1:{voice_port}"
-            env = {**env, **env_for(origin), "SWITCHBOARD_VOICE_URL": voice_url}
+            env = {**env, **env_for(origin), "SWITCHBOARD_VOICE_URL": voice_url,
+                   "SWITCHBOARD_VOICE_MAX_CALLS": str(args.max_calls)}
             api = f"http://127.0.0.1:{api_port}"
             voice_log = folder / "voice.log"
-            with serve(env, api_port), voice_process(env, voice_port, voice_log) as voice:
+            with serve(env, api_port), voice_process(env, voice_port, voice_log,
+                                                           args.processes) as voice:
                 setup = provision(env, api, max(counts) + 1, args.pause_ms)
                 # A warm-up call (imports, first model load, first connections): not reported.
                 warm = run_round(1, args, api, voice_url, origin, setup, voice.pid, voice_log,

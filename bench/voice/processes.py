@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 from aiohttp import web
-from websockets.asyncio.client import connect
 
 from integrations.telephony.sandbox_audio import SAMPLE_RATE
-from integrations.telephony.sandbox_media import SPEECH_RMS, ContactSession, _Stream
+from integrations.telephony.sandbox_media import SPEECH_RMS, ContactSession, _Stream, dial
 from voice.fake_vendors import FakeVendors, RecordedRequest
 from voice.fake_vendors import audio as fake_audio
 from voice.fake_vendors.server import _encode, _split
@@ -185,10 +184,12 @@ def _chunk(arrived: float, pcm: bytes) -> list[float]:
 async def one_contact(url: str, session: ContactSession, delay: float) -> dict[str, Any]:
     """The same steps as sandbox_media.run_contact, keeping the stream for its answer time."""
     await asyncio.sleep(delay)
+    dialled = time.monotonic()
     try:
-        ws = await connect(url, open_timeout=30)
+        ws = await dial(url)  # a process at its call limit: dialled again until a place is free
     except Exception as exc:  # noqa: BLE001 - reported, not raised: the others go on
         return {"call_id": session.custom_parameters["call_id"], "error": repr(exc)}
+    waited = time.monotonic() - dialled
     stream = _Stream(ws, session)
     async with ws:
         ended_by = await stream.run()
@@ -196,6 +197,7 @@ async def one_contact(url: str, session: ContactSession, delay: float) -> dict[s
     return {
         "call_id": session.custom_parameters["call_id"],
         "t0": stream.t0,
+        "waited": waited,
         "ended_by": result.ended_by,
         "duration": result.duration_seconds,
         "lines": [[line.name, line.start_seconds, line.end_seconds, line.finished]

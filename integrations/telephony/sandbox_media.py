@@ -19,11 +19,12 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Literal
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from integrations.telephony import TelephonyError, mulaw
 from integrations.telephony.sandbox_audio import CLIPS, SAMPLE_RATE, load_clip
@@ -34,6 +35,9 @@ AnsweredBy = Literal["human", "machine"]
 EndedBy = Literal["contact", "runtime", "timeout"]
 
 STREAM_PATH = "/voice/twilio/stream"
+# A runtime at its call limit (503): dial again this often, for this long.
+BUSY_RETRY_SECONDS = 0.5
+BUSY_SECONDS = 60.0
 FRAME_SECONDS = 0.02
 FRAME_SAMPLES = 160
 TURN_GAP_SECONDS = 0.7  # the agent's silence after which the contact takes its turn
@@ -386,6 +390,24 @@ class _Stream:
         )
 
 
+async def dial(url: str) -> ClientConnection:
+    """The runtime's Media Streams WebSocket. A process at its call limit answers 503: the
+    line keeps ringing and the carrier dials again (another process may take it) for up to
+    BUSY_SECONDS, then the call fails as the runtime being unreachable does."""
+    deadline = time.monotonic() + BUSY_SECONDS
+    while True:
+        try:
+            return await connect(url, open_timeout=10)
+        except InvalidStatus as exc:
+            busy = exc.response.status_code == HTTPStatus.SERVICE_UNAVAILABLE
+            if not busy or time.monotonic() >= deadline:
+                raise TelephonyError(f"voice runtime {'busy' if busy else 'refused the call'} "
+                                     f"at {url}: {exc}") from exc
+        except (OSError, TimeoutError, InvalidURI, InvalidHandshake) as exc:
+            raise TelephonyError(f"voice runtime unreachable at {url}: {exc}") from exc
+        await asyncio.sleep(BUSY_RETRY_SECONDS)
+
+
 async def run_contact(url: str, session: ContactSession) -> ContactResult:
     """Answer as the contact on the runtime's Media Streams `url` and play the script to its end.
 
@@ -394,10 +416,7 @@ async def run_contact(url: str, session: ContactSession) -> ContactResult:
     """
     if session.script in NEVER_CONNECTS:
         raise ValueError(f"a {session.script} contact never answers")
-    try:
-        ws = await connect(url, open_timeout=10)
-    except (OSError, TimeoutError, InvalidURI, InvalidHandshake) as exc:
-        raise TelephonyError(f"voice runtime unreachable at {url}: {exc}") from exc
+    ws = await dial(url)
     stream = _Stream(ws, session)
     async with ws:
         ended_by = await stream.run()

@@ -20,7 +20,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from integrations.telephony import TelephonyError, mulaw
+from integrations.telephony import TelephonyError, mulaw, sandbox_media
 from integrations.telephony.sandbox_audio import CLIPS, HERE, SAMPLE_RATE, load_clip
 from integrations.telephony.sandbox_media import (
     ContactResult,
@@ -434,3 +434,45 @@ async def test_contact_gives_up_after_max_seconds() -> None:
     assert result.ended_by == "timeout"
     assert result.frames_sent == 25
     assert runtime.messages[-1]["event"] == "stop"
+
+
+# --- a runtime at its call limit (503) ---------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def runtime_busy_for(refusals: int | None) -> AsyncIterator[tuple[list[int], str]]:
+    """A runtime whose handshake answers 503 (Retry-After: 1) `refusals` times (None: always),
+    then accepts; yields the statuses it answered."""
+    answered: list[int] = []
+
+    def process_request(connection: ServerConnection, request: Any) -> Any:
+        if refusals is None or len(answered) < refusals:
+            answered.append(503)
+            response = connection.respond(503, "the voice runtime is at its call limit\n")
+            response.headers["Retry-After"] = "1"
+            return response
+        answered.append(101)
+        return None
+
+    async def handler(ws: ServerConnection) -> None:
+        await ws.close()
+
+    async with serve(handler, "127.0.0.1", 0, process_request=process_request) as server:
+        port = server.sockets[0].getsockname()[1]
+        yield answered, f"ws://127.0.0.1:{port}"
+
+
+async def test_a_busy_runtime_is_dialled_again_until_it_takes_the_call() -> None:
+    async with runtime_busy_for(3) as (answered, url):
+        connection = await sandbox_media.dial(stream_url(url))
+        await connection.close()
+    assert answered == [503, 503, 503, 101]
+
+
+async def test_a_runtime_busy_for_too_long_is_a_telephony_error(monkeypatch) -> None:
+    monkeypatch.setattr(sandbox_media, "BUSY_SECONDS", 1.2)
+    async with runtime_busy_for(None) as (answered, url):
+        started = time.monotonic()
+        with pytest.raises(TelephonyError, match="voice runtime busy"):
+            await sandbox_media.dial(stream_url(url))
+    assert 3 <= len(answered) <= 4 and time.monotonic() - started < 5

@@ -5,6 +5,7 @@ the Media Stream it names, where a sandbox script plays the contact against the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import uuid
 from urllib.parse import parse_qs, urlsplit
@@ -39,16 +40,22 @@ PERSON = ["Contact: Hello?", REPLY, "Contact: Yes, I have a minute.", REPLY,
           "Contact: That sounds good.", REPLY, "Contact: Thank you, goodbye."]
 
 
-@pytest.fixture(scope="module")
-def bridge_url(migrated, fake_vendors, tmp_path_factory):
+@contextlib.contextmanager
+def bridge(fake_vendors, tmp_path_factory, **settings):
     """`switchboard voice` knowing Twilio's auth token and its own public address."""
     port = free_port()
     public = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("twilio-voice") / "voice.log"
     values = {**fake_vendors.env, "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
               "SWITCHBOARD_VOICE_PUBLIC_URL": public,
-              "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{port}"}
+              "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{port}", **settings}
     with voice_process(port, values, log):
+        yield public
+
+
+@pytest.fixture(scope="module")
+def bridge_url(migrated, fake_vendors, tmp_path_factory):
+    with bridge(fake_vendors, tmp_path_factory) as public:
         yield public
 
 
@@ -224,6 +231,20 @@ async def test_twilio_inbound_calls_beyond_the_plans_limit_hold_then_connect_in_
         client, pool, agency, twilio, twilio_worker):
     plan = await create_plan(client, agency.headers, name="One line", max_concurrent_calls=1)
     tenant = await make_tenant(client, agency, plan=plan["slug"])
+    await two_callers_in_turn(client, pool, tenant, twilio)
+
+
+async def test_twilio_callers_beyond_the_runtimes_call_limit_hold_then_connect_in_turn(
+        client, pool, tenant, twilio, migrated, servers, monkeypatch, fake_vendors,
+        tmp_path_factory):
+    # The plan allows 10 calls; the voice process takes one at a time.
+    with bridge(fake_vendors, tmp_path_factory, SWITCHBOARD_VOICE_MAX_CALLS="1") as public:
+        async with worker_on_twilio(twilio, monkeypatch, migrated, servers.redis_url,
+                                    SWITCHBOARD_VOICE_PUBLIC_URL=public):
+            await two_callers_in_turn(client, pool, tenant, twilio)
+
+
+async def two_callers_in_turn(client, pool, tenant, twilio):
     await twilio_agent(client, twilio, tenant)
     first = twilio.ring(CALLER, NUMBER)
     await asyncio.sleep(1)

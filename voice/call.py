@@ -53,10 +53,7 @@ from pipecat.processors.audio.audio_buffer_processor import AudioBufferProcessor
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.services.llm_service import FunctionCallParams
-from pipecat.transports.websocket.fastapi import (
-    FastAPIWebsocketParams,
-    FastAPIWebsocketTransport,
-)
+from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams
 from pipecat.turns.user_stop.speech_timeout_user_turn_stop_strategy import (
     SpeechTimeoutUserTurnStopStrategy,
 )
@@ -73,6 +70,7 @@ from voice import metrics
 from voice.metrics import ResponseTimer
 from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
 from voice.silero import SharedSileroVAD
+from voice.transport import MediaStreamTransport
 from voice.vendors import (
     AgentVoice,
     VendorMissing,
@@ -410,7 +408,7 @@ class CallRuntime:
 
 
 def _transport(websocket: WebSocket, start: StreamStart,
-               call: asyncpg.Record) -> FastAPIWebsocketTransport:
+               call: asyncpg.Record) -> MediaStreamTransport:
     """The carrier's Media Streams connection, the agent's background bed mixed under its voice."""
     serializer = TwilioFrameSerializer(
         start.stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
@@ -419,7 +417,7 @@ def _transport(websocket: WebSocket, start: StreamStart,
         bed = call["background_type"]
         mixer = SoundfileMixer(sound_files={bed: str(AMBIENCE[bed])}, default_sound=bed,
                                volume=AMBIENCE_VOLUME)
-    return FastAPIWebsocketTransport(websocket=websocket, params=FastAPIWebsocketParams(
+    return MediaStreamTransport(websocket, FastAPIWebsocketParams(
         audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
         serializer=serializer, audio_out_mixer=mixer))
 
@@ -432,7 +430,7 @@ def _worker(stages: list[Any]) -> PipelineWorker:
         idle_timeout_secs=None)
 
 
-async def _run(worker: PipelineWorker, transport: FastAPIWebsocketTransport,
+async def _run(worker: PipelineWorker, transport: MediaStreamTransport,
                recorder: AudioBufferProcessor, call: asyncpg.Record,
                conversation: Conversation, hang_up: bool = True) -> None:
     """Run the call's pipeline to its end: max_duration, the recording, the contact leaving."""

@@ -1,0 +1,55 @@
+"""The carrier's Media Streams connection: Pipecat's FastAPI WebSocket transport, with the agent's
+audio sent a little ahead of real time.
+
+Pipecat's output paces audio at exactly real time and, once it is late, starts its clock again
+from there: every stall of the event loop (another call starting, a garbage collection, a busy
+moment) shifts the rest of the utterance late for good, and the contact hears a gap each time
+(bench/RESULTS.md, voice: late messages from 10 calls on). A carrier buffers the audio it has not
+played yet (Twilio does, and so does the sandbox contact), and a barge-in's `clear` drops that
+buffer, so sending ahead costs the contact nothing when they cut in.
+
+`LeadingOutput` keeps up to LEAD_SECONDS of an utterance in flight: its first LEAD_SECONDS go out
+at once, the rest at real time, and after a stall shorter than the lead it catches up instead of
+starting late. The private names of Pipecat's transport this relies on are checked in
+tests/voice/test_transport.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pipecat.transports.websocket.fastapi import (
+    FastAPIWebsocketOutputTransport,
+    FastAPIWebsocketParams,
+    FastAPIWebsocketTransport,
+)
+from starlette.websockets import WebSocket
+
+LEAD_SECONDS = 0.2
+
+
+def pace(now: float, playout: float, chunk_seconds: float,
+         lead: float = LEAD_SECONDS) -> tuple[float, float]:
+    """After a chunk of `chunk_seconds` was sent at `now`: how long to wait before the next,
+    and when the far end will have played everything sent. `playout` is that moment before this
+    chunk (0 or past: nothing left to play, so this chunk plays from now)."""
+    playout = max(now, playout) + chunk_seconds
+    return max(0.0, playout - lead - now), playout
+
+
+class LeadingOutput(FastAPIWebsocketOutputTransport):
+    """Pipecat's output with `pace` in place of its real-time sleep. `_next_send_time` holds the
+    playout moment; Pipecat resets it to 0 on an interruption, which starts the next utterance
+    with a fresh lead."""
+
+    async def _write_audio_sleep(self) -> None:
+        wait, playout = pace(time.monotonic(), self._next_send_time, self._send_interval)
+        self._next_send_time = playout  # type: ignore[assignment]  # Pipecat's is an int 0 at first
+        await asyncio.sleep(wait)
+
+
+class MediaStreamTransport(FastAPIWebsocketTransport):
+    def __init__(self, websocket: WebSocket, params: FastAPIWebsocketParams) -> None:
+        super().__init__(websocket=websocket, params=params)
+        self._output = LeadingOutput(self, self._client, self._params, name=self._output_name)

@@ -423,11 +423,15 @@ def _transport(websocket: WebSocket, start: StreamStart,
 
 
 def _worker(stages: list[Any]) -> PipelineWorker:
+    # No RTVI (the protocol of Pipecat's client SDKs: a phone line has no such client) and no
+    # turn-tracking observer (tracing): each watches every frame every stage pushes, through a
+    # task and queue of its own, which cost more CPU per call than the VAD (bench/RESULTS.md).
+    # The response time is our own ResponseTimer.
     return PipelineWorker(
         Pipeline(stages),
         params=PipelineParams(audio_in_sample_rate=PIPELINE_RATE,
                               audio_out_sample_rate=PIPELINE_RATE),
-        idle_timeout_secs=None)
+        idle_timeout_secs=None, enable_rtvi=False, enable_turn_tracking=False)
 
 
 async def _run(worker: PipelineWorker, transport: MediaStreamTransport,

@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy tenancy api jobs integrations cli voice
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -29,6 +29,8 @@ from tests.helpers import tenant_sql, voice_process
 from tests.integrations.fake_twilio import FakeTwilio, twilio_app, worker_on_twilio
 from tests.receiver import serving
 
+pytestmark = pytest.mark.voice_e2e
+
 AUTH_TOKEN = uuid.uuid4().hex
 NUMBER = "+14155550123"
 CONTACT = "+14155552671"

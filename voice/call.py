@@ -70,7 +70,7 @@ from voice import metrics
 from voice.metrics import ResponseTimer
 from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
 from voice.silero import SharedSileroVAD
-from voice.transport import MediaStreamTransport
+from voice.transport import MediaStreamSerializer, MediaStreamTransport
 from voice.vendors import (
     AgentVoice,
     VendorMissing,
@@ -410,7 +410,7 @@ class CallRuntime:
 def _transport(websocket: WebSocket, start: StreamStart,
                call: asyncpg.Record) -> MediaStreamTransport:
     """The carrier's Media Streams connection, the agent's background bed mixed under its voice."""
-    serializer = TwilioFrameSerializer(
+    serializer = MediaStreamSerializer(
         start.stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
     mixer = None
     if call["background_noise"] and call["background_type"] in AMBIENCE:

@@ -4,8 +4,9 @@
 - Backchannel: "Mm-hmm." in the contact's pauses while they speak at length (backcchanneling);
 - VoicemailMessage: the voicemail_message, left once the machine's greeting and beep are over.
 
-The two that listen read the line's loudness from the 20 ms input frames: a frame is sound when
-its RMS is above SOUND_DBFS (a phone line's hiss is well below it).
+The two that listen read the line's loudness from the input frames (40 ms each,
+voice/transport.py): a frame is sound when its RMS is above SOUND_DBFS (a phone line's hiss is
+well below it).
 """
 
 from __future__ import annotations

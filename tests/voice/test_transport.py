@@ -1,11 +1,16 @@
 """voice/transport.py: the agent's audio goes out with a lead of LEAD_SECONDS, catches up after a
-stall shorter than the lead, and the private names of Pipecat's transport it relies on are there."""
+stall shorter than the lead; the contact's 20 ms messages enter as 40 ms frames; and the private
+names of Pipecat's transport it relies on are there."""
 
 from __future__ import annotations
 
+import base64
 import inspect
+import json
 
 import pytest
+from pipecat.frames.frames import InputAudioRawFrame, StartFrame
+from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.transports.websocket.fastapi import (
     FastAPIWebsocketOutputTransport,
     FastAPIWebsocketParams,
@@ -13,7 +18,14 @@ from pipecat.transports.websocket.fastapi import (
 )
 from starlette.websockets import WebSocket
 
-from voice.transport import LEAD_SECONDS, LeadingOutput, MediaStreamTransport, pace
+from integrations.telephony import mulaw
+from voice.transport import (
+    LEAD_SECONDS,
+    LeadingOutput,
+    MediaStreamSerializer,
+    MediaStreamTransport,
+    pace,
+)
 
 CHUNK = 0.04  # Pipecat's output chunk: 40 ms
 
@@ -94,3 +106,25 @@ def test_the_pipecat_names_the_transport_relies_on() -> None:
                           send_message)
     transport = MediaStreamTransport(websocket, FastAPIWebsocketParams())
     assert isinstance(transport.output(), LeadingOutput)
+
+
+async def test_the_contacts_20_ms_messages_enter_the_pipeline_as_40_ms_frames() -> None:
+    serializer = MediaStreamSerializer(
+        "MZ1", params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+    await serializer.setup(StartFrame(audio_in_sample_rate=8000, audio_out_sample_rate=8000))
+    speech = [bytes([byte]) * 160 for byte in (0x10, 0x90, 0x30, 0xB0)]  # four 20 ms messages
+
+    frames = [await serializer.deserialize(json.dumps({
+        "event": "media", "streamSid": "MZ1",
+        "media": {"track": "inbound", "chunk": str(n), "timestamp": str(20 * n),
+                  "payload": base64.b64encode(payload).decode()}})) for n, payload in
+        enumerate(speech)]
+
+    assert frames[0] is None and frames[2] is None
+    assert all(isinstance(frame, InputAudioRawFrame) for frame in (frames[1], frames[3]))
+    joined = b"".join(frame.audio for frame in frames if frame is not None)
+    assert joined == mulaw.decode(b"".join(speech))  # every sample, in order
+    assert [len(frame.audio) for frame in frames if frame is not None] == [640, 640]  # 40 ms
+    dtmf = await serializer.deserialize(json.dumps(
+        {"event": "dtmf", "streamSid": "MZ1", "dtmf": {"digit": "5"}}))
+    assert dtmf is not None and not isinstance(dtmf, InputAudioRawFrame)  # passed on at once

@@ -2,7 +2,9 @@
 
 Set-up (once): embedded PostgreSQL and Redis (bench/common.py), `switchboard migrate`, the fake
 vendors in a process of their own (bench/voice/processes.py, `vendors`) with fixed latencies,
-`switchboard serve` and `switchboard voice` as subprocesses with the fakes' base URLs. Through the
+`switchboard serve` and `switchboard voice --processes P` (SWITCHBOARD_VOICE_MAX_CALLS=M per
+process: a contact beyond it is refused with 503 and dials again until a place is free, as the
+sandbox carrier does) as subprocesses with the fakes' base URLs. Through the
 real API: an organisation (`switchboard create-organisation`), a sub-account, its key, the openai
 integration (any key), an agent (gpt-4o, voice alloy, transcriber openai, no first_message, so
 the contact speaks first; voice_activity_timeout PAUSE_MS; recording on), a number assigned to it
@@ -31,11 +33,13 @@ Measured (all times on the system monotonic clock, shared by the processes):
 - Late frames: within each agent turn, message k is due at (arrival of the turn's first message)
   + (audio duration of the messages before it), the real-time schedule a phone plays it on;
   late when it arrives more than 40 ms after that.
-- CPU per call: the runtime process's CPU time (user + system, all threads, /proc via psutil)
+- CPU per call: the runtime's CPU time (user + system, all threads of its processes: with
+  --processes, the parent and its children; /proc via psutil)
   from the first call's answer to the last call's end, divided by the sum of the calls'
   durations (so: cores per concurrent call); also the CPU rate in the window when all N calls
   were up, divided by N.
-- Memory per call: (peak RSS of the runtime during the round - its RSS just before the round) / N;
+- Memory per call: (peak RSS of the runtime's processes together during the round - their RSS
+  just before the round) / N;
   RSS after the round's calls have ended is reported beside it.
 """
 

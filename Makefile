@@ -10,6 +10,8 @@ STAMP := $(VENV)/.installed
 # project itself without resolving anything again; pip check fails when pyproject.toml asks
 # for something the lock lacks (run `make lock`).
 $(STAMP): pyproject.toml requirements.lock
+	@echo "Installing Switchboard's dependencies into $(VENV) from requirements.lock:"
+	@echo "about 3 minutes on a first run (PostgreSQL, Redis and Pipecat wheels), seconds after."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.lock

@@ -1,7 +1,7 @@
 """Operator work on whole tenants: list, suspend and resume, delete and purge, export and import.
 
 Everything here takes an asyncpg pool and plain values; `switchboard tenants ...` (cli/main.py)
-and the purge cron job (jobs/tenant_purge.py) call it. A refusal is a `TenantOpError` whose
+and the purge cron job (tenancy/maintenance.py) call it. A refusal is a `TenantOpError` whose
 message is meant for the operator; nothing has been changed when one is raised.
 
 Export file: UTF-8 JSON lines, one object per line, in this order:

@@ -109,6 +109,17 @@ def refuse_another_resources_method(view_args: dict[str, Any]) -> None:
         raise MethodNotAllowed(valid_methods=allowed)
 
 
+async def _not_an_object_message() -> str:
+    """Names the Content-Type when that is the mistake (`curl -d` sends a form type), since the
+    body itself may well be a JSON object."""
+    sent = request.headers.get("Content-Type")
+    if not request.is_json and (await request.get_data(as_text=False)).strip():
+        named = f"Content-Type {sent.split(';')[0].strip()!r}" if sent else "no Content-Type"
+        return (f"the body must be JSON sent with Content-Type: application/json; this request "
+                f"has {named}")
+    return "the body must be a JSON object"
+
+
 def register_error_handlers(app: Quart) -> None:
     @app.errorhandler(APIError)
     async def handle_api_error(exc: APIError) -> Response:
@@ -125,7 +136,7 @@ def register_error_handlers(app: Quart) -> None:
                 details and details[0]["type"] in ("model_type", "dict_type")
                 and details[0]["field"] in ("body", "")
             ):
-                return error_response(400, "validation_error", "the body must be a JSON object",
+                return error_response(400, "validation_error", await _not_an_object_message(),
                                       details=details)
             return error_response(400, "validation_error", "invalid request", details=details)
         return error_response(400, "validation_error", "invalid request")

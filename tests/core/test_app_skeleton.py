@@ -303,3 +303,34 @@ async def test_nul_in_query_or_path_is_400(client, agency):
     response = await client.post("/functions/v1/agency/sub-accounts/%00/api-keys",
                                  headers=agency.headers)
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(("path", "content_type", "named"), [
+    ("/webhooks/inbound/contacts", "application/x-www-form-urlencoded",
+     "'application/x-www-form-urlencoded'"),
+    ("/webhooks/inbound/companies", "application/x-www-form-urlencoded",
+     "'application/x-www-form-urlencoded'"),
+    ("/webhooks/inbound/companies", None, "no Content-Type"),
+])
+async def test_a_json_body_without_the_json_content_type_is_told_so_by_name(
+        client, tenant, pool, path, content_type, named):
+    from tests.helpers import tenant_sql
+
+    # given a JSON object sent as `curl -d` sends it (a form type) or with no type at all
+    headers = {**tenant.headers, **({"content-type": content_type} if content_type else {})}
+    response = await client.post(path, data=b'{"name": "Acme", "email": "a@example.com"}',
+                                 headers=headers)
+    # then 400 names the Content-Type, and nothing is written
+    assert response.status_code == 400
+    error = (await response.get_json())["error"]
+    assert error["code"] == "validation_error"
+    assert "Content-Type: application/json" in error["message"] and named in error["message"]
+    for table in ("contacts", "companies"):
+        assert (await tenant_sql(pool, tenant, f"SELECT count(*) FROM {table}"))[0][0] == 0
+
+
+async def test_a_body_that_is_json_but_no_object_keeps_its_message(client, tenant):
+    response = await client.post("/webhooks/inbound/companies", data=b"[1, 2]",
+                                 headers={**tenant.headers, "content-type": "application/json"})
+    assert response.status_code == 400
+    assert (await response.get_json())["error"]["message"] == "the body must be a JSON object"

@@ -18,6 +18,10 @@ from typing import Any
 from cli.arguments import uuid_argument
 from tenancy.settings import get_settings
 
+# The demo sub-account's owner: an address the API itself accepts (example.com is reserved for
+# examples yet an ordinary domain; special-use ones such as .local and .test are refused).
+DEMO_OWNER_EMAIL = "owner@demo.example.com"
+
 
 def _urls() -> tuple[str, str]:
     from tenancy.runtime import pin_urls
@@ -288,12 +292,16 @@ async def _ensure_demo(database_url: str, port: int,
     pool = await create_pool(database_url, min_size=1, max_size=4)
     try:
         if await pool.fetchval("SELECT count(*) FROM control.organisations") > 0:
-            print("demo data exists; keys were printed on first start", file=sys.stderr)
+            print("demo data exists; its keys were shown once, on first start. For new keys: "
+                  "`switchboard create-organisation --name NAME` prints an agency key (then POST "
+                  "/functions/v1/create-subaccount-webhook and /functions/v1/agency/sub-accounts/"
+                  "{id}/api-keys), or `make clean && make run` starts afresh (deletes the data "
+                  "dir)", file=sys.stderr)
             return None
         organisation_id, agency_key = await create_organisation(pool, "Demo Agency")
         result = await provision_sub_account(
             pool, organisation_id,
-            NewSubAccount("owner@demo.switchboard.local", "Demo Sub-Account", None, None))
+            NewSubAccount(DEMO_OWNER_EMAIL, "Demo Sub-Account", None, None))
         async with pool.acquire() as conn:
             _, sub_key = await insert_key(conn, "sub_account", organisation_id,
                                           result["sub_account_id"], "demo key")

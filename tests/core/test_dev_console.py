@@ -281,6 +281,6 @@ def test_dev_without_smtp_host_keeps_sent_mail_in_the_data_dir(dev_env, tmp_path
     kept = sorted((path.read_text() for path in (tmp_path / "mail" / "new").iterdir()),
                   key=lambda mail: "ada@" in mail)
     assert len(kept) == 2
-    assert "To: owner@demo.switchboard.local" in kept[0]
+    assert "To: owner@demo.example.com" in kept[0]
     assert "To: ada@example.com" in kept[1] and "Subject: Hello from dev" in kept[1]
     assert "It works." in kept[1]

@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist processes for `make test`: most tests wait on real time (calls, retries,
+# schedules), so more processes than cores pays; each has its own PostgreSQL database and
+# Redis database. `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= 4
 
 .PHONY: run test install lint lock bench bench-voice fuzz clean
 
@@ -36,7 +40,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy tenancy api jobs integrations cli voice
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q --durations=30
+	$(BIN)/python -m pytest -q --durations=30 -n $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -26,6 +26,7 @@ from email import message_from_bytes
 from email.message import Message
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -63,6 +64,17 @@ def _with_database(url: str, database: str) -> str:
     return f"{scheme}://{authority}/{database}" + (f"?{query}" if query else "")
 
 
+def _own_redis_database(url: str) -> str:
+    """Under pytest-xdist every worker process has a database of its own (one each, as for
+    PostgreSQL), so one worker's arq jobs, rate limits and flushes never reach another's: the
+    given Redis, database 1 + the worker's number."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{1 + int(worker[2:])}"))
+
+
 @pytest.fixture(scope="session")
 def servers() -> Iterator[Servers]:
     tmp = Path(tempfile.mkdtemp(prefix="switchboard-test-"))
@@ -74,7 +86,9 @@ def servers() -> Iterator[Servers]:
         admin_url = embedded_pg.url
     direct_admin_url = direct_admin_url or admin_url
     redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
+    if redis_url:
+        redis_url = _own_redis_database(redis_url)
+    else:
         embedded_redis = start_redis(tmp, port=free_port())
         redis_url = embedded_redis.url
     database = f"sbtest_{uuid.uuid4().hex[:12]}"

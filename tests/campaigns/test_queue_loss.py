@@ -37,7 +37,7 @@ async def test_campaign_is_sent_after_redis_is_flushed_before_it_is_due(
                 break
             await asyncio.sleep(0.05)
     # ...and Redis loses everything before it is due.
-    await arq.flushall()
+    await arq.flushdb()
     assert await arq.zcard("arq:queue") == 0
     assert (await get_campaign(client, tenant, campaign["id"]))["status"] == "scheduled"
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-ID = str(uuid.uuid4())
+# A fixed id: the same in every process, as pytest-xdist's workers must collect alike.
+ID = "2c9d7e1f-8a3b-4c5d-9e6f-0a1b2c3d4e5f"
 ROUTES = [
     ("POST", "/functions/v1/crm-api/create-agent"),
     ("GET", "/webhooks/inbound/agents"),

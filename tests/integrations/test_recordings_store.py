@@ -82,11 +82,13 @@ async def test_delete_tenant_without_recordings_is_no_error(store: Any) -> None:
     await store.delete_tenant(uuid.uuid4())
 
 
+# Fixed ids (the same in every process, as pytest-xdist's workers must collect alike).
+A, B = "0b7e2f4a-5c1d-4e8f-9a6b-3c2d1e0f9a8b", "6d5c4b3a-2f1e-4d0c-8b9a-7f6e5d4c3b2a"
+
+
 @pytest.mark.parametrize("key", [
-    "../etc/passwd", "a/b.wav", f"{uuid.uuid4()}/../{uuid.uuid4()}.wav",
-    f"{uuid.uuid4()}/{uuid.uuid4()}.mp3", f"{uuid.uuid4()}/{uuid.uuid4()}.wav/x",
-    f"/{uuid.uuid4()}/{uuid.uuid4()}.wav", f"{str(uuid.uuid4()).upper()}/{uuid.uuid4()}.wav",
-    f"{uuid.uuid4()}/{uuid.uuid4()}.wav\n",
+    "../etc/passwd", "a/b.wav", f"{A}/../{B}.wav", f"{A}/{B}.mp3", f"{A}/{B}.wav/x",
+    f"/{A}/{B}.wav", f"{A.upper()}/{B}.wav", f"{A}/{B}.wav\n",
 ])
 async def test_a_key_not_made_from_two_uuids_is_refused(store: Any, key: str) -> None:
     with pytest.raises(ValueError):

@@ -21,7 +21,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from integrations.email import has_control_characters
+from integrations.email import has_control_characters, has_encoded_word
 from tenancy.errors import APIError
 
 
@@ -121,6 +121,13 @@ def _no_control_characters(value: str) -> str:
     return value
 
 
+def _header_text(value: str) -> str:
+    _no_control_characters(value)
+    if has_encoded_word(value):
+        raise ValueError("must not contain an RFC 2047 encoded word (=?...?=)")
+    return value
+
+
 def _non_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
@@ -158,11 +165,15 @@ WholeNumber = Annotated[StrictInt, BeforeValidator(_whole)]
 # A free-form JSON object (plan features, settings) as it will be stored in jsonb.
 JSONObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(**NON_BLANK)]
-# Text that reaches an email header or a URL we send out (subjects, names, locationID): one
-# line, no control characters, so no client can add a header or split a request (CONTRACT 8).
+# Text that reaches an email header or a URL we send out (subjects, names, locationID, plan
+# names): one line, no control characters, and no RFC 2047 encoded word (`=?...?=`, harmless or
+# not: a reader decodes `=?utf-8?q?=0D=0A?=` into a line break), so no client can add a header,
+# end the headers or split a request (CONTRACT 8, 11, 11a).
 HEADER_TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]*$"
-HeaderText = Annotated[StrictStr, AfterValidator(_no_control_characters),
-                       Documented(pattern=HEADER_TEXT_PATTERN)]
+ENCODED_WORD_PATTERN = "=\\?[\\s\\S]*\\?="
+HeaderText = Annotated[StrictStr, AfterValidator(_header_text),
+                       Documented(pattern=HEADER_TEXT_PATTERN,
+                                  **{"not": {"pattern": ENCODED_WORD_PATTERN}})]
 
 
 def _without_null(schema: dict[str, Any]) -> dict[str, Any]:

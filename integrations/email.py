@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import unicodedata
 from dataclasses import dataclass
+from email.errors import HeaderParseError
+from email.header import decode_header, make_header
 from email.message import EmailMessage
+from email.policy import SMTP
 from email.utils import make_msgid, parseaddr
 
 import aiosmtplib
@@ -48,29 +52,82 @@ class EmailServerUnavailable(EmailDeliveryError):
 
 
 class UnsafeHeader(EmailDeliveryError, ValueError):
-    """Header text with a control character: the message is never built, so never sent.
-    Client text is refused at the API before this (400); here it guards every other path."""
+    """Header text that could add a header line or end the headers (a control character, as
+    written or once decoded): the message is never built, so never sent. Client text is refused
+    at the API before this (400); here it guards every other path."""
 
 
 # Line and paragraph separators split lines for some readers although they are not category Cc.
 LINE_SEPARATORS = frozenset("\u2028\u2029\x85")
+# An RFC 2047 encoded word as any reader may take one: "=?" and, anywhere after it, "?=".
+# (`=?utf-8?q?A=0D=0AReply-To:_x@y.z?=` is plain ASCII without a control character, and both of
+# Python's decoders turn it into a line break; the newer one even takes spaces inside a word.)
+ENCODED_WORD = re.compile(r"=\?.*?\?=", re.DOTALL)
 
 
 def has_control_characters(text: str) -> bool:
     return any(unicodedata.category(char) == "Cc" or char in LINE_SEPARATORS for char in text)
 
 
+def has_encoded_word(text: str) -> bool:
+    """Whether `text` holds an RFC 2047 encoded word (`=?charset?q|b?...?=`, any case), or
+    anything a lenient reader could take for one."""
+    return ENCODED_WORD.search(text) is not None
+
+
 def one_line(text: str) -> str:
-    """Text from elsewhere (a CRM's location name, a stored name) made fit for a header."""
-    return "".join(" " if unicodedata.category(char) == "Cc" or char in LINE_SEPARATORS
+    """Text from elsewhere (a CRM's location name, a stored name) made fit for a header: control
+    characters become spaces, and no encoded word is left for a reader to decode ("=?" -> "= ?")."""
+    line = "".join(" " if unicodedata.category(char) == "Cc" or char in LINE_SEPARATORS
                    else char for char in text)
+    return line.replace("=?", "= ?")
+
+
+def _decoded(name: str, value: str) -> list[str]:
+    """`value` as readers decode it: by the parser that builds our messages (policy SMTP, as
+    EmailMessage and the campaign builder use it) and by the older `decode_header`."""
+    try:
+        return [str(SMTP.header_factory(name, value)), str(make_header(decode_header(value)))]
+    except (HeaderParseError, LookupError, UnicodeError, ValueError) as exc:
+        # An undecodable word (unknown charset, bad base64) or an address that decodes to a
+        # line break (the parser refuses it): nobody can say what a reader makes of it.
+        raise UnsafeHeader(f"{name} holds an encoded word that cannot be decoded safely") from exc
 
 
 def check_header(name: str, value: str) -> str:
-    """`value`, when it is safe to write as one header line; UnsafeHeader otherwise."""
+    """`value`, when it is safe to write as one header line; UnsafeHeader otherwise. Checked as
+    given and, when it holds encoded words, as decoded: the library decodes them when it builds
+    the header, and writes what they decode to (a line break would start a header of its own)."""
     if has_control_characters(value):
         raise UnsafeHeader(f"{name} must not contain control characters")
+    if has_encoded_word(value):
+        for decoded in _decoded(name, value):
+            if has_control_characters(decoded):
+                raise UnsafeHeader(f"{name} must not decode to control characters")
+            if has_encoded_word(decoded):  # decoded again by the next reader
+                raise UnsafeHeader(f"{name} must not hold an encoded word inside an encoded word")
     return value
+
+
+def check_folded(name: str, folded: bytes) -> bytes:
+    """A header as it will be written (folded, CRLF line ends): `folded` when it is exactly one
+    header, `name`, whose every further line is a continuation (begins with a space or tab);
+    UnsafeHeader when a line would start a header of its own or end the headers."""
+    first, *rest = folded.split(b"\r\n")
+    if (not rest or rest.pop() or not first.lower().startswith(name.lower().encode("ascii") + b":")
+            or any(b"\r" in line or b"\n" in line for line in (first, *rest))
+            # A line of its own is a header of its own; an empty one (or blank: some readers
+            # strip it) ends the headers.
+            or any(line[:1] not in (b" ", b"\t") or not line.strip(b" \t") for line in rest)):
+        raise UnsafeHeader(f"{name} would not be written as one header")
+    return folded
+
+
+def fold_header(name: str, value: str) -> bytes:
+    """The header `name: value` as it goes over SMTP (the library encodes non-ASCII text as
+    RFC 2047 words itself), checked before and after folding."""
+    header = SMTP.header_factory(name, check_header(name, value))
+    return check_folded(name, SMTP.fold_binary(name, header))
 
 
 def build_message(config: SMTPConfig, to: str, subject: str, text: str,
@@ -87,6 +144,9 @@ def build_message(config: SMTPConfig, to: str, subject: str, text: str,
     message.set_content(text)
     if html is not None:
         message.add_alternative(html, subtype="html")
+    # Every header once more, as it will be written: one header each, nothing after its lines.
+    for name, header in message.items():
+        check_folded(name, SMTP.fold_binary(name, header))
     return message
 
 

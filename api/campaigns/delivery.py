@@ -40,7 +40,13 @@ from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
 from api.conversations.statuses import apply_early_reports
 from api.wallet import service as wallet
-from integrations.email import EmailRefused, EmailServerUnavailable, SMTPConfig, SmtpSession
+from integrations.email import (
+    EmailRefused,
+    EmailServerUnavailable,
+    SMTPConfig,
+    SmtpSession,
+    UnsafeHeader,
+)
 from tenancy.clock import utcnow
 from tenancy.db import asyncpg_dsn, session_url
 from tenancy.invitations import email_config_for
@@ -396,7 +402,7 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
         else:
             sender = await _sms_sender(run, item)
             provider_id = await _send_sms(run, item, stable_id, sender)
-    except PermanentFailure as exc:
+    except (PermanentFailure, UnsafeHeader) as exc:  # UnsafeHeader: an address unfit for To
         await _record_failed(run, item, str(exc))
         return
     except ProviderUnavailable as exc:

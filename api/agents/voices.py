@@ -37,8 +37,8 @@ def transcriber_of(transcriber: str | None, connected: Collection[str]) -> str |
 def missing_speech_vendors(voice_id: str, transcriber: str | None,
                            connected: Collection[str]) -> list[str]:
     """The speech vendors the agent needs that are not connected (its voice's, its
-    transcriber's), each once, in that order."""
-    needed = [speech_vendor_of(voice_id)[0]]
-    if transcriber is not None:
-        needed.append(transcriber)
+    transcriber's), each once, in that order. Without a transcriber of its own the agent needs
+    one of TRANSCRIBERS, named as the choice ("openai or deepgram") when none is connected."""
+    needed = [speech_vendor_of(voice_id)[0], transcriber_of(transcriber, connected)
+              or " or ".join(TRANSCRIBERS)]
     return [vendor for vendor in dict.fromkeys(needed) if vendor not in connected]

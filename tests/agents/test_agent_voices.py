@@ -139,11 +139,31 @@ async def test_create_agent_explicit_null_transcriber_is_the_default(client, ten
     assert agent["transcriber"] == "openai"
 
 
-async def test_create_agent_transcriber_is_null_when_neither_vendor_is_connected(client, tenant):
+async def test_create_agent_without_any_transcriber_vendor_is_400(client, pool, tenant):
+    # given a model and a voice connected, but neither openai nor deepgram to transcribe
     await connect(client, tenant, "anthropic")
     await connect(client, tenant, "elevenlabs")
+    response = await create(client, tenant, llm_model="claude-3.5-haiku", voice_id="elevenlabs/abc")
+    # then the agent is refused now, not every call of it later, and nothing is stored
+    body = await expect_error(response, 400, "speech_provider_not_connected")
+    assert "openai or deepgram" in body["error"]["message"]
+    assert await tenant_sql(pool, tenant, "SELECT id FROM agents") == []
+
+
+async def test_patch_of_an_agent_left_without_a_transcriber_vendor_is_400(client, pool, tenant):
+    # given an agent stored without a transcriber (made when that was accepted)
+    await connect(client, tenant, "anthropic")
+    await connect(client, tenant, "elevenlabs")
+    await connect(client, tenant, "deepgram")
     agent = await created(client, tenant, llm_model="claude-3.5-haiku", voice_id="elevenlabs/abc")
-    assert agent["transcriber"] is None
+    await tenant_sql(pool, tenant, "UPDATE agents SET transcriber = NULL")
+    await tenant_sql(pool, tenant, "DELETE FROM integrations WHERE provider = 'deepgram'")
+    # when it is changed, then the create rules refuse it as it would be afterwards
+    response = await client.patch(f"/webhooks/inbound/agents/{agent['id']}",
+                                  json={"name": "Renamed"}, headers=tenant.headers)
+    await expect_error(response, 400, "speech_provider_not_connected")
+    [row] = await tenant_sql(pool, tenant, "SELECT name FROM agents")
+    assert row["name"] != "Renamed"
 
 
 # --- vendors that must be connected -------------------------------------------------------------

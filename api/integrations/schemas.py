@@ -13,7 +13,8 @@ from api.types import NonBlank
 class ConnectRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    api_key: Annotated[NonBlank, Field(max_length=1000)]
+    # Sent to the vendor in an HTTP header, so visible ASCII only (spaces around it are trimmed).
+    api_key: Annotated[NonBlank, Field(max_length=1000, pattern=r"^[ ]*[!-~]+[ ]*$")]
 
 
 class Connected(BaseModel):

@@ -325,6 +325,28 @@ async def test_connect_provider_without_key_is_400(client, tenant, body):
     await expect_error(response, 400, "validation_error")
 
 
+@pytest.mark.parametrize("key", ["sk-clé-123", "sk-\u200b123", "sk-abc\r\nX-Injected: 1",
+                                 "sk-abc def", "sk-\x00abc", "sk-😀"])
+async def test_connect_provider_with_a_key_no_http_header_can_carry_is_400(client, pool, tenant,
+                                                                          key):
+    # given a key with a character an HTTP header cannot carry (it is sent as one to the vendor)
+    response = await client.put("/webhooks/inbound/integrations/openai", json={"api_key": key},
+                                headers=tenant.headers)
+    # then it is refused now, naming the field, instead of every call failing later
+    body = await expect_error(response, 400, "validation_error")
+    assert [detail["field"] for detail in body["error"]["details"]] == ["api_key"]
+    assert await tenant_sql(pool, tenant, "SELECT provider FROM integrations") == []
+
+
+async def test_connect_provider_key_with_spaces_around_it_is_trimmed_and_accepted(
+        client, pool, tenant):
+    response = await client.put("/webhooks/inbound/integrations/openai",
+                                json={"api_key": "  sk-abc_DEF.123~  "}, headers=tenant.headers)
+    assert response.status_code == 200
+    [row] = await tenant_sql(pool, tenant, "SELECT api_key FROM integrations")
+    assert decrypt(row["api_key"]) == "sk-abc_DEF.123~"
+
+
 async def test_connect_provider_of_one_sub_account_does_not_connect_another(
         client, tenant, tenant_second):
     await connect(client, tenant_second)

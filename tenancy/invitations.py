@@ -83,14 +83,15 @@ async def email_config_for(conn: asyncpg.Connection | asyncpg.Pool,
 async def email_invitation(config: SMTPConfig, invitation: IssuedInvitation,
                            sub_account_name: str) -> None:
     """Send the invitation; raises EmailDeliveryError when the server refuses or is down."""
-    accept_url = f"{get_settings().public_url}/functions/v1/accept-invitation"
+    accept_url = (f"{get_settings().public_url}/functions/v1/accept-invitation"
+                  f"?token={invitation.token}")
     greeting = f"Hello {invitation.first_name}," if invitation.first_name else "Hello,"
     text = (
         f"{greeting}\n\n"
         f"You have been invited to join {sub_account_name} on Switchboard as "
         f"{invitation.role.replace('_', ' ')}.\n\n"
+        f"Accept it at {accept_url} before {iso(invitation.expires_at)}.\n\n"
         f"Invitation token: {invitation.token}\n"
-        f"Accept it at {accept_url} before {iso(invitation.expires_at)}.\n"
     )
     message = build_message(config, invitation.email,
                             f"You are invited to {one_line(sub_account_name)}", text,
@@ -131,6 +132,36 @@ MARK_ACCEPTED = """
 UPDATE control.invitations SET accepted_at = now(), accepted_user_id = $2, updated_at = now()
 WHERE id = $1
 """
+
+
+SELECT_INVITATION_TO_SHOW = """
+SELECT i.role, i.email, i.expires_at, i.accepted_at, s.name AS sub_account_name
+FROM control.invitations i
+JOIN control.sub_accounts s ON s.id = i.sub_account_id
+WHERE i.token_hash = $1 AND s.status = 'active'
+"""
+
+
+@dataclass(frozen=True)
+class ShownInvitation:
+    """What the invitation link's page shows: whom it invites where, and whether it still can."""
+
+    sub_account_name: str
+    email: str
+    role: str
+    expires_at: datetime
+    state: str  # open, used or expired
+
+
+async def show_invitation(pool: asyncpg.Pool, token: str) -> ShownInvitation | None:
+    """The invitation of this token as its page shows it (None when unknown); changes nothing."""
+    row = await pool.fetchrow(SELECT_INVITATION_TO_SHOW, hash_token(token))
+    if row is None:
+        return None
+    state = ("used" if row["accepted_at"] is not None
+             else "expired" if row["expires_at"] <= utcnow() else "open")
+    return ShownInvitation(row["sub_account_name"], row["email"], row["role"], row["expires_at"],
+                           state)
 
 
 async def accept_invitation(pool: asyncpg.Pool, token: str, first_name: str | None,

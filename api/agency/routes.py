@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
-from quart import Blueprint, current_app, request
-from quart_schema import tag, validate_request
+from quart import Blueprint, Response, current_app, request
+from quart_schema import hide, tag, validate_request
 
 from api.agency import service
+from api.agency.invitation_page import invitation_page
 from api.agency.schemas import (
     AcceptInvitationRequest,
     AcceptInvitationResponse,
@@ -29,8 +30,9 @@ from api.schemas import FunctionsError
 from api.types import normalise_email, page_fields, pagination, parse_uuid
 from api.validation import validate_errors, validate_response
 from tenancy.errors import APIError
-from tenancy.invitations import accept_invitation
+from tenancy.invitations import accept_invitation, show_invitation
 from tenancy.provisioning import NewSubAccount, provision_sub_account
+from tenancy.settings import get_settings
 
 blueprint = Blueprint("agency", __name__, url_prefix="/functions/v1")
 
@@ -93,6 +95,17 @@ async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict[str,
         _pool(), principal().organisation_id, sub_account_id, email, data.role.strip(),
         data.first_name, data.last_name, data.phone)
     return {"success": True, **result}, 201
+
+
+@blueprint.get("/accept-invitation")
+@hide
+async def invitation_link() -> Response:
+    """The page the invitation email links to: shows the invitation, accepts it with a button."""
+    token = request.args.get("token", "").strip()
+    shown = await show_invitation(_pool(), token) if 0 < len(token) <= 64 else None
+    html, status = invitation_page(shown, token, request.path, get_settings().public_url)
+    return Response(html, status=status, content_type="text/html; charset=utf-8",
+                    headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
 
 
 @blueprint.post("/accept-invitation")

@@ -126,3 +126,66 @@ async def test_concurrent_accepts_make_one_member(client, tenant, mailbox, pool)
     assert sorted(r.status_code for r in responses) == [200] + [410] * 4
     assert await pool.fetchval(
         "SELECT count(*) FROM control.memberships WHERE sub_account_id = $1", tenant.id) == 1
+
+
+# --- the link in the invitation email answers a browser --------------------------------------
+
+
+def link_in(message) -> str:
+    from tests.helpers import email_text
+
+    [link] = [word for word in email_text(message).split() if "/accept-invitation?token=" in word]
+    return link
+
+
+async def test_the_emailed_link_opens_a_page_that_accepts_the_invitation(
+        client, tenant, mailbox, pool):
+    # given an invitation email, when a browser opens its link
+    email, token = await invite(client, tenant, mailbox)
+    link = link_in(mailbox.to(email)[-1])
+    assert link.endswith(f"/functions/v1/accept-invitation?token={token}")
+    path = link[link.index("/functions/"):]
+    page = await client.get(path)
+    # then it shows the invitation with a form that POSTs the token, and accepts nothing itself
+    assert page.status_code == 200
+    assert page.headers["Content-Type"].startswith("text/html")
+    html = await page.get_data(as_text=True)
+    assert "Accept the invitation" in html and email in html and "sub account admin" in html
+    assert f'token: "{token}"' in html
+    assert await pool.fetchval("SELECT accepted_at FROM control.invitations WHERE email = $1",
+                               email) is None
+    # and the POST the page makes accepts it
+    assert (await client.post(ACCEPT, json={"token": token})).status_code == 200
+
+
+async def test_the_link_of_a_used_invitation_says_so_with_410(client, tenant, mailbox):
+    email, token = await invite(client, tenant, mailbox)
+    await client.post(ACCEPT, json={"token": token})
+    page = await client.get(f"{ACCEPT}?token={token}")
+    assert page.status_code == 410
+    assert "already accepted" in await page.get_data(as_text=True)
+
+
+async def test_the_link_of_an_expired_invitation_says_so_with_410(client, tenant, mailbox, pool):
+    email, token = await invite(client, tenant, mailbox)
+    await pool.execute("UPDATE control.invitations SET expires_at = now() - interval '1 minute'"
+                       " WHERE email = $1", email)
+    page = await client.get(f"{ACCEPT}?token={token}")
+    assert page.status_code == 410
+    assert "expired" in await page.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("query", ["", "?token=", "?token=nope", "?token=" + "x" * 500,
+                                   "?token=%3Cscript%3Ealert(1)%3C%2Fscript%3E"])
+async def test_an_unknown_invitation_link_is_a_404_page_that_echoes_nothing(client, query):
+    page = await client.get(f"{ACCEPT}{query}")
+    assert page.status_code == 404
+    html = await page.get_data(as_text=True)
+    assert "not valid" in html and "<script>alert" not in html
+
+
+async def test_the_page_escapes_what_it_shows(client, agency, pool):
+    created = await create_sub_account(client, agency.headers, name="Acme <b>&</b> Sons")
+    page = await client.get(f"{ACCEPT}?token={created['invitation_token']}")
+    html = await page.get_data(as_text=True)
+    assert "Acme &lt;b&gt;&amp;&lt;/b&gt; Sons" in html and "<b>&</b>" not in html

@@ -18,7 +18,18 @@ def _query_parameters(schema: dict[str, Any]) -> None:
                  "description": "Only events of this type (repeatable: any of them)."},
         "since": {"type": "string", "format": "date-time",
                   "description": "Only events after this ISO 8601 timestamp (exclusive); "
-                                 "without a zone, UTC."}}
+                                 "without a zone, UTC. The feed is in commit order: a poller "
+                                 "that passes the largest timestamp it has seen misses no "
+                                 "event. Not with `after`."},
+        "after": {"type": "string", "pattern": "^msg_[0-9a-f]{32}$",
+                  "description": "Only events after this one in the feed's order (an event id "
+                                 "of this sub-account, such as the newest one a poller has "
+                                 "seen; 400 otherwise). Not with `since`. With `since` or "
+                                 "`after` the list is every event after that point, newest "
+                                 "first and paged as usual: walk the pages until `has_more` "
+                                 "is false (a later page may repeat an event that came in "
+                                 "meanwhile; none is skipped), then poll again from the "
+                                 "newest event seen."}}
 
 
 class EventsQuery(BaseModel):
@@ -28,6 +39,7 @@ class EventsQuery(BaseModel):
 
     type: str | None = None
     since: datetime | None = None
+    after: str | None = None
 
 
 class Event(BaseModel):

@@ -3,6 +3,7 @@ agent's post-call webhook, and redelivery (the same event, a new delivery)."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,18 +19,28 @@ from tenancy.scope import TenantScope
 
 RETENTION = timedelta(days=30)
 
-SELECT_EVENTS = """
-SELECT id, type, timestamp, data, count(*) OVER () AS total
-FROM events
+
+def invalid(field: str, message: str) -> APIError:
+    return APIError(400, "validation_error", message,
+                    details=[{"field": field, "message": message, "type": "value_error"}])
+
+# The feed: the window ($1), the types ($2), after a timestamp ($3) or after a position ($4).
+FEED_FILTER = """
 WHERE timestamp > $1 AND ($2::text[] IS NULL OR type = ANY($2)) AND timestamp > COALESCE($3, $1)
-ORDER BY timestamp DESC, id DESC
-LIMIT $4 OFFSET $5
+  AND position > COALESCE($4::bigint, 0)
 """
 
-COUNT_EVENTS = """
-SELECT count(*) FROM events
-WHERE timestamp > $1 AND ($2::text[] IS NULL OR type = ANY($2)) AND timestamp > COALESCE($3, $1)
+SELECT_EVENTS = f"""
+SELECT id, type, timestamp, data, count(*) OVER () AS total
+FROM events
+{FEED_FILTER}
+ORDER BY position DESC
+LIMIT $5 OFFSET $6
 """
+
+COUNT_EVENTS = f"SELECT count(*) FROM events {FEED_FILTER}"
+
+SELECT_POSITION = "SELECT position FROM events WHERE id = $1"
 
 DELIVERY_COLUMNS = """id, message_id AS event_id, event_type, status,
 CASE WHEN status = 'pending' THEN next_attempt_at END AS next_attempt_at"""
@@ -74,7 +85,7 @@ ORDER BY delivery_id, attempt_number
 
 # Whether the delivery's target still takes events: a live subscription, or an agent not deleted.
 SELECT_FOR_REDELIVERY = """
-SELECT d.status,
+SELECT d.status, COALESCE(d.original_delivery_id, d.id) AS original_id,
        CASE WHEN d.subscription_id IS NOT NULL THEN s.is_active AND s.deleted_at IS NULL
             WHEN d.agent_id IS NOT NULL THEN a.deleted_at IS NULL
             ELSE true END AS target_active
@@ -86,11 +97,34 @@ FOR KEY SHARE OF d
 """
 
 
+# Redeliveries of one original delivery (its redeliveries' too) in any rolling hour.
+REDELIVERY_LIMIT = 10
+REDELIVERY_WINDOW = timedelta(hours=1)
+# One lock per original delivery (which retention may already have deleted), so that concurrent
+# redeliveries count one after another.
+REDELIVERY_LOCK_SPACE = 0x52444C56  # "RDLV"
+LOCK_REDELIVERIES = "SELECT pg_advisory_xact_lock($1, hashtext($2::uuid::text))"
+# A statement of its own after the lock, so that it sees what the previous holder committed.
+RECENT_REDELIVERIES = """
+SELECT count(*) AS count, min(created_at) AS oldest, clock_timestamp() AS now
+FROM webhook_deliveries
+WHERE original_delivery_id = $1 AND created_at > clock_timestamp() - $2::interval
+"""
+
+
 async def list_events(scope: TenantScope, types: list[str] | None, since: datetime | None,
-                      limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Events of the last 30 days, newest first; of `types` only, and after `since`, if given."""
-    window = (utcnow() - RETENTION, types, since)
+                      after: str | None, limit: int,
+                      offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Events of the last 30 days, newest first (in commit order, api/events.py); of `types`
+    only, and after `since` (a timestamp) or `after` (an event id), if given: 400
+    `validation_error` when `after` is not an event of the sub-account."""
     async with scope.transaction() as conn:
+        position = None
+        if after is not None:
+            position = await conn.fetchval(SELECT_POSITION, after)
+            if position is None:
+                raise invalid("after", "after must be the id of an event of this sub-account")
+        window = (utcnow() - RETENTION, types, since, position)
         return await fetch_page(conn, SELECT_EVENTS, COUNT_EVENTS, *window, limit, offset,
                                 count_args=window)
 
@@ -118,9 +152,26 @@ async def redeliver(scope: TenantScope, delivery_id: uuid.UUID) -> dict[str, Any
         if not delivery["target_active"]:
             raise APIError(409, "delivery_target_inactive",
                            "the delivery's subscription or agent no longer takes events")
+        await _within_redelivery_limit(conn, delivery["original_id"])
         new_id = await events.emit_again(conn, delivery_id)
         [new] = await _with_attempts(conn, [dict(await conn.fetchrow(SELECT_DELIVERY, new_id))])
     return new
+
+
+async def _within_redelivery_limit(conn: asyncpg.Connection, original_id: uuid.UUID) -> None:
+    """429 `redelivery_limited` (with Retry-After: the seconds until the oldest of the hour's
+    redeliveries leaves the hour) when the original delivery already has REDELIVERY_LIMIT
+    redeliveries in the last hour. The lock holds until the transaction ends, so concurrent
+    requests are counted one after another."""
+    await conn.execute(LOCK_REDELIVERIES, REDELIVERY_LOCK_SPACE, original_id)
+    recent = await conn.fetchrow(RECENT_REDELIVERIES, original_id, REDELIVERY_WINDOW)
+    if recent["count"] < REDELIVERY_LIMIT:
+        return
+    wait = recent["oldest"] + REDELIVERY_WINDOW - recent["now"]
+    raise APIError(429, "redelivery_limited",
+                   f"this delivery was redelivered {REDELIVERY_LIMIT} times in the last hour; "
+                   "retry later", headers={"Retry-After": str(max(1, math.ceil(
+                       wait.total_seconds())))})
 
 
 async def _with_attempts(conn: asyncpg.Connection,

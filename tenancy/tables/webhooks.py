@@ -11,6 +11,8 @@ TIMESTAMP = sa.TIMESTAMP(timezone=True)
 
 # Every event as emitted, subscribers or not (GET /events; kept 30 days). `id` is the message id
 # every delivery of it carries (`webhook-id`); `timestamp` is the body's, to the millisecond.
+# `position` is the event's place in the tenant's event stream: emit stamps `position` and
+# `timestamp` under a lock it holds until commit (api/events.py), so both grow in commit order.
 events = sa.Table(
     "events",
     tenant_metadata,
@@ -18,8 +20,10 @@ events = sa.Table(
     sa.Column("type", sa.Text, nullable=False),
     sa.Column("timestamp", TIMESTAMP, nullable=False),
     sa.Column("data", pg.JSONB, nullable=False),
+    sa.Column("position", sa.BigInteger, sa.Identity(), nullable=False),
     sa.Index("ix_events_timestamp", sa.text("timestamp DESC"), sa.text("id DESC")),
-    sa.Index("ix_events_type_timestamp", "type", sa.text("timestamp DESC"), sa.text("id DESC")),
+    sa.Index("ix_events_position", "position", unique=True),
+    sa.Index("ix_events_type_position", "type", sa.text("position DESC")),
 )
 
 webhook_subscriptions = sa.Table(
@@ -63,6 +67,10 @@ webhook_deliveries = sa.Table(
     sa.Column("last_status_code", sa.Integer),
     sa.Column("last_error", sa.Text),
     sa.Column("completed_at", TIMESTAMP),
+    # A redelivery's original: the first delivery of its message to its target (a redelivery
+    # of a redelivery names the same one). No foreign key: the original may go with retention
+    # before its redeliveries, which still count against it (the redelivery limit).
+    sa.Column("original_delivery_id", UUID),
     created_at(),
     updated_at(),
     sa.CheckConstraint("status IN ('pending', 'delivered', 'failed', 'cancelled')", name="status"),
@@ -75,6 +83,9 @@ webhook_deliveries = sa.Table(
              sa.text("created_at DESC"), sa.text("id DESC")),
     sa.Index("ix_webhook_deliveries_agent_log", "agent_id", sa.text("created_at DESC"),
              sa.text("id DESC"), postgresql_where=sa.text("agent_id IS NOT NULL")),
+    # The redelivery limit counts an original's redeliveries of the last hour.
+    sa.Index("ix_webhook_deliveries_redeliveries", "original_delivery_id", "created_at",
+             postgresql_where=sa.text("original_delivery_id IS NOT NULL")),
     # Retention: finished deliveries past 30 days go (api/event_log/tasks.py).
     sa.Index("ix_webhook_deliveries_completed_at", "completed_at",
              postgresql_where=sa.text("completed_at IS NOT NULL")),

@@ -54,14 +54,15 @@ async def receive(scope: TenantScope, text: InboundText) -> Received:
             return Received(queries.message_view(known), known["contact_id"], duplicate=True)
         sender = await conn.fetchrow(queries.UPSERT_CONTACT_BY_PHONE, text.from_number)
         contact_id = sender["id"]
-        if sender["created"]:
-            await emit_created(conn, scope.sub_account_id, contact_id)
         message_id = await conn.fetchval(queries.INSERT_INBOUND, contact_id, text.body,
                                          text.provider_message_id, text.to_number)
         if message_id is None:  # a concurrent repeat committed first
             known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
             return Received(queries.message_view(known), known["contact_id"], duplicate=True)
         message = queries.message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
+        # Events last: emitting holds the tenant's event stream until commit (api/events.py).
+        if sender["created"]:
+            await emit_created(conn, scope.sub_account_id, contact_id)
         await apply_inbound_keyword(conn, contact_id, text.body)
         await events.emit(conn, "message.received",
                           {"sub_account_id": scope.sub_account_id, "message": message})

@@ -5,10 +5,11 @@ Signing follows the Standard Webhooks spec: the secret is `whsec_<base64 key>`, 
 
 The SSRF guard reads the target host as a resolver would (percent-decoded, without trailing dots
 or whitespace, IPv4 in any of inet_aton's forms: `2130706433`, `0x7f.1`, `017700000001`, `127.1`),
-resolves it when sending, refuses it if any address it is or resolves to is not a public unicast
-address, and then connects to the very address it checked (the URL's
-host is swapped for that address, while the Host header and TLS SNI / certificate check keep the
-original name), so DNS cannot answer differently between the check and the connect.
+resolves it when sending, refuses it if any address it is or resolves to is not globally reachable
+by the IANA special-purpose registries (integrations/special_addresses.py; CONTRACT 11), and then
+connects to the very address it checked (the URL's host is swapped for that address, while the
+Host header and TLS SNI / certificate check keep the original name), so DNS cannot answer
+differently between the check and the connect.
 Redirects are never followed, proxies from the environment are ignored. A name that does not
 resolve is a failed attempt (retried on the schedule), not a refusal: only a non-public address is.
 """
@@ -30,6 +31,8 @@ import urllib.parse
 from dataclasses import dataclass
 
 import httpx
+
+from integrations.special_addresses import is_globally_reachable, refusing_block
 
 SECRET_PREFIX = "whsec_"
 USER_AGENT = "Switchboard-Webhooks/1.0"
@@ -134,15 +137,9 @@ def canonical_host(host: str) -> str:
 
 
 def is_public_address(address: IPAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is not None and not is_public_address(embedded):
-            return False
-    return not (
-        address.is_private or address.is_loopback or address.is_link_local
-        or address.is_multicast or address.is_reserved or address.is_unspecified
-        or not address.is_global
-    )
+    """Globally reachable by the IANA special-purpose registries (integrations/
+    special_addresses.py): not in any block they mark otherwise, nor carrying such an IPv4."""
+    return is_globally_reachable(address)
 
 
 def literal_address(host: str) -> IPAddress | None:
@@ -189,8 +186,14 @@ async def checked_addresses(target: httpx.URL) -> list[IPAddress]:
         except (TimeoutError, OSError, UnicodeError) as exc:
             reason = str(exc) or type(exc).__name__
             raise ResolutionFailed(f"the URL's host could not be resolved ({reason})") from exc
-    if not addresses or not all(is_public_address(a) for a in addresses):
-        raise TargetNotAllowed("the URL points at a private, loopback or reserved address")
+    refused = [address for address in addresses if not is_public_address(address)]
+    if refused and literal is not None and (block := refusing_block(literal)) is not None:
+        raise TargetNotAllowed(f"the URL points at {literal}, {block.describe()}, which is not "
+                               "a globally reachable address")
+    if not addresses or refused:
+        # What a name resolves to is not told: the answer would map the network around us.
+        raise TargetNotAllowed("the URL points at an address that is not globally reachable "
+                               "(private, loopback, reserved or special-purpose)")
     return addresses
 
 

@@ -33,7 +33,8 @@ MAX_FIRST_MESSAGE = 1_000
 
 Name = Annotated[NonBlank, Field(max_length=200)]
 VoiceId = Annotated[NonBlank, Field(max_length=100)]
-MaxDuration = Annotated[Number, Field(gt=0, le=1440, allow_inf_nan=False)]
+# Minutes: CONTRACT 11 bounds it to 0.1 (6 s) .. 240.
+MaxDuration = Annotated[Number, Field(ge=0.1, le=240, allow_inf_nan=False)]
 Temperature = Annotated[Number, Field(ge=0, le=1, allow_inf_nan=False)]
 # Seconds and milliseconds: the bounds CONTRACT 9 gives.
 SilenceTimeout = Annotated[Number, Field(ge=1, le=600, allow_inf_nan=False)]

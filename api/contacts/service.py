@@ -9,6 +9,7 @@ a contact an address or number another contact holds is refused with 409.
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from api import events
 from api.companies.service import company_exists
 from api.contacts.schemas import Contact, ContactFields, UpdateContactRequest
 from api.custom_fields.service import checked_values, invalid, refuse
+from api.tags.schemas import ZERO_WIDTH_CHARACTERS
 from api.types import normalise_email, parse_uuid
 from tenancy.db import fetch_one_or_404, where_clause
 from tenancy.errors import APIError, not_found
@@ -172,9 +174,20 @@ def valid_phone(value: str) -> str | None:
     return phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)
 
 
+ZERO_WIDTH = dict.fromkeys(map(ord, ZERO_WIDTH_CHARACTERS))
+
+
+def normalise_tag(value: str) -> str:
+    """One tag as it is stored and matched (CONTRACT 11): NFKC, without zero-width characters,
+    trimmed, lowercased. The final NFC keeps it stable when normalised again (a few Greek
+    letters with combining marks compose only once lowered), so look-alikes are one tag."""
+    text = unicodedata.normalize("NFKC", value).translate(ZERO_WIDTH).strip().lower()
+    return unicodedata.normalize("NFC", text)
+
+
 def normalise_tags(values: list[str]) -> list[str]:
-    """Lowercased, trimmed, empty ones dropped, de-duplicated in first-seen order."""
-    tags = list(dict.fromkeys(tag for tag in (value.strip().lower() for value in values) if tag))
+    """Each normalised (normalise_tag), empty ones dropped, de-duplicated in first-seen order."""
+    tags = list(dict.fromkeys(tag for tag in map(normalise_tag, values) if tag))
     too_long = [tag for tag in tags if len(tag) > MAX_TAG]
     if too_long:
         raise refuse([invalid("tags", f"a tag has at most {MAX_TAG} characters", "too_long")])
@@ -465,7 +478,7 @@ def search_conditions(q: str | None, email: str | None, phone: str | None,
                                    "phone"))
         conditions.append((PHONE_MATCH, number))
     if tags is not None:
-        wanted = [tag.strip().lower() for tag in tags]
+        wanted = [normalise_tag(tag) for tag in tags]
         if not all(0 < len(tag) <= MAX_TAG for tag in wanted):
             details.append(invalid("tag", f"a tag has 1 to {MAX_TAG} characters", "tag"))
         conditions.append((TAGS_MATCH, list(dict.fromkeys(wanted))))

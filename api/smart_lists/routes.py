@@ -26,7 +26,7 @@ blueprint = Blueprint("smart_lists", __name__, url_prefix="/webhooks/inbound")
 @validate_response(SmartListResponse, 201)
 @validate_response(Error, 400)
 async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict[str, Any], int]:
-    """Create a smart list: the contacts carrying any of `tags` (lowercased, trimmed)."""
+    """Create a smart list: the contacts carrying any of `tags` (normalised as tags are)."""
     tags = normalise_tags(data.tags or [])
     if not tags:
         raise APIError(400, "tags_required", "at least one non-empty tag is required")

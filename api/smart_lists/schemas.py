@@ -7,14 +7,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import NON_BLANK_PATTERN, NonBlank, document
+from api.tags.schemas import TAG_PATTERN
+from api.types import NonBlank, document
 
 
 class CreateSmartListRequest(BaseModel):
     # At least one non-empty tag.
     model_config = ConfigDict(extra="ignore", json_schema_extra=document(
         required=("tags",), properties={"tags": {
-            "contains": {"type": "string", "pattern": NON_BLANK_PATTERN},
+            "contains": {"type": "string", "pattern": TAG_PATTERN},
             "items": {"maxLength": 100}}}))
 
     name: NonBlank = Field(max_length=200)

@@ -6,9 +6,15 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import NON_BLANK_PATTERN, document
+from api.types import WHITESPACE, document
 
-TAG = {"type": "string", "pattern": NON_BLANK_PATTERN}
+# CONTRACT 11a: the zero-width characters a tag loses when it is normalised.
+ZERO_WIDTH_CHARACTERS = "\u200b\u200c\u200d\u2060\ufeff"
+# A tag that is not empty once normalised holds a character that is neither whitespace nor
+# zero-width (NFKC turns nothing else into those).
+TAG_PATTERN = "[^" + "".join(f"\\u{ord(character):04x}"
+                             for character in (*WHITESPACE, *ZERO_WIDTH_CHARACTERS)) + "]"
+TAG = {"type": "string", "pattern": TAG_PATTERN}
 
 
 class TagsRequest(BaseModel):

@@ -12,12 +12,11 @@ import base64
 
 from quart import Blueprint, Response, request
 from quart_schema import hide
-from werkzeug.urls import iri_to_uri
 
 from api.auth import db_pool
+from api.campaigns.content import location as link_location
 from api.tracking import service
 from api.tracking.tokens import Tracked, verify
-from integrations.email import has_control_characters
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
 
@@ -54,11 +53,12 @@ async def open_pixel(token: str) -> Response:
 @hide
 async def click(token: str) -> Response:
     tracked = verify("click", token)
-    # A link that cannot be a Location header (signed before links were checked at create) is
-    # refused before the click is counted.
-    if tracked is None or not tracked.url or has_control_characters(tracked.url):
+    # A link that cannot be followed (signed before links were checked when a campaign is
+    # written: a control character, a bad port, host or IPv6 literal) is refused before the
+    # click is counted.
+    location = None if tracked is None else link_location(tracked.url)
+    if tracked is None or location is None:
         raise _unknown()
-    location = iri_to_uri(tracked.url)
     await service.record_click(await _scope(tracked), tracked.recipient_id)
     return Response("", status=302, headers={"Location": location, **NO_STORE})
 

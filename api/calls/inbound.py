@@ -7,6 +7,8 @@ one (`service.finish_call`), and the worker follows it meanwhile (`service.advan
 
 - the sandbox carrier's call is written `queued`, so the worker connects it as it places an
   outbound call, the caller playing the script of its own number;
+- a sandbox webhook may name the carrier's `call_sid`: a repeat of it within CALL_SID_MEMORY
+  rings nothing and answers the first call (see `ring_sandbox`);
 - a Twilio call is already on the line when its voice webhook arrives: written with its
   CallSid, `ringing` when the sub-account has a free place (max_concurrent_calls), so the worker
   only follows it; else `queued` and held on the line (`waiting`): Twilio is told to ask again
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from itertools import count
 
 import asyncpg
 
@@ -37,6 +41,10 @@ log = logging.getLogger("switchboard.calls.inbound")
 
 # A call already on the line is first looked at by the worker this much later.
 FOLLOW_AFTER = timedelta(seconds=1)
+# A sandbox call_sid is remembered this long per sub-account (CONTRACT 11a).
+CALL_SID_MEMORY = timedelta(hours=24)
+# The name-based (version 5) ids of the calls a sandbox call_sid rings are made in this space.
+CALL_SID_NAMESPACE = uuid.UUID("5d0f6c1e-3b7a-4a59-9d51-8f1c2e7b4a60")
 
 
 @dataclass(frozen=True)
@@ -58,14 +66,41 @@ class Ringing:
     provider_call_id: str | None = None
 
 
-async def ring_sandbox(scope: TenantScope, from_number: str, to_number: str) -> InboundCall:
+async def ring_sandbox(scope: TenantScope, from_number: str, to_number: str,
+                       call_sid: str | None = None) -> InboundCall:
     """The sandbox rings `to_number` of the sub-account with a call from `from_number`.
 
     404 when the sub-account does not hold `to_number`, 409 `phone_number_unassigned` when no
-    agent answers it, 409 `agent_inactive` when its agent takes no calls."""
+    agent answers it, 409 `agent_inactive` when its agent takes no calls.
+
+    With a `call_sid`, a repeat within CALL_SID_MEMORY of a ring that made a call rings nothing
+    and answers that call, whatever its numbers. The call_sid is remembered in the call's id:
+    the calls one call_sid rings have the name-based ids `sid_call_ids` lists (one per time it
+    rang anew), so no column holds it. `provider_call_id` cannot: on a queued call it means a
+    Twilio caller held on the line, and placing the call overwrites it with the sandbox's own
+    id. A transaction lock on the call_sid makes concurrent repeats wait for the first, which
+    they then find."""
+    ringing = Ringing(from_number, to_number, "sandbox")
     async with scope.transaction() as conn:
-        return await _record(conn, scope.sub_account_id,
-                             Ringing(from_number, to_number, "sandbox"))
+        if call_sid is None:
+            return await _record(conn, scope.sub_account_id, ringing)
+        await conn.execute(queries.LOCK_CALL_SID,
+                           f"sandbox-call-sid:{scope.sub_account_id}:{call_sid}")
+        call_ids = sid_call_ids(scope.sub_account_id, call_sid)
+        while True:
+            call_id = next(call_ids)
+            rung = await conn.fetchrow(queries.SELECT_CALL_SID_CALL, call_id, CALL_SID_MEMORY)
+            if rung is None:
+                return await _record(conn, scope.sub_account_id, ringing, call_id)
+            if rung["remembered"]:
+                return InboundCall(scope.sub_account_id, rung["id"], rung["contact_id"])
+
+
+def sid_call_ids(sub_account_id: uuid.UUID, call_sid: str) -> Iterator[uuid.UUID]:
+    """The ids of the calls `call_sid` rings in the sub-account, in order: the first ring
+    takes the first; a ring after the latest call's CALL_SID_MEMORY took the next one."""
+    for generation in count():
+        yield uuid.uuid5(CALL_SID_NAMESPACE, f"{sub_account_id}/{call_sid}/{generation}")
 
 
 async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
@@ -109,7 +144,7 @@ async def number_owner(pool: asyncpg.Pool, phone_number: str,
 
 
 async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                  ringing: Ringing) -> InboundCall:
+                  ringing: Ringing, call_id: uuid.UUID | None = None) -> InboundCall:
     number = await fetch_one_or_404(conn, queries.SELECT_NUMBER_AND_AGENT, ringing.to_number,
                                     what="phone number")
     if number["agent_id"] is None:
@@ -126,7 +161,7 @@ async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
     call_id = await conn.fetchval(
         queries.INSERT_INBOUND_CALL, contact_id, number["agent_id"], number["id"],
         ringing.from_number, ringing.to_number, ringing.provider, "queued",
-        ringing.provider_call_id, None)
+        ringing.provider_call_id, None, call_id)
     waiting = on_the_line and not await _connect_held(conn, sub_account_id, call_id)
     await schedule_due(conn, sub_account_id, CALL_WORK, call_id,
                        utcnow() + (FOLLOW_AFTER if on_the_line else timedelta(0)))

@@ -33,9 +33,18 @@ MARK_CONNECTED = """
 UPDATE calls SET status = 'ringing', started_at = now(), updated_at = now() WHERE id = $1
 """
 
+# $10: the id a sandbox call_sid names (`inbound.ring_sandbox`), else a random one.
 INSERT_INBOUND_CALL = """
-INSERT INTO calls (contact_id, agent_id, phone_number_id, from_number, to_number, provider,
+INSERT INTO calls (id, contact_id, agent_id, phone_number_id, from_number, to_number, provider,
                    direction, status, provider_call_id, started_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'inbound', $7, $8, $9)
+VALUES (COALESCE($10::uuid, gen_random_uuid()), $1, $2, $3, $4, $5, $6, 'inbound', $7, $8, $9)
 RETURNING id
+"""
+
+# One ring of a sandbox call_sid at a time (per sub-account): the second finds the first's call.
+LOCK_CALL_SID = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+
+# The call a sandbox call_sid named, and whether it is still remembered (rung within $2).
+SELECT_CALL_SID_CALL = """
+SELECT id, contact_id, created_at > now() - $2::interval AS remembered FROM calls WHERE id = $1
 """

@@ -111,7 +111,9 @@ async def sandbox_inbound_call(sub_account_id: str) -> tuple[dict[str, Any], int
     """The sandbox carrier's webhook: ring one of the sub-account's numbers from `from`.
 
     Signed like the sandbox SMS webhook (`X-Sandbox-Signature`); the number's agent answers and
-    the caller plays the sandbox script of its own number (CONTRACT 6).
+    the caller plays the sandbox script of its own number (CONTRACT 6). An optional `call_sid`
+    (1 to 64 of `A-Z a-z 0-9 _ -`) makes a repeated webhook ring once: for 24 hours the same
+    call_sid answers 202 with the first call's ids, whatever its numbers (CONTRACT 11).
     """
     sub_account_uuid = parse_uuid(sub_account_id, "sub_account_id")
     raw = await request.get_data(as_text=False)
@@ -120,7 +122,7 @@ async def sandbox_inbound_call(sub_account_id: str) -> tuple[dict[str, Any], int
                                request.headers.get(signing.HEADER))
     caller, number = _phone(data.from_number, "from"), _phone(data.to, "to")
     scope = await TenantScope.of_active_or_404(db_pool(), sub_account_uuid)
-    call = await inbound.ring_sandbox(scope, caller, number)
+    call = await inbound.ring_sandbox(scope, caller, number, data.call_sid)
     return {"status": "success", "call_id": call.call_id, "contact_id": call.contact_id}, 202
 
 

@@ -77,6 +77,9 @@ class SandboxInboundCall(BaseModel):
 
     from_number: StrictStr = Field(alias="from", max_length=64)
     to: StrictStr = Field(max_length=64)
+    # The carrier's id of the call: a repeated webhook with the same one rings once (CONTRACT 11).
+    call_sid: Annotated[StrictStr, Field(min_length=1, max_length=64,
+                                         pattern=r"^[A-Za-z0-9_-]+$")] | None = None
 
 
 class InboundCallRinging(BaseModel):

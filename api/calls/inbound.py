@@ -155,8 +155,6 @@ async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
         raise APIError(409, "agent_inactive", "the number's agent is inactive and takes no calls")
     caller = await conn.fetchrow(queries.UPSERT_CALLER, ringing.from_number)
     contact_id = caller["id"]
-    if caller["created"]:
-        await emit_created(conn, sub_account_id, contact_id)
     on_the_line = ringing.provider_call_id is not None
     call_id = await conn.fetchval(
         queries.INSERT_INBOUND_CALL, contact_id, number["agent_id"], number["id"],
@@ -165,6 +163,10 @@ async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
     waiting = on_the_line and not await _connect_held(conn, sub_account_id, call_id)
     await schedule_due(conn, sub_account_id, CALL_WORK, call_id,
                        utcnow() + (FOLLOW_AFTER if on_the_line else timedelta(0)))
+    # Events last: emitting holds the tenant's event stream until commit (api/events.py), and
+    # place_free above may wait for the sub-account's call lock.
+    if caller["created"]:
+        await emit_created(conn, sub_account_id, contact_id)
     return InboundCall(sub_account_id, call_id, contact_id, waiting)
 
 

@@ -22,6 +22,8 @@ from voice.call import CallRuntime
 from voice.silero import shared_session
 from voice.twilio import STREAM_PATH, TWIML_PATH, TwilioBridge
 
+MAX_MESSAGE_BYTES = 256 * 1024
+
 
 def build_voice_app(settings: Settings, database_url: str) -> Starlette:
     state: dict[str, Any] = {}
@@ -40,24 +42,9 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
             await pool.close()
 
     async def stream(websocket: WebSocket) -> None:
+        # Admission, the call limit and the call itself: CallRuntime.handle (CONTRACT 11).
         runtime: CallRuntime = state["runtime"]
-        if runtime.full():
-            # This process has its SWITCHBOARD_VOICE_MAX_CALLS: the carrier tries again (the
-            # sandbox does; behind SO_REUSEPORT or a balancer it may reach another process).
-            metrics.STREAMS_BUSY.inc()
-            await refuse_busy(websocket)
-            return
-        task = asyncio.current_task()
-        if task is not None:
-            runtime.active.add(task)  # counted before the first await: no race past the limit
-        metrics.CALLS_ACTIVE.inc()
-        try:
-            await websocket.accept()
-            await runtime.handle(websocket)
-        finally:
-            metrics.CALLS_ACTIVE.dec()
-            if task is not None:
-                runtime.active.discard(task)
+        await runtime.handle(websocket)
 
     async def twilio_twiml(request: Request) -> Response:
         bridge: TwilioBridge = state["twilio"]
@@ -66,7 +53,8 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
     async def health(_request: Request) -> JSONResponse:
         runtime: CallRuntime | None = state.get("runtime")
         return JSONResponse({"status": "ok", "calls": len(runtime.active) if runtime else 0,
-                             "max_calls": settings.voice_max_calls})
+                             "max_calls": settings.voice_max_calls,
+                             "pending": runtime.pending if runtime else 0})
 
     async def metrics_page(_request: Request) -> Response:
         body, content_type = metrics.exposition()
@@ -76,17 +64,6 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
                              Route(TWIML_PATH, twilio_twiml, methods=["POST"]),
                              Route("/health", health), Route("/metrics", metrics_page)],
                      lifespan=lifespan)
-
-
-async def refuse_busy(websocket: WebSocket) -> None:
-    """503 to the WebSocket handshake, with Retry-After (the ASGI denial-response extension,
-    which hypercorn serves); a server without it would answer 403."""
-    busy = Response("the voice runtime is at its call limit", status_code=503,
-                    headers={"Retry-After": "1"}, media_type="text/plain")
-    try:
-        await websocket.send_denial_response(busy)
-    except RuntimeError:
-        await websocket.close(code=1013)
 
 
 async def serve_voice(settings: Settings, database_url: str, host: str, port: int,
@@ -101,6 +78,9 @@ async def serve_voice(settings: Settings, database_url: str, host: str, port: in
     config.bind = ([f"fd://{prefork.listen(host, port).detach()}"] if prefork_child
                    else [f"{host}:{port}"])
     config.accesslog = None
+    # Media Streams messages are small (a 20 ms media message is about 300 bytes): a larger one
+    # closes the connection (1009), so connections that never name a call hold little memory.
+    config.websocket_max_message_size = MAX_MESSAGE_BYTES
     # On SIGTERM no new call is taken; running calls get this long to finish (CONTRACT 9).
     config.graceful_timeout = settings.voice_shutdown_grace_seconds
     await serve(build_voice_app(settings, database_url), config,  # type: ignore[arg-type]

@@ -94,9 +94,17 @@ PIPELINE_RATE = 8000
 FRAME_SECONDS = 0.02
 SILENT_FRAME = bytes(int(PIPELINE_RATE * FRAME_SECONDS) * 2)
 LAST_WORDS_SECONDS = 5.0
-# A stream names its call in its first messages, soon after it opens.
+# Admission (CONTRACT 11, 11a). A connection names its call, a `start` whose token we signed,
+# within AUTH_SECONDS of its WebSocket handshake, or it is closed with 1008; nothing else it
+# sends extends that. Only then does it count against SWITCHBOARD_VOICE_MAX_CALLS.
+AUTH_SECONDS = 5.0
+# Messages a connection may send before its `start` (Twilio sends one, `connected`).
 START_MESSAGES = 10
-START_SECONDS = 10.0
+# Connections that have not named a call yet, at most: one more closes the oldest of them
+# (1013), so they cannot exhaust memory or descriptors, nor keep a carrier's new stream out.
+MAX_PENDING_STREAMS = 200
+POLICY_VIOLATION = 1008  # not a call of ours (or not named in time)
+TRY_AGAIN_LATER = 1013  # a call of ours, at the call limit: the carrier dials again
 # The background beds (scripts/make_ambience.py), mixed at this share under the agent's voice.
 AMBIENCE = {path.stem: path for path in (Path(__file__).parent / "ambience").glob("*.wav")}
 AMBIENCE_VOLUME = 0.3  # how long the transcriber gets for words said while hanging up
@@ -120,11 +128,11 @@ class StreamStart:
 
 async def read_start(websocket: WebSocket) -> StreamStart | None:
     """The Media Streams `connected` and `start` messages; None when the stream ends first, or
-    when what arrives is not Media Streams (the connection is then refused, not an error)."""
+    when what arrives is not Media Streams (the connection is then refused, not an error). The
+    caller bounds how long this may take (AUTH_SECONDS)."""
     try:
         for _ in range(START_MESSAGES):
-            message = json.loads(await asyncio.wait_for(websocket.receive_text(),
-                                                        START_SECONDS))
+            message = json.loads(await websocket.receive_text())
             event = message.get("event")
             if event == "start":
                 start = message.get("start") or {}
@@ -135,8 +143,7 @@ async def read_start(websocket: WebSocket) -> StreamStart | None:
                                    {str(k): str(v) for k, v in parameters.items()})
             if event == "stop":
                 return None
-    except (WebSocketDisconnect, TimeoutError, ValueError, KeyError, TypeError, AttributeError,
-            RuntimeError):
+    except (WebSocketDisconnect, ValueError, KeyError, TypeError, AttributeError, RuntimeError):
         return None
     return None
 
@@ -188,27 +195,125 @@ def _wav(pcm: bytes, sample_rate: int, channels: int) -> bytes:
 
 
 class CallRuntime:
-    """Runs calls for one `switchboard voice` process."""
+    """Runs calls for one `switchboard voice` process.
+
+    A connection is first *pending*: it has AUTH_SECONDS from its handshake to send a `start`
+    whose token we signed (at most MAX_PENDING_STREAMS wait at once; one more closes the oldest
+    with 1013). Only a stream that named one of our calls takes a place among
+    SWITCHBOARD_VOICE_MAX_CALLS (`active`); at the limit it is closed with 1013 and its call is
+    left (or put back) `queued` while the carrier dials again. The call becomes `in_progress`
+    only once its stream has its place (`answer_call`)."""
 
     def __init__(self, settings: Settings, pool: asyncpg.Pool) -> None:
         self.settings = settings
         self.pool = pool
-        self.active: set[asyncio.Task[Any]] = set()
+        self.active: set[object] = set()
+        self._pending: dict[object, asyncio.Timeout] = {}
+        self._evicted: set[object] = set()
 
     def full(self) -> bool:
-        """This process runs SWITCHBOARD_VOICE_MAX_CALLS calls (streams being set up count)."""
+        """This process runs SWITCHBOARD_VOICE_MAX_CALLS calls (of streams that named a call)."""
         return len(self.active) >= self.settings.voice_max_calls
 
+    @property
+    def pending(self) -> int:
+        """Connections that have not yet named a call."""
+        return len(self._pending)
+
     async def handle(self, websocket: WebSocket) -> None:
-        admitted = await self._admit(websocket)
+        """One media stream, from its WebSocket handshake (not yet accepted) to the call's end."""
+        named = await self._named_call(websocket)
+        if not isinstance(named, StreamStart):
+            metrics.call_ended("refused")
+            await _close(websocket, named)
+            return
+        start = named
+        tenant = uuid.UUID(start.parameters["sub_account_id"])
+        call_id = uuid.UUID(start.parameters["call_id"])
+        if self.full():
+            metrics.STREAMS_BUSY.inc()
+            await self._keep_queued(tenant, call_id)
+            await _close(websocket, TRY_AGAIN_LATER)
+            return
+        place = object()
+        self.active.add(place)  # no await since full(): no race past the limit
+        metrics.CALLS_ACTIVE.inc()
+        try:
+            await self._take_call(websocket, start, tenant, call_id)
+        finally:  # the place is free once the call's record is written
+            metrics.CALLS_ACTIVE.dec()
+            self.active.discard(place)
+
+    async def _named_call(self, websocket: WebSocket) -> StreamStart | int:
+        """The stream's start once it names a call by a token we signed, within AUTH_SECONDS of
+        the handshake; else the code to close the connection with."""
+        key = object()
+        start: StreamStart | None = None
+        try:
+            async with asyncio.timeout(AUTH_SECONDS) as limit:
+                self._make_room()
+                self._pending[key] = limit
+                metrics.STREAMS_PENDING.set(len(self._pending))
+                try:
+                    await websocket.accept()
+                    start = await read_start(websocket)
+                finally:
+                    self._pending.pop(key, None)
+                    metrics.STREAMS_PENDING.set(len(self._pending))
+        except TimeoutError:
+            if key in self._evicted:
+                self._evicted.discard(key)
+                return TRY_AGAIN_LATER
+            log.debug("media stream closed: no call named within %s s", AUTH_SECONDS)
+            return POLICY_VIOLATION
+        self._evicted.discard(key)  # evicted too late to matter: it named its call first
+        if start is None:
+            return POLICY_VIOLATION
+        call_id = start.parameters.get("call_id", "")
+        sub_account_id = start.parameters.get("sub_account_id", "")
+        if not token_valid(self.settings, sub_account_id, call_id,
+                           start.parameters.get("token", "")):
+            log.warning("media stream refused: bad token for call %s", call_id[:40])
+            return POLICY_VIOLATION
+        try:  # the token signed them: UUIDs of ours
+            uuid.UUID(sub_account_id), uuid.UUID(call_id)
+        except ValueError:
+            return POLICY_VIOLATION
+        return start
+
+    def _make_room(self) -> None:
+        """At MAX_PENDING_STREAMS, the oldest pending connection is closed (its timeout made
+        due now): a flood of connections that never name a call cannot keep a new one out,
+        which a carrier names within milliseconds."""
+        while len(self._pending) >= MAX_PENDING_STREAMS:
+            oldest = next(iter(self._pending))
+            limit = self._pending.pop(oldest)
+            self._evicted.add(oldest)
+            metrics.STREAMS_EVICTED.inc()
+            with contextlib.suppress(RuntimeError):  # already expiring
+                limit.reschedule(asyncio.get_running_loop().time())
+
+    async def _keep_queued(self, tenant: uuid.UUID, call_id: uuid.UUID) -> None:
+        """The call of a stream refused at the call limit stays `queued` (a placed call goes
+        back to it) while its carrier dials again (CONTRACT 11)."""
+        try:
+            schema = await self.pool.fetchval(SELECT_SCHEMA, tenant)
+            if schema is not None:
+                await calls.wait_for_runtime(TenantScope(self.pool, tenant, schema), call_id)
+        except Exception:  # the refusal stands; the status follows at the next attempt
+            log.exception("call %s: could not mark it queued after a refused stream", call_id)
+
+    async def _take_call(self, websocket: WebSocket, start: StreamStart, tenant: uuid.UUID,
+                         call_id: uuid.UUID) -> None:
+        """The named call, on this process's place: answered (`in_progress`), conversed and
+        recorded; a call not waiting for the runtime, or of an inactive sub-account, is
+        refused (1008)."""
+        admitted = await self._answer(start, tenant, call_id)
         if admitted is None:
             metrics.call_ended("refused")
-            with contextlib.suppress(Exception):
-                await websocket.close(code=1008)
+            await _close(websocket, POLICY_VIOLATION)
             return
-        start, tenant, schema, answered_by, answered = admitted
-        call_id = start.parameters["call_id"]
-        call, keys = answered
+        schema, answered_by, (call, keys) = admitted
         conversation = Conversation()
         try:
             await self._converse(websocket, start, call, keys, answered_by, conversation)
@@ -220,34 +325,23 @@ class CallRuntime:
         finally:
             with contextlib.suppress(Exception):  # hang up the line (it may be gone already)
                 await websocket.close()
-            await self._finish(tenant, schema, uuid.UUID(call_id), call, answered_by,
-                               conversation)
+            await self._finish(tenant, schema, call_id, call, answered_by, conversation)
 
-    async def _admit(self, websocket: WebSocket) -> tuple[
-            StreamStart, uuid.UUID, str, str, tuple[asyncpg.Record, dict[str, str]]] | None:
-        """The stream's start, tenant, schema, answered_by and answered call when it is one of
-        our calls waiting for the runtime (its token signed by us); else None (refused)."""
-        start = await read_start(websocket)
-        if start is None:
-            return None
-        call_id = start.parameters.get("call_id", "")
-        sub_account_id = start.parameters.get("sub_account_id", "")
-        token = start.parameters.get("token", "")
-        if not token_valid(self.settings, sub_account_id, call_id, token):
-            log.warning("media stream refused: bad token for call %s", call_id[:40])
-            return None
-        tenant = uuid.UUID(sub_account_id)  # the token signed it: a UUID of ours
+    async def _answer(self, start: StreamStart, tenant: uuid.UUID, call_id: uuid.UUID
+                      ) -> tuple[str, str, tuple[asyncpg.Record, dict[str, str]]] | None:
+        """The schema, answered_by and answered call when the call is waiting for the runtime
+        and its sub-account is active; else None."""
         schema = await self.pool.fetchval(SELECT_SCHEMA, tenant)
         if schema is None:
             return None
         answered_by = start.parameters.get("answered_by") or "unknown"
         if answered_by not in ("human", "machine", "unknown"):
             answered_by = "unknown"
-        answered = await calls.answer_call(TenantScope(self.pool, tenant, schema),
-                                           uuid.UUID(call_id), answered_by)
+        answered = await calls.answer_call(TenantScope(self.pool, tenant, schema), call_id,
+                                           answered_by)
         if answered is None:
             return None
-        return start, tenant, schema, answered_by, answered
+        return schema, answered_by, answered
 
     async def _converse(self, websocket: WebSocket, start: StreamStart, call: asyncpg.Record,
                         keys: dict[str, str], answered_by: str,
@@ -405,6 +499,11 @@ class CallRuntime:
             error=conversation.error, ended_reason=reason, answered_by=answered_by,
             messages=conversation.messages, recording=conversation.recording)
         await calls.finish_call(TenantScope(self.pool, tenant, schema), call_id, state)
+
+
+async def _close(websocket: WebSocket, code: int) -> None:
+    with contextlib.suppress(Exception):  # the connection may be gone already
+        await websocket.close(code=code)
 
 
 def _transport(websocket: WebSocket, start: StreamStart,

@@ -1,7 +1,11 @@
 """Prometheus metrics of one `switchboard voice` process, at its /metrics.
 
 - calls on the line now, and calls ended by ended_reason (a stream refused is `refused`);
-- streams refused because the process had SWITCHBOARD_VOICE_MAX_CALLS calls (503, tried again);
+- streams refused because the process had SWITCHBOARD_VOICE_MAX_CALLS calls (closed with 1013
+  once their call token was checked; the carrier tries again);
+- connections that have not yet named a call (voice/call.py AUTH_SECONDS), and those closed to
+  make room beyond MAX_PENDING_STREAMS;
+- carrier messages dropped as malformed during a call;
 - the agent's response time per turn: from the moment the runtime decided the contact's turn
   was over (the VAD's stop, voice_activity_timeout after the last speech) to the agent's first
   audio frame written to the carrier. Vendor time is inside it; the benchmark (bench/voice)
@@ -39,8 +43,18 @@ CALLS_ACTIVE = Gauge("switchboard_voice_calls_active", "Calls on the line in thi
 CALLS_ENDED = Counter("switchboard_voice_calls_total", "Calls ended, by ended_reason",
                       ["ended_reason"], registry=REGISTRY)
 STREAMS_BUSY = Counter("switchboard_voice_streams_busy_total",
-                       "Media streams refused (503) at the process's call limit",
+                       "Media streams of a valid call refused (1013) at the process's call limit",
                        registry=REGISTRY)
+STREAMS_PENDING = Gauge("switchboard_voice_streams_pending",
+                        "Connections that have not yet named a call with a valid token",
+                        registry=REGISTRY)
+STREAMS_EVICTED = Counter("switchboard_voice_streams_evicted_total",
+                          "Connections that had not named a call, closed (1013) to make room "
+                          "for a new one beyond the pending limit", registry=REGISTRY)
+MALFORMED_FRAMES = Counter("switchboard_voice_malformed_frames_total",
+                           "Carrier messages dropped during a call as malformed (not a JSON "
+                           "object in a text frame, or media without valid base64 audio)",
+                           registry=REGISTRY)
 RESPONSE = Histogram(
     "switchboard_voice_response_seconds",
     "End of the contact's turn (as decided) to the agent's first audio sent, vendors included",

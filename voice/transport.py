@@ -17,7 +17,12 @@ tests/voice/test_transport.py.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
+import logging
 import time
+from typing import Any
 
 from pipecat.frames.frames import Frame, InputAudioRawFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
@@ -27,6 +32,10 @@ from pipecat.transports.websocket.fastapi import (
     FastAPIWebsocketTransport,
 )
 from starlette.websockets import WebSocket
+
+from voice import metrics
+
+log = logging.getLogger("switchboard.voice")
 
 LEAD_SECONDS = 0.2
 # The contact's audio enters the pipeline in frames of this length (Twilio sends 20 ms).
@@ -57,14 +66,27 @@ class MediaStreamSerializer(TwilioFrameSerializer):
     """Twilio's Media Streams serializer, the contact's 20 ms media messages joined into frames of
     INPUT_FRAME_SECONDS. A frame costs about the same to move through the pipeline's dozen stages
     whatever its length, and that movement is most of a call's CPU (bench/RESULTS.md, voice);
-    Silero listens in 32 ms windows, so the end of a turn is heard at most 20 ms later."""
+    Silero listens in 32 ms windows, so the end of a turn is heard at most 20 ms later.
+
+    A malformed message from the carrier (not a JSON object in a text frame, or a `media` event
+    without valid base64 audio) is dropped and counted (`switchboard_voice_malformed_frames_total`,
+    CONTRACT 11): Pipecat's own reader would end the call on it, as if the contact had hung up."""
 
     def __init__(self, stream_sid: str, params: TwilioFrameSerializer.InputParams) -> None:
         super().__init__(stream_sid, params=params)
         self._held_audio = b""
+        self.malformed = 0
 
     async def deserialize(self, data: str | bytes) -> Frame | None:
-        frame = await super().deserialize(data)
+        problem = malformed(data)
+        if problem is None:
+            try:
+                frame = await super().deserialize(data)
+            except Exception as exc:  # whatever else Pipecat cannot read: dropped all the same
+                problem = f"unreadable ({type(exc).__name__})"
+        if problem is not None:
+            self._drop(problem)
+            return None
         if not isinstance(frame, InputAudioRawFrame):
             return frame
         self._held_audio += frame.audio
@@ -74,6 +96,38 @@ class MediaStreamSerializer(TwilioFrameSerializer):
         audio, self._held_audio = self._held_audio, b""
         return InputAudioRawFrame(audio=audio, sample_rate=frame.sample_rate,
                                   num_channels=frame.num_channels)
+
+    def _drop(self, problem: str) -> None:
+        metrics.MALFORMED_FRAMES.inc()
+        self.malformed += 1
+        if self.malformed == 1:  # once per stream: a carrier gone wrong would flood the log
+            log.warning("stream %s: dropped a malformed carrier message (%s); further ones are "
+                        "counted in switchboard_voice_malformed_frames_total", self._stream_sid,
+                        problem)
+
+
+def malformed(data: str | bytes) -> str | None:
+    """Why a carrier message cannot be read, or None. Media Streams messages are JSON objects in
+    text frames; a `media` event carries its audio as a non-empty base64 `payload`."""
+    if not isinstance(data, str):
+        return "not a text frame"
+    try:
+        message: Any = json.loads(data)
+    except ValueError:
+        return "not JSON"
+    if not isinstance(message, dict):
+        return "not a JSON object"
+    if message.get("event") != "media":
+        return None
+    media = message.get("media")
+    payload = media.get("payload") if isinstance(media, dict) else None
+    if not isinstance(payload, str) or not payload:
+        return "media without a payload"
+    try:
+        base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return "media payload is not base64"
+    return None
 
 
 class MediaStreamTransport(FastAPIWebsocketTransport):

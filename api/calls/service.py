@@ -101,11 +101,12 @@ UPDATE calls SET status = 'ringing', provider_call_id = $2, started_at = now(),
 WHERE id = $1
 """
 
-# Only the live statuses: an end is recorded by FINISH alone (charge, record, event, webhook).
-MARK_PROGRESS = """
-UPDATE calls SET status = $2, started_at = COALESCE($3, started_at), updated_at = now()
-WHERE id = $1 AND status IN ('ringing', 'in_progress') AND status <> $2
-  AND $2 IN ('ringing', 'in_progress')
+# A placed call whose stream the voice runtime refused at its call limit waits `queued` again
+# while the carrier dials again; only the runtime's admission (MARK_ANSWERED) puts a call
+# in_progress, never the carrier's report (CONTRACT 11).
+MARK_WAITING_FOR_RUNTIME = """
+UPDATE calls SET status = 'queued', updated_at = now()
+WHERE id = $1 AND status = 'ringing' AND answered_by IS NULL
 """
 
 FINISH = f"""
@@ -314,16 +315,16 @@ async def advance_call(scope: TenantScope, providers: Providers,
         return None
     # A carrier's end the runtime has still to record is not the call's status: the runtime's
     # record (or, RUNTIME_GRACE later, the carrier's) ends it through finish_call, exactly once.
-    if state is not None and not state.finished:
-        async with scope.transaction() as conn:
-            await conn.execute(MARK_PROGRESS, call_id, state.status, state.started_at)
+    # Nor is the carrier's "in progress": the call is in_progress once the runtime admitted its
+    # stream (answer_call).
     return _poll_after(started)
 
 
 async def _held_given_up(provider: Any, call: asyncpg.Record) -> CallState | None:
-    """An inbound call already on the line, held until the sub-account has a free place: its
-    carrier connects it when it asks again (`inbound.answer_twilio`); the worker only ends it
-    (the returned state) when the caller gave up waiting."""
+    """A call already on the line and waiting: an inbound call held until the sub-account has
+    a free place (its carrier connects it when it asks again, `inbound.answer_twilio`), or a
+    call whose stream a voice runtime at its call limit refused (its carrier dials again). The
+    worker only ends it (the returned state) when the carrier gave up waiting."""
     try:
         state = await provider.call_state(call["provider_call_id"])
     except TelephonyError as exc:
@@ -331,6 +332,10 @@ async def _held_given_up(provider: Any, call: asyncpg.Record) -> CallState | Non
         return None
     if not state.finished:
         return None
+    if call["direction"] == "outbound":  # its stream was refused until the carrier gave up
+        return CallState("failed", ended_at=state.ended_at, ended_reason="failed",
+                         error=state.error if state.status == "failed" and state.error
+                         else "voice_unavailable: the voice runtime stayed at its call limit")
     return CallState("failed", ended_at=state.ended_at, ended_reason="no_answer",
                      error="provider_error: the caller hung up before a line was free")
 
@@ -450,6 +455,13 @@ async def _charge(conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int,
         await wallet.debit(conn, amount, "call", f"outbound call, {minutes} min", "call",
                            call_id)
     return amount
+
+
+async def wait_for_runtime(scope: TenantScope, call_id: uuid.UUID) -> None:
+    """The voice runtime refused the call's stream at its call limit: a placed call is `queued`
+    again (never in_progress) while its carrier dials again; admission answers it."""
+    async with scope.transaction() as conn:
+        await conn.execute(MARK_WAITING_FOR_RUNTIME, call_id)
 
 
 async def answer_call(scope: TenantScope, call_id: uuid.UUID, answered_by: str

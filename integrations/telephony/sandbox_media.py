@@ -35,9 +35,11 @@ AnsweredBy = Literal["human", "machine"]
 EndedBy = Literal["contact", "runtime", "timeout"]
 
 STREAM_PATH = "/voice/twilio/stream"
-# A runtime at its call limit (503): dial again this often, for this long.
+# A runtime at its call limit (503 to the handshake, or the stream closed with 1013 "try again
+# later" once its start was read): dial again this often, for this long.
 BUSY_RETRY_SECONDS = 0.5
 BUSY_SECONDS = 60.0
+TRY_AGAIN_LATER = 1013
 FRAME_SECONDS = 0.02
 FRAME_SAMPLES = 160
 TURN_GAP_SECONDS = 0.7  # the agent's silence after which the contact takes its turn
@@ -298,13 +300,18 @@ class _Stream:
 
     async def run(self) -> EndedBy:
         s = self.session
-        await self._send({"event": "connected", "protocol": "Call", "version": "1.0.0"},
-                         numbered=False)
-        await self._send({"event": "start", "start": {
-            "accountSid": s.account_sid, "streamSid": s.stream_sid, "callSid": s.call_sid,
-            "tracks": ["inbound"], "customParameters": dict(s.custom_parameters),
-            "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": SAMPLE_RATE, "channels": 1},
-        }, "streamSid": s.stream_sid})
+        self.t0 = time.monotonic()
+        try:
+            await self._send({"event": "connected", "protocol": "Call", "version": "1.0.0"},
+                             numbered=False)
+            await self._send({"event": "start", "start": {
+                "accountSid": s.account_sid, "streamSid": s.stream_sid, "callSid": s.call_sid,
+                "tracks": ["inbound"], "customParameters": dict(s.custom_parameters),
+                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": SAMPLE_RATE,
+                                "channels": 1},
+            }, "streamSid": s.stream_sid})
+        except ConnectionClosed:  # the runtime closed the connection at once
+            return "runtime"
         self.t0 = time.monotonic()
         sender = asyncio.create_task(self._send_frames())
         receiver = asyncio.create_task(self._receive())
@@ -390,11 +397,12 @@ class _Stream:
         )
 
 
-async def dial(url: str) -> ClientConnection:
-    """The runtime's Media Streams WebSocket. A process at its call limit answers 503: the
-    line keeps ringing and the carrier dials again (another process may take it) for up to
-    BUSY_SECONDS, then the call fails as the runtime being unreachable does."""
-    deadline = time.monotonic() + BUSY_SECONDS
+async def dial(url: str, deadline: float | None = None) -> ClientConnection:
+    """The runtime's Media Streams WebSocket. A process at its call limit may answer 503: the
+    line keeps ringing and the carrier dials again (another process may take it) until
+    `deadline` (BUSY_SECONDS from now by default), then the call fails as the runtime being
+    unreachable does."""
+    deadline = time.monotonic() + BUSY_SECONDS if deadline is None else deadline
     while True:
         try:
             return await connect(url, open_timeout=10)
@@ -412,12 +420,22 @@ async def run_contact(url: str, session: ContactSession) -> ContactResult:
     """Answer as the contact on the runtime's Media Streams `url` and play the script to its end.
 
     Ends when the contact hangs up, when the runtime closes the connection, or after
-    `session.max_seconds`. A runtime that cannot be reached raises `TelephonyError`.
+    `session.max_seconds`. A runtime at its call limit closes the stream with 1013 after reading
+    its start (it has checked the call's token by then): the line is busy, and the contact dials
+    again as for a 503, from the start of its script, for up to BUSY_SECONDS in all. A runtime
+    that cannot be reached, or stays busy, raises `TelephonyError`.
     """
     if session.script in NEVER_CONNECTS:
         raise ValueError(f"a {session.script} contact never answers")
-    ws = await dial(url)
-    stream = _Stream(ws, session)
-    async with ws:
-        ended_by = await stream.run()
-    return stream.result(ended_by)
+    deadline = time.monotonic() + BUSY_SECONDS
+    while True:
+        ws = await dial(url, deadline)
+        stream = _Stream(ws, session)
+        async with ws:
+            ended_by = await stream.run()
+        if ended_by != "runtime" or ws.close_code != TRY_AGAIN_LATER:
+            return stream.result(ended_by)
+        if time.monotonic() >= deadline:
+            raise TelephonyError(f"voice runtime busy at {url}: the stream was closed with "
+                                 f"{TRY_AGAIN_LATER} (try again later) for {BUSY_SECONDS:g} s")
+        await asyncio.sleep(BUSY_RETRY_SECONDS)

@@ -476,3 +476,54 @@ async def test_a_runtime_busy_for_too_long_is_a_telephony_error(monkeypatch) -> 
         with pytest.raises(TelephonyError, match="voice runtime busy"):
             await sandbox_media.dial(stream_url(url))
     assert 3 <= len(answered) <= 4 and time.monotonic() - started < 5
+
+
+# --- a runtime at its call limit after the token was checked (1013) ----------------------------
+
+
+@contextlib.asynccontextmanager
+async def runtime_refusing(refusals: int | None,
+                           code: int = 1013) -> AsyncIterator[tuple[list[str], str]]:
+    """A runtime that reads each stream's start, then closes it with `code` `refusals` times
+    (None: always), then lets the contact talk until it hangs up; yields what it did with each."""
+    handled: list[str] = []
+
+    async def handler(ws: ServerConnection) -> None:
+        async for raw in ws:
+            if json.loads(raw)["event"] == "start":
+                break
+        if refusals is None or len(handled) < refusals:
+            handled.append(f"closed {code}")
+            await ws.close(code)
+            return
+        handled.append("taken")
+        with contextlib.suppress(ConnectionClosed):
+            async for _ in ws:
+                pass
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        yield handled, stream_url(f"ws://127.0.0.1:{port}")
+
+
+async def test_a_stream_closed_with_try_again_later_is_dialled_again_from_the_start() -> None:
+    async with runtime_refusing(2) as (handled, url):
+        result = await run_contact(url, session("silent", max_seconds=0.5))
+    assert handled == ["closed 1013", "closed 1013", "taken"]
+    # The call the runtime took is the whole script, from its first frame.
+    assert result.ended_by == "timeout" and result.frames_sent == 25
+
+
+async def test_a_runtime_that_keeps_closing_with_try_again_later_is_busy(monkeypatch) -> None:
+    monkeypatch.setattr(sandbox_media, "BUSY_SECONDS", 1.2)
+    async with runtime_refusing(None) as (handled, url):
+        started = time.monotonic()
+        with pytest.raises(TelephonyError, match="voice runtime busy"):
+            await run_contact(url, session("silent"))
+    assert 3 <= len(handled) <= 4 and time.monotonic() - started < 5
+
+
+async def test_a_stream_refused_as_not_our_call_is_not_dialled_again() -> None:
+    async with runtime_refusing(None, code=1008) as (handled, url):
+        result = await run_contact(url, session("person"))
+    assert handled == ["closed 1008"] and result.ended_by == "runtime"

@@ -46,6 +46,9 @@ TENANT_SECRETS = (
     SecretColumn("agents", ("id",), "webhook_secret"),
     SecretColumn("webhook_subscriptions", ("id",), "secret"),
     SecretColumn("webhook_deliveries", ("id",), "target_secret"),
+    # A tool's signing secret and an http tool's header values (CONTRACT 10).
+    SecretColumn("tools", ("id",), "secret"),
+    SecretColumn("tools", ("id",), "header_values"),
 )
 
 

@@ -54,7 +54,10 @@ FORMAT = "switchboard-tenant-export"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 SECRETS_CHECK = b"switchboard-tenant-export-secrets"
-SECRET_COLUMNS = {spec.table: spec.column for spec in secrets.TENANT_SECRETS}
+# table -> its secret columns (a tool has two: its signing secret and its header values).
+SECRET_COLUMNS = {table: tuple(spec.column for spec in secrets.TENANT_SECRETS
+                               if spec.table == table)
+                  for table in dict.fromkeys(spec.table for spec in secrets.TENANT_SECRETS)}
 BATCH_ROWS = 500
 PURGE_LOCK_TIMEOUT = "10s"
 
@@ -330,15 +333,17 @@ async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID, out: Text
         for table, query in CONTROL_EXPORTS:
             counts[table] = await _write_rows(conn, out, table, query, sub_account_id)
         for table in _ordered_tables(tables):
-            secret = SECRET_COLUMNS.get(table)
-            if secret is None:
+            columns = SECRET_COLUMNS.get(table)
+            if columns is None:
                 query = f"SELECT row_to_json(t)::text FROM {_quote(table)} AS t"
                 counts[table] = await _write_rows(conn, out, table, query)
             else:
-                query = f"SELECT row_to_json(t)::text, t.{_quote(secret)} FROM {_quote(table)} AS t"
-                # Its own cursor name: asyncpg keeps the FETCH's row shape per statement text.
+                selected = ", ".join(f"t.{_quote(column)}" for column in columns)
+                query = f"SELECT row_to_json(t)::text, {selected} FROM {_quote(table)} AS t"
+                # A cursor name per row shape: asyncpg keeps the FETCH's row shape per
+                # statement text.
                 counts[table] = await _write_rows(conn, out, table, query,
-                                                  cursor="export_secret_rows")
+                                                  cursor=f"export_secret_rows_{len(columns)}")
     recordings = await _write_recordings(store or recording_store(), sub_account_id, out)
     total = sum(counts.values())
     out.write(json.dumps({"end": True, "rows": total, "recordings": recordings}) + "\n")
@@ -378,17 +383,18 @@ async def _write_rows(conn: asyncpg.Connection, out: TextIO, table: str, query: 
 
 
 def _under_first_key(record: asyncpg.Record) -> str:
-    """The row's JSON with its secret (a second column, if any) under the first key: the file
-    is readable with the key its header names, whichever key each value was stored under."""
+    """The row's JSON with its secrets (the columns after it, if any) under the first key: the
+    file is readable with the key its header names, whichever key each value was stored
+    under."""
     line: str = record[0]
-    if len(record) < 2 or record[1] is None:
-        return line
-    token: str = record[1]
-    fresh = secrets.under_first_key(token.encode()).decode()
-    if fresh == token:
-        return line
-    # Fernet tokens are URL-safe base64: JSON writes them verbatim, once in the row.
-    return line.replace(json.dumps(token), json.dumps(fresh), 1)
+    for token in list(record)[1:]:
+        if token is None:
+            continue
+        fresh = secrets.under_first_key(token.encode()).decode()
+        if fresh != token:
+            # Fernet tokens are URL-safe base64: JSON writes them verbatim, once in the row.
+            line = line.replace(json.dumps(token), json.dumps(fresh), 1)
+    return line
 
 
 # --- import -----------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ SPEECH_PROVIDERS = ("deepgram", "elevenlabs", "cartesia")
 PROVIDERS = LLM_PROVIDERS + SPEECH_PROVIDERS
 CALL_STATUSES = ("queued", "ringing", "in_progress", "completed", "failed")
 ENDED_REASONS = ("customer_hangup", "agent_hangup", "silence_timeout", "max_duration", "voicemail",
-                 "no_answer", "busy", "failed")
+                 "no_answer", "busy", "failed", "transferred")
+# CONTRACT 10: what an agent's tool does when the model calls it. The calendar types are
+# accepted by the table already; the API refuses them until the calendars feature exists.
+TOOL_TYPES = ("http", "transfer_call", "send_sms", "check_availability", "book_appointment")
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -61,6 +64,13 @@ agents = sa.Table(
     sa.Column("prompt", sa.Text, nullable=False, server_default=""),
     sa.Column("first_message", sa.Text),
     sa.Column("transcriber", sa.Text),
+    # CONTRACT 10: the IANA zone of `now` and `today` in the prompt, the tools offered to the
+    # model (ids of `tools`, in order; DELETE of a tool checks them under a lock, as there is
+    # no foreign key on an array) and the post-call analysis settings (null: none).
+    sa.Column("timezone", sa.Text, nullable=False, server_default="UTC"),
+    sa.Column("tool_ids", pg.ARRAY(UUID), nullable=False,
+              server_default=sa.text("'{}'::uuid[]")),
+    sa.Column("analysis", JSONB),
     # A deleted agent is 404 everywhere; its calls keep their agent_id.
     sa.Column("deleted_at", TIMESTAMP),
     created_at(),
@@ -158,6 +168,12 @@ calls = sa.Table(
     sa.Column("messages", JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
     # Where the recording is kept (SWITCHBOARD_RECORDINGS); recording_url is derived from it.
     sa.Column("recording_key", sa.Text),
+    # CONTRACT 10: the variables the call was placed with ({name: text}), the tools the model
+    # called in order, the number a transfer connected the contact to, the post-call analysis.
+    sa.Column("variables", JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
+    sa.Column("tool_calls", JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
+    sa.Column("transferred_to", sa.Text),
+    sa.Column("analysis", JSONB),
     created_at(),
     updated_at(),
     sa.CheckConstraint(
@@ -173,4 +189,27 @@ calls = sa.Table(
     # The sub-account's queue of calls waiting for a free place (max_concurrent_calls).
     sa.Index("ix_calls_queued", "created_at", "id", postgresql_where=sa.text(
         "status = 'queued'")),
+)
+
+# CONTRACT 10: a tool an agent offers its model. `config` is what the API shows (an http tool's
+# header values as "***"); the header values themselves are `header_values`, a Fernet token of
+# their JSON object (null without headers), and `secret` the Standard Webhooks signing secret,
+# also a Fernet token (tenancy/secrets.py lists both).
+tools = sa.Table(
+    "tools",
+    tenant_metadata,
+    uuid_pk(),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("parameters", JSONB, nullable=False),
+    sa.Column("config", JSONB, nullable=False),
+    sa.Column("header_values", sa.Text),
+    sa.Column("secret", sa.Text, nullable=False),
+    created_at(),
+    updated_at(),
+    sa.CheckConstraint(_one_of("type", TOOL_TYPES), name="type"),
+    # Concurrent creates of one name: the index lets exactly one in (409 tool_name_taken).
+    sa.Index("uq_tools_name", "name", unique=True),
+    sa.Index("ix_tools_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )

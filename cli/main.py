@@ -79,25 +79,16 @@ async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
     from arq.worker import Worker
 
     from cli.wiring import worker_settings
+    from jobs.worker import serve
 
-    worker = Worker(**worker_settings(database_url, redis_url, handle_signals=False, burst=burst))
-    task = asyncio.create_task(worker.async_run())
-    stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
-    if not task.done():
-        # Graceful stop: take no new jobs, let running ones finish within the grace period;
-        # whatever is cut off is retried by arq and is idempotent by design.
-        worker.allow_pick_jobs = False
-        grace = get_settings().worker_shutdown_grace_seconds
-        deadline = asyncio.get_running_loop().time() + grace
-        while worker.tasks and any(not t.done() for t in worker.tasks.values()):
-            if asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.1)
-    await worker.close()
-    if not task.done():
-        task.cancel()
+    def make_worker() -> Worker:
+        return Worker(**worker_settings(database_url, redis_url, handle_signals=False,
+                                        burst=burst))
+
+    # Graceful stop: no queue takes new jobs, running ones may finish within the grace period;
+    # whatever is cut off is retried by arq and is idempotent by design. Redis not answering, at
+    # start or later, is no reason to exit: the worker waits for it (CONTRACT 11).
+    await serve(make_worker, redis_url, stop, get_settings().worker_shutdown_grace_seconds)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -11,7 +11,9 @@ failed runs in a row the row becomes `failed`: never swept or run again, listed 
 `switchboard due-work failed`, run again by `switchboard due-work retry`.
 
 How it runs: the worker LISTENs on a dedicated connection and enqueues `run_due` with
-`_defer_until=due_at` and a job id derived from (row id, version), so enqueuing twice runs once.
+`_defer_until=due_at` and a job id derived from (row id, version), so enqueuing twice runs once
+(job ids are per Redis, whatever the queue). The job goes to the arq queue its kind's handler
+names (`DueHandler.queue`), so each kind of work runs with capacity of its own (jobs/worker.py).
 `run_due` claims the row with `FOR UPDATE SKIP LOCKED` and a lease (the claim also bumps the
 version), calls the handler, then deletes or reschedules the row. A cron sweeper (every 5 s, and
 once at worker start) re-enqueues due, unleased rows that Redis lost or never got.
@@ -31,6 +33,7 @@ from typing import Any
 
 import asyncpg
 from arq import cron
+from arq.constants import default_queue_name
 from arq.worker import func
 
 from tenancy.clock import utcnow
@@ -46,14 +49,22 @@ DEFAULT_LEASE = timedelta(minutes=5)
 
 Handler = Callable[[dict[str, Any], DueWork], Awaitable[datetime | None]]
 
+# arq's own queue: the provider jobs a request waits for, housekeeping and cron jobs; never due
+# work. A kind of due work names its queue, or shares BACKGROUND_QUEUE with the others that
+# do not (jobs/worker.py serves both).
+DEFAULT_QUEUE: str = default_queue_name
+BACKGROUND_QUEUE = "arq:queue:background"
+
 
 @dataclass(frozen=True)
 class DueHandler:
-    """What runs the due work of one kind; one run may hold the row for `lease_seconds`."""
+    """What runs the due work of one kind; one run may hold the row for `lease_seconds`. Its
+    runs are queued on `queue`, one of the worker's queues (jobs/worker.py)."""
 
     kind: str
     handler: Handler
     lease_seconds: float = 300
+    queue: str = BACKGROUND_QUEUE
 
     @property
     def lease(self) -> timedelta:
@@ -76,16 +87,25 @@ def job_id(due_id: uuid.UUID | str, version: int) -> str:
     return f"due:{due_id}:{version}"
 
 
-async def enqueue(redis: Any, due_id: uuid.UUID | str, version: int, due_at: datetime) -> None:
-    """Queue `run_due` for this version of the row; a no-op when that job is already queued."""
+def queue_of(ctx: dict[str, Any], kind: str | None) -> str:
+    """The arq queue that runs work of `kind` (the background queue for a kind nobody
+    handles, where its run records the failure)."""
+    registration = ctx.get("due_handlers", {}).get(kind) if kind is not None else None
+    return registration.queue if registration is not None else BACKGROUND_QUEUE
+
+
+async def enqueue(redis: Any, due_id: uuid.UUID | str, version: int, due_at: datetime,
+                  queue: str = BACKGROUND_QUEUE) -> None:
+    """Queue `run_due` for this version of the row on `queue`; a no-op when that job is already
+    queued (on any queue)."""
     defer = due_at if due_at > utcnow() else None
     await redis.enqueue_job("run_due", str(due_id), version, _job_id=job_id(due_id, version),
-                            _defer_until=defer)
+                            _defer_until=defer, _queue_name=queue)
 
 
 # Work of a suspended or deleted sub-account waits (it runs again if the tenant is resumed).
 SELECT_SWEEP = """
-SELECT w.id, w.version, w.due_at FROM control.due_work AS w
+SELECT w.id, w.version, w.due_at, w.kind FROM control.due_work AS w
 JOIN control.sub_accounts AS s ON s.id = w.sub_account_id AND s.status = 'active'
 WHERE w.status = 'pending' AND w.due_at <= now()
   AND (w.claimed_until IS NULL OR w.claimed_until < now())
@@ -98,7 +118,8 @@ async def sweep_due(ctx: dict[str, Any]) -> int:
     """Enqueue every due, unleased row (the queue dedupes the ones it still holds)."""
     rows = await ctx["db"].fetch(SELECT_SWEEP, SWEEP_LIMIT)
     for row in rows:
-        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
+        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"],
+                      queue_of(ctx, row["kind"]))
     return len(rows)
 
 
@@ -192,7 +213,8 @@ async def finish(ctx: dict[str, Any], work: DueWork, next_at: datetime | None) -
         if row is None:
             row = await conn.fetchrow(RELEASE, work.id, work.version)
     if row is not None:
-        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
+        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"],
+                      queue_of(ctx, work.kind))
 
 
 def max_failures() -> int:
@@ -211,7 +233,8 @@ async def finish_failed(ctx: dict[str, Any], work: DueWork, reason: str) -> None
         log.error("due work %s (%s, %s) failed for good after %d failed runs: %s",
                   work.id, work.kind, work.ref_id, work.failures + 1, reason)
     elif row is not None:
-        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"])
+        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"],
+                      queue_of(ctx, work.kind))
 
 
 CANCELLED = "CancelledError: the run was cancelled (worker shutdown or job timeout)"
@@ -324,7 +347,8 @@ class Listener:
         try:
             message = json.loads(payload)
             due_at = datetime.fromtimestamp(float(message["due_at"]), tz=utcnow().tzinfo)
-            await enqueue(self.ctx["redis"], message["id"], int(message["version"]), due_at)
+            await enqueue(self.ctx["redis"], message["id"], int(message["version"]), due_at,
+                          queue_of(self.ctx, message.get("kind")))
         except Exception:
             log.warning("could not enqueue due work from a notification", exc_info=True)
 

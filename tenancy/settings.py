@@ -32,6 +32,12 @@ class Settings(BaseSettings):
     # One webhook attempt (connect, send, answer) longer than this is a failed attempt.
     webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=60,
                                            alias="SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS")
+    # Webhook deliveries one worker process runs at once, and at most this many of them (across
+    # workers) for one sub-account, so no tenant's slow receivers hold all of them (CONTRACT 11).
+    webhook_concurrency: int = Field(default=50, ge=1, le=1000,
+                                     alias="SWITCHBOARD_WEBHOOK_CONCURRENCY")
+    webhook_sub_account_concurrency: int = Field(
+        default=10, ge=1, le=1000, alias="SWITCHBOARD_WEBHOOK_SUB_ACCOUNT_CONCURRENCY")
     # Consecutive failed runs of one due-work item before it is set aside as `failed`.
     due_work_max_failures: int = Field(default=10, ge=1, le=100,
                                        alias="SWITCHBOARD_DUE_WORK_MAX_FAILURES")

@@ -16,7 +16,7 @@ import pytest
 
 from cli.wiring import JOBS
 from jobs import due
-from jobs.due import DueHandler
+from jobs.due import BACKGROUND_QUEUE, DEFAULT_QUEUE, DueHandler
 from tenancy.clock import utcnow
 from tenancy.db import tenant_transaction
 from tenancy.due import cancel_due, schedule_due
@@ -72,6 +72,9 @@ async def rescheduled_while_running(ctx, work):
     return None
 
 
+QUEUES = [DEFAULT_QUEUE, BACKGROUND_QUEUE, *(queue.name for queue in JOBS.queues)]
+
+
 @pytest.fixture
 def arq(app):
     return app.app.config["ARQ"]
@@ -84,7 +87,8 @@ async def queued(arq, job_id: str) -> bool:
 async def forget_queue(arq, job_ids) -> None:
     """What Redis losing its data looks like to us: the queued jobs are gone."""
     for job_id in job_ids:
-        await arq.zrem("arq:queue", job_id)
+        for queue in QUEUES:
+            await arq.zrem(queue, job_id)
         await arq.delete(f"arq:job:{job_id}")
 
 

@@ -390,3 +390,30 @@ async def send_message(client: Any, tenant: Any, contact_id: str, content: str =
                                  headers=tenant.headers)
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["message"]  # type: ignore[no-any-return]
+
+# --- tools --------------------------------------------------------------------------------------
+
+TOOLS = f"{BASE}/tools"
+
+
+def tool_body(**overrides: Any) -> dict[str, Any]:
+    """A valid http tool (a unique name); an override of `...` drops that field."""
+    body: dict[str, Any] = {
+        "name": f"lookup_{uuid.uuid4().hex[:8]}", "type": "http",
+        "description": "Look up the contact's order status.",
+        "parameters": {"type": "object", "properties": {
+            "order_id": {"type": "string", "description": "The order number"}},
+            "required": ["order_id"]},
+        "config": {"url": "https://tools.example.com/orders",
+                   "headers": {"Authorization": "Bearer tool-token"}},
+    }
+    body.update(overrides)
+    return {key: value for key, value in body.items() if value is not ...}
+
+
+async def make_tool(client: Any, tenant: Any, **overrides: Any) -> dict[str, Any]:
+    """A tool of the sub-account, as POST /tools answers it."""
+    response = await client.post(TOOLS, json=tool_body(**overrides), headers=tenant.headers)
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    return (await response.get_json())["tool"]  # type: ignore[no-any-return]
+

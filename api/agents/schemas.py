@@ -5,11 +5,30 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    StringConstraints,
+)
 
 from api.agents.voices import VOICE_VENDORS
-from api.types import UUID_KEYWORDS, NonBlank, Number, document, required_one_of, when
+from api.tools.schemas import PROPERTY_NAME, JSONSchemaObject, PropertyName
+from api.types import (
+    UUID_KEYWORDS,
+    Documented,
+    NonBlank,
+    Number,
+    UUIDText,
+    document,
+    required_one_of,
+    when,
+)
 
 MODELS: dict[str, tuple[str, ...]] = {
     "openai": ("gpt-5.1", "gpt-5", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4o",
@@ -46,6 +65,47 @@ WebhookUrl = Annotated[StrictStr, Field(max_length=2048)]
 Prompt = Annotated[StrictStr, Field(max_length=MAX_PROMPT)]
 FirstMessage = Annotated[NonBlank, Field(max_length=MAX_FIRST_MESSAGE)]
 Transcriber = Literal["openai", "deepgram"]
+
+# CONTRACT 10. IANA names as this system's tz database has them ("localtime" is the host's).
+TIMEZONES = sorted(available_timezones() - {"localtime", "posixrules"})
+_TIMEZONE_SET = frozenset(TIMEZONES)
+MAX_TOOLS = 20
+MAX_SUCCESS_CRITERIA = 2_000
+CUSTOM_FIELD_KEY = r"^[a-z][a-z0-9_]{0,63}$"
+
+
+def _known_timezone(value: str) -> str:
+    if value not in _TIMEZONE_SET:
+        raise ValueError("not an IANA time zone name (such as Europe/Berlin or UTC)")
+    return value
+
+
+Timezone = Annotated[StrictStr, AfterValidator(_known_timezone), Documented(enum=TIMEZONES)]
+# Tools of the sub-account (a non-UUID is 400 invalid_uuid, another's or an unknown one 404).
+ToolIds = Annotated[list[UUIDText], Field(max_length=MAX_TOOLS), Documented(uniqueItems=True)]
+CustomFieldKey = Annotated[str, StringConstraints(pattern=CUSTOM_FIELD_KEY)]
+
+
+class AgentAnalysis(BaseModel):
+    """What the worker asks the agent's model after a call: a summary, whether the call met
+    success_criteria, and data shaped by data_schema; custom_field_map writes data properties
+    to the contact's custom fields (each key a data_schema property, each value an active
+    custom field key)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: StrictBool = True
+    success_criteria: Annotated[NonBlank, Field(max_length=MAX_SUCCESS_CRITERIA)] | None = None
+    data_schema: JSONSchemaObject | None = None
+    custom_field_map: Annotated[dict[PropertyName, CustomFieldKey],
+                                Field(max_length=MAX_TOOLS),
+                                Documented(propertyNames={"pattern": PROPERTY_NAME})] | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """As kept and shown: every key, null where not given."""
+        return {"summary": self.summary, "success_criteria": self.success_criteria,
+                "data_schema": self.data_schema.stored() if self.data_schema else None,
+                "custom_field_map": self.custom_field_map}
 
 
 def _needs(field: str) -> dict[str, object]:
@@ -104,15 +164,18 @@ class CreateAgentRequest(BaseModel):
     prompt: Prompt = ""
     first_message: FirstMessage | None = None
     transcriber: Transcriber | None = None
+    timezone: Timezone = "UTC"
+    tool_ids: ToolIds = Field(default_factory=list)
+    analysis: AgentAnalysis | None = None
 
 
 # Fields PATCH may send as null (clearing them; a null transcriber is the default one).
 NULLABLE = ("background_type", "voicemail_type", "voicemail_message", "webhook_url",
-            "first_message", "transcriber")
+            "first_message", "transcriber", "analysis")
 NOT_NULL = ("name", "voice_id", "max_duration", "temperature", "silence_timeout",
             "voice_activity_timeout", "llm_model", "language", "background_noise",
             "voicemail_detection", "backcchanneling", "is_active", "webhook", "recording",
-            "prompt")
+            "prompt", "timezone", "tool_ids")
 EDITABLE = NOT_NULL + NULLABLE
 
 
@@ -145,6 +208,16 @@ class UpdateAgentRequest(BaseModel):
     prompt: Prompt | None = None
     first_message: FirstMessage | None = None
     transcriber: Transcriber | None = None
+    timezone: Timezone | None = None
+    tool_ids: ToolIds | None = None
+    analysis: AgentAnalysis | None = None
+
+
+class AnalysisShown(BaseModel):
+    summary: bool
+    success_criteria: str | None
+    data_schema: dict[str, Any] | None
+    custom_field_map: dict[str, str] | None
 
 
 class AgentCreated(BaseModel):
@@ -181,6 +254,9 @@ class Agent(BaseModel):
     prompt: str
     first_message: str | None
     transcriber: str | None
+    timezone: str
+    tool_ids: list[uuid.UUID]
+    analysis: AnalysisShown | None
     created_at: datetime
     updated_at: datetime
 

@@ -6,6 +6,10 @@ read here and in the features that take an agent (assigning a number, placing a 
 out. The deletion locks the agent row FOR UPDATE; a call being placed and a number being
 assigned read the agent FOR KEY SHARE, so either the deletion sees their call or number (409
 agent_in_use), or they wait for it and find no agent (404).
+
+An agent's tools (`tool_ids`, CONTRACT 10) are read FOR KEY SHARE when it is created or its
+tool_ids change, against a tool's deletion (api/tools/service.py); its analysis maps data to
+active custom fields of the sub-account.
 """
 
 from __future__ import annotations
@@ -23,21 +27,23 @@ from api.agents.schemas import (
     NOT_NULL,
     PROVIDER_OF_MODEL,
     VOICEMAIL_TYPES,
+    AgentAnalysis,
     CreateAgentRequest,
     UpdateAgentRequest,
 )
 from api.agents.voices import default_transcriber, missing_speech_vendors, speech_vendor_of
+from api.types import parse_uuid
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
 from tenancy import secrets
 from tenancy.db import fetch_one_or_404, fetch_page
-from tenancy.errors import APIError
+from tenancy.errors import APIError, not_found
 from tenancy.scope import TenantScope
 
 AGENT_COLUMNS = """
 id, name, voice_id, max_duration, temperature, silence_timeout, voice_activity_timeout,
 llm_model, language, background_noise, background_type, voicemail_detection, voicemail_type,
 voicemail_message, backcchanneling, is_active, webhook, webhook_url, webhook_secret, recording,
-prompt, first_message, transcriber, created_at, updated_at
+prompt, first_message, transcriber, timezone, tool_ids, analysis, created_at, updated_at
 """
 
 INSERT_AGENT = f"""
@@ -45,9 +51,9 @@ INSERT INTO agents
     (name, voice_id, max_duration, temperature, silence_timeout, voice_activity_timeout,
      llm_model, language, background_noise, background_type, voicemail_detection,
      voicemail_type, voicemail_message, backcchanneling, is_active, webhook, webhook_url,
-     webhook_secret, recording, prompt, first_message, transcriber)
+     webhook_secret, recording, prompt, first_message, transcriber, timezone, tool_ids, analysis)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-        $20, $21, $22)
+        $20, $21, $22, $23, $24, $25)
 RETURNING {AGENT_COLUMNS}
 """
 
@@ -80,7 +86,7 @@ SET name = $2, voice_id = $3, max_duration = $4, temperature = $5, silence_timeo
     background_type = $11, voicemail_detection = $12, voicemail_type = $13,
     voicemail_message = $14, backcchanneling = $15, is_active = $16, webhook = $17,
     webhook_url = $18, recording = $19, prompt = $20, first_message = $21, transcriber = $22,
-    updated_at = now()
+    timezone = $23, tool_ids = $24, analysis = $25, updated_at = now()
 WHERE id = $1
 RETURNING {AGENT_COLUMNS}
 """
@@ -93,13 +99,22 @@ SELECT EXISTS (SELECT 1 FROM phone_numbers WHERE agent_id = $1 AND is_active)
 
 DELETE_AGENT = "UPDATE agents SET deleted_at = now(), updated_at = now() WHERE id = $1"
 
-# The stored fields in the order of INSERT_AGENT ($1..$22 without webhook_secret) and
-# UPDATE_AGENT ($2..$22).
+# The stored fields in the order of INSERT_AGENT ($1..$25 without webhook_secret) and
+# UPDATE_AGENT ($2..$25).
 FIELDS = ("name", "voice_id", "max_duration", "temperature", "silence_timeout",
           "voice_activity_timeout", "llm_model", "language", "background_noise",
           "background_type", "voicemail_detection", "voicemail_type", "voicemail_message",
           "backcchanneling", "is_active", "webhook", "webhook_url")
-LATER_FIELDS = ("recording", "prompt", "first_message", "transcriber")
+LATER_FIELDS = ("recording", "prompt", "first_message", "transcriber", "timezone", "tool_ids",
+                "analysis")
+
+# KEY SHARE: a tool's deletion (FOR UPDATE) either sees this agent naming it or makes us wait
+# and find the tool gone (api/tools/service.py).
+LOCK_TOOLS = "SELECT id FROM tools WHERE id = ANY ($1::uuid[]) FOR KEY SHARE"
+
+SELECT_ACTIVE_CUSTOM_FIELDS = """
+SELECT key FROM custom_fields WHERE key = ANY ($1::text[]) AND is_active
+"""
 
 
 def _problem(field: str, message: str, kind: str) -> dict[str, str]:
@@ -183,7 +198,43 @@ async def check_webhook_target(url: str | None, *, allow_private_webhooks: bool)
 
 async def check_fields(data: CreateAgentRequest, *, allow_private_webhooks: bool) -> None:
     _refuse(field_problems(RuleFields.of(data.model_dump())))
+    tool_ids(data.tool_ids)
+    _refuse(analysis_problems(data.analysis))
     await check_webhook_target(data.webhook_url, allow_private_webhooks=allow_private_webhooks)
+
+
+def tool_ids(values: list[str]) -> list[uuid.UUID]:
+    """The ids of tool_ids (400 invalid_uuid for one that is not a UUID), each named once."""
+    ids = [parse_uuid(value, "tool_ids") for value in values]
+    if len(set(ids)) != len(ids):
+        _refuse([_problem("tool_ids", "names a tool more than once", "unique")])
+    return ids
+
+
+def analysis_problems(analysis: AgentAnalysis | None) -> list[dict[str, str]]:
+    """custom_field_map's keys are properties of data_schema."""
+    if analysis is None or not analysis.custom_field_map:
+        return []
+    properties = analysis.data_schema.properties if analysis.data_schema else {}
+    return [_problem(f"analysis.custom_field_map.{name}",
+                     "not a property of analysis.data_schema", "unknown_property")
+            for name in analysis.custom_field_map if name not in properties]
+
+
+async def _check_references(conn: asyncpg.Connection, agent: Mapping[str, Any]) -> None:
+    """The agent's tools are the sub-account's (404 otherwise, each locked against deletion)
+    and its analysis maps to active custom fields (400 otherwise)."""
+    mapped = (agent["analysis"] or {}).get("custom_field_map") or {}
+    if mapped:
+        active = {row["key"] for row in await conn.fetch(SELECT_ACTIVE_CUSTOM_FIELDS,
+                                                         list(set(mapped.values())))}
+        _refuse([_problem(f"analysis.custom_field_map.{name}",
+                          "no active custom field has this key", "unknown_key")
+                 for name, key in mapped.items() if key not in active])
+    if agent["tool_ids"]:
+        found = {row["id"] for row in await conn.fetch(LOCK_TOOLS, agent["tool_ids"])}
+        if set(agent["tool_ids"]) - found:
+            raise not_found("tool")
 
 
 def check_vendors(agent: RuleFields, connected: set[str]) -> None:
@@ -206,12 +257,15 @@ async def _connected(conn: asyncpg.Connection) -> set[str]:
 async def create_agent(scope: TenantScope, data: CreateAgentRequest) -> dict[str, Any]:
     agent = data.model_dump()
     agent["name"] = data.name.strip()
+    agent["tool_ids"] = tool_ids(data.tool_ids)
+    agent["analysis"] = data.analysis.stored() if data.analysis is not None else None
     webhook_secret = new_secret()
     async with scope.transaction() as conn:
         connected = await _connected(conn)
         if agent["transcriber"] is None:
             agent["transcriber"] = default_transcriber(connected)
         check_vendors(RuleFields.of(agent), connected)
+        await _check_references(conn, agent)
         row = await conn.fetchrow(
             INSERT_AGENT, *(agent[field] for field in FIELDS), secrets.encrypt(webhook_secret),
             *(agent[field] for field in LATER_FIELDS))
@@ -223,6 +277,11 @@ def _sent(data: UpdateAgentRequest) -> dict[str, Any]:
     sent = data.model_dump(include=data.model_fields_set & set(EDITABLE))
     _refuse([_problem(field, "must not be null", "null")
              for field in NOT_NULL if field in sent and sent[field] is None])
+    if "tool_ids" in sent:
+        sent["tool_ids"] = tool_ids(sent["tool_ids"])
+    if data.analysis is not None:
+        _refuse(analysis_problems(data.analysis))
+        sent["analysis"] = data.analysis.stored()
     return sent
 
 
@@ -245,6 +304,9 @@ async def update_agent(scope: TenantScope, agent_id: uuid.UUID, data: UpdateAgen
         if "transcriber" in changes and changes["transcriber"] is None:
             agent["transcriber"] = default_transcriber(connected)
         check_vendors(RuleFields.of(agent), connected)
+        if "tool_ids" in changes or "analysis" in changes:
+            await _check_references(conn, {"tool_ids": changes.get("tool_ids"),
+                                           "analysis": changes.get("analysis")})
         row = await conn.fetchrow(
             UPDATE_AGENT, agent_id, *(agent[field] for field in FIELDS + LATER_FIELDS))
     return _shown(row)

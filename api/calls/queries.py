@@ -1,4 +1,4 @@
-"""SQL of inbound calls (api/calls/inbound.py)."""
+"""SQL of inbound calls (api/calls/inbound.py) and of a call's context (api/calls/context.py)."""
 
 SELECT_HELD_NUMBER = """
 SELECT id, agent_id FROM phone_numbers WHERE phone_number = $1 AND is_active
@@ -47,4 +47,20 @@ LOCK_CALL_SID = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 # The call a sandbox call_sid named, and whether it is still remembered (rung within $2).
 SELECT_CALL_SID_CALL = """
 SELECT id, contact_id, created_at > now() - $2::interval AS remembered FROM calls WHERE id = $1
+"""
+
+# --- a call's context (api/calls/context.py) --------------------------------------------------
+
+# The call, its contact, its agent's texts and timezone, and the sub-account's name (the
+# tenant's schema is the first on the search_path: current_schema() names it).
+SELECT_CALL_CONTEXT = """
+SELECT c.direction, c.from_number, c.to_number, c.variables,
+       p.first_name, p.last_name, p.name, p.email, p.phone, p.custom_field_values,
+       a.timezone, a.prompt, a.first_message,
+       (SELECT s.name FROM control.sub_accounts AS s WHERE s.schema_name = current_schema())
+           AS sub_account_name
+FROM calls AS c
+JOIN contacts AS p ON p.id = c.contact_id
+JOIN agents AS a ON a.id = c.agent_id
+WHERE c.id = $1
 """

@@ -45,11 +45,13 @@ RECORDING_HEADERS = {"Cache-Control": "private, no-store", "X-Robots-Tag": "noin
 @validate_response(CallPlaced, 200)
 @validate_errors(Error, 400, 402, 404, 409)
 async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
-    """Place an outbound AI call to the contact's phone on file."""
+    """Place an outbound AI call to the contact's phone on file; `variables` fill the agent's
+    placeholders."""
     contact_uuid = parse_uuid(contact_id)
     agent_id = parse_uuid(data.agent_id, "agent_id")
     pool_id = parse_uuid(data.pool_id, "pool_id") if data.pool_id is not None else None
-    call_id = await service.place_call(tenant_scope(), contact_uuid, agent_id, pool_id)
+    call_id = await service.place_call(tenant_scope(), contact_uuid, agent_id, pool_id,
+                                       data.variables)
     return {"status": "success", "call_id": call_id,
             "message": "the call is queued and will be placed shortly"}
 

@@ -4,20 +4,35 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, StringConstraints
 
 from api.schemas import Page
 from api.types import UUID_KEYWORDS, Money, UUIDQuery, document
 
+# CONTRACT 10: a call's variables fill the placeholders of its agent's prompt.
+MAX_VARIABLES = 50
+MAX_VARIABLE_LENGTH = 1_000
+VARIABLE_NAME = r"^[a-z][a-z0-9_]{0,39}$"
+VariableName = Annotated[str, StringConstraints(pattern=VARIABLE_NAME)]
+VariableValue = Annotated[StrictStr, Field(max_length=MAX_VARIABLE_LENGTH)]
+Variables = Annotated[dict[VariableName, VariableValue], Field(max_length=MAX_VARIABLES)]
+VARIABLES_SCHEMA = {"type": "object", "maxProperties": MAX_VARIABLES,
+                    "propertyNames": {"pattern": VARIABLE_NAME},
+                    "additionalProperties": {"type": "string", "maxLength": MAX_VARIABLE_LENGTH}}
+
 
 class PlaceCallRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={"agent_id": UUID_KEYWORDS, "pool_id": UUID_KEYWORDS}))
+        properties={"agent_id": UUID_KEYWORDS, "pool_id": UUID_KEYWORDS,
+                    "variables": {"anyOf": [VARIABLES_SCHEMA, {"type": "null"}],
+                                  "description": "Values of the `{{ name }}` placeholders of "
+                                                 "the agent's prompt and first_message."}}))
 
     agent_id: Annotated[StrictStr, Field(max_length=64)]
     pool_id: Annotated[StrictStr, Field(max_length=64)] | None = None
+    variables: Variables | None = None
 
 
 class CallPlaced(BaseModel):
@@ -44,13 +59,20 @@ class Call(BaseModel):
     ended_at: datetime | None
     duration_seconds: int | None
     ended_reason: Literal["customer_hangup", "agent_hangup", "silence_timeout",
-                          "max_duration", "voicemail", "no_answer", "busy", "failed"] | None
+                          "max_duration", "voicemail", "no_answer", "busy", "failed",
+                          "transferred"] | None
     answered_by: Literal["human", "machine", "unknown"] | None
     transcript: str | None
     messages: list[CallMessage]
     recording_url: str | None
     cost: Money
     error: str | None
+    # CONTRACT 10: what the call was placed with, the tools its model called, the number a
+    # transfer connected the contact to, and the post-call analysis (null while the call runs).
+    variables: dict[str, str]
+    tool_calls: list[dict[str, Any]]
+    transferred_to: str | None
+    analysis: dict[str, Any] | None
 
 
 class CallResponse(BaseModel):

@@ -54,7 +54,7 @@ SLOT_POLL = timedelta(seconds=1)
 CALL_COLUMNS = """
 id, contact_id, agent_id, from_number, to_number, status, started_at, ended_at,
 duration_seconds, transcript, recording_url, recording_key, direction, ended_reason,
-answered_by, messages, cost, error
+answered_by, messages, cost, error, variables, tool_calls, transferred_to, analysis
 """
 
 SELECT_CONTACT = "SELECT id, phone FROM contacts WHERE id = $1"
@@ -79,8 +79,8 @@ LOCK_BALANCE = "SELECT balance FROM wallet WHERE id = 1 FOR UPDATE"
 
 INSERT_CALL = """
 INSERT INTO calls (contact_id, agent_id, phone_number_id, pool_id, from_number, to_number,
-                   provider)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+                   provider, variables)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING id
 """
 
@@ -153,7 +153,8 @@ def call_out(row: asyncpg.Record | dict[str, Any], sub_account_id: uuid.UUID) ->
     out = {key: row[key] for key in (
         "id", "contact_id", "agent_id", "direction", "from_number", "to_number", "status",
         "started_at", "ended_at", "duration_seconds", "ended_reason", "answered_by",
-        "transcript", "messages", "error")}
+        "transcript", "messages", "error", "variables", "tool_calls", "transferred_to",
+        "analysis")}
     # A recording we keep is shown as a freshly signed link; one the carrier keeps (Twilio's
     # own URL) as the carrier gave it.
     out["recording_url"] = (recording_url(get_settings(), sub_account_id, row["id"])
@@ -188,7 +189,10 @@ SELECT_VENDOR_KEYS = "SELECT provider, api_key FROM integrations"
 
 
 async def place_call(scope: TenantScope, contact_id: uuid.UUID, agent_id: uuid.UUID,
-                     pool_id: uuid.UUID | None) -> uuid.UUID:
+                     pool_id: uuid.UUID | None,
+                     variables: dict[str, str] | None = None) -> uuid.UUID:
+    """Queue an outbound call; `variables` (checked by the caller) fill the placeholders of
+    the agent's prompt and first_message (CONTRACT 10)."""
     per_minute = await wallet.plan_price(scope, "call_per_minute")
     try:
         async with scope.transaction() as conn:
@@ -200,7 +204,7 @@ async def place_call(scope: TenantScope, contact_id: uuid.UUID, agent_id: uuid.U
                                "the wallet balance cannot cover a minute of this call")
             call_id: uuid.UUID = await conn.fetchval(
                 INSERT_CALL, contact_id, agent_id, number["id"], pool_id,
-                number["phone_number"], to_number, number["provider"])
+                number["phone_number"], to_number, number["provider"], variables or {})
             await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, utcnow())
     except APIError as exc:
         if exc.code == "insufficient_funds":

@@ -241,6 +241,17 @@ async def delivery(client: Any, b: Tenant) -> Record:
                                     shown["event_id"]})
 
 
+async def tool(client: Any, b: Tenant) -> Record:
+    """B's http tool, with a header value that must never show."""
+    from tests.factories import make_tool
+
+    url = f"https://b-{uuid.uuid4().hex[:8]}.example.org/tool"
+    made = await make_tool(client, b, name="beatrix_lookup",
+                           config={"url": url, "headers": {"X-Key": "b-header-secret"}})
+    return Record({"tool_id": made["id"]}, {made["id"], "beatrix_lookup", url, made["secret"],
+                                            "b-header-secret"} | _b_values(b))
+
+
 async def sub_account(client: Any, b: Tenant) -> Record:
     return Record({"sub_account_id": str(b.id)}, _b_values(b))
 
@@ -294,6 +305,8 @@ ROUTES: dict[str, Entry] = {
     f"{BASE}/webhook-deliveries/<delivery_id>/redeliver": Entry(
         "sub_account", delivery, bodies={"POST": {}}),
     f"{BASE}/agents/<agent_id>/deliveries": Entry("sub_account", agent),
+    f"{BASE}/tools/<tool_id>": Entry(
+        "sub_account", tool, bodies={"PATCH": {"name": "mallory"}}),
     f"{BASE}/integrations/<provider>": Entry(
         "exempt", reason="the parameter is a provider name from a fixed list, not a record id; "
                          "each sub-account's connection is its own"),
@@ -642,6 +655,22 @@ async def _assign_b_agent(client: Any, a: Tenant, b: Tenant
             b_agent.secrets)
 
 
+def _agent_with_b_tool(method: str
+                       ) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+    async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
+        from tests.factories import agent_body, connect
+
+        b_tool = await tool(client, b)
+        tool_ids = [b_tool.params["tool_id"]]
+        if method == "POST":
+            await connect(client, a)
+            return ("/functions/v1/crm-api/create-agent", agent_body(a, tool_ids=tool_ids),
+                    b_tool.secrets)
+        a_agent = (await agent(client, a)).params["agent_id"]
+        return f"{BASE}/agents/{a_agent}", {"tool_ids": tool_ids}, b_tool.secrets
+    return make
+
+
 BODY_CASES = [
     BodyCase("POST", "/functions/v1/crm-api/add-subaccount-user", "sub_account_id", _invite_to_b,
              status=403, code="forbidden", agency=True),
@@ -672,6 +701,9 @@ BODY_CASES = [
              worker=True),
     BodyCase("POST", f"{BASE}/phone-numbers/<number_id>/agent", "agent_id", _assign_b_agent,
              worker=True),
+    BodyCase("POST", "/functions/v1/crm-api/create-agent", "tool_ids",
+             _agent_with_b_tool("POST")),
+    BodyCase("PATCH", f"{BASE}/agents/<agent_id>", "tool_ids", _agent_with_b_tool("PATCH")),
 ]
 
 # Fields named like ids that name no record of a sub-account.

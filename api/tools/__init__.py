@@ -1,0 +1,1 @@
+"""Tools: what an agent's model may call on a call (CONTRACT 10)."""

@@ -86,38 +86,62 @@ def build_app(settings: Settings | None = None) -> Quart:
 
 # --- the worker -----------------------------------------------------------------------------------
 
-JOBS = worker.Jobs(
-    tasks=[
-        # Provider work a request waits for (it answers with the result).
-        phone_number_tasks.purchase_phone_number,
-        phone_number_tasks.import_phone_number,
-        phone_number_tasks.assign_phone_number,
-        phone_number_tasks.unassign_phone_number,
-        phone_number_tasks.release_phone_number,
-        maintenance.purge_idempotency_keys,
-        maintenance.purge_deleted_tenants,
-        event_log_tasks.purge_old_events,
-    ],
-    cron_jobs=[
-        cron(maintenance.purge_idempotency_keys, minute={0, 15, 30, 45}, run_at_startup=False),
-        cron(maintenance.purge_deleted_tenants, minute={7, 37}, run_at_startup=False),
-        # Events and finished deliveries past 30 days, every tenant, in small batches.
-        cron(event_log_tasks.purge_old_events, minute={23}, run_at_startup=False,
-             timeout=3600),
-    ],
-    due_handlers=[
-        DueHandler(campaign_tasks.SEND_KIND, campaign_tasks.send_campaign,
-                   lease_seconds=get_settings().campaign_lease_seconds),
-        DueHandler(CALL_WORK, call_tasks.advance_call, lease_seconds=60),
-        DueHandler(RENEWAL_WORK, phone_number_tasks.renew_phone_number, lease_seconds=60),
-        DueHandler(DELIVERY_KIND, webhook_tasks.deliver_webhook, lease_seconds=120),
-    ],
-)
+# Each kind of work has a queue and capacity of its own (CONTRACT 11: a backlog of one kind, or of
+# one sub-account, never holds up another). The default queue keeps the provider work a request
+# waits for, beside housekeeping only (the sweeper and purges, each one run at a time); due work
+# that names no queue (renewals) shares the background queue (jobs.due.BACKGROUND_QUEUE).
+CALLS_QUEUE = "arq:queue:calls"
+DELIVERIES_QUEUE = "arq:queue:deliveries"
+CAMPAIGNS_QUEUE = "arq:queue:campaigns"
+
+
+def _jobs(settings: Settings) -> worker.Jobs:
+    return worker.Jobs(
+        tasks=[
+            # Provider work a request waits for (it answers with the result).
+            phone_number_tasks.purchase_phone_number,
+            phone_number_tasks.import_phone_number,
+            phone_number_tasks.assign_phone_number,
+            phone_number_tasks.unassign_phone_number,
+            phone_number_tasks.release_phone_number,
+            maintenance.purge_idempotency_keys,
+            maintenance.purge_deleted_tenants,
+            event_log_tasks.purge_old_events,
+        ],
+        cron_jobs=[
+            cron(maintenance.purge_idempotency_keys, minute={0, 15, 30, 45},
+                 run_at_startup=False),
+            cron(maintenance.purge_deleted_tenants, minute={7, 37}, run_at_startup=False),
+            # Events and finished deliveries past 30 days, every tenant, in small batches.
+            cron(event_log_tasks.purge_old_events, minute={23}, run_at_startup=False,
+                 timeout=3600),
+        ],
+        max_jobs=20,
+        due_handlers=[
+            DueHandler(campaign_tasks.SEND_KIND, campaign_tasks.send_campaign,
+                       lease_seconds=settings.campaign_lease_seconds, queue=CAMPAIGNS_QUEUE),
+            DueHandler(CALL_WORK, call_tasks.advance_call, lease_seconds=60, queue=CALLS_QUEUE),
+            DueHandler(RENEWAL_WORK, phone_number_tasks.renew_phone_number, lease_seconds=60),
+            DueHandler(DELIVERY_KIND, webhook_tasks.deliver_webhook,
+                       lease_seconds=webhook_tasks.LEASE_SECONDS, queue=DELIVERIES_QUEUE),
+        ],
+        queues=[
+            worker.Queue(CALLS_QUEUE, 20),
+            # At most 5 runs per subscription and SWITCHBOARD_WEBHOOK_SUB_ACCOUNT_CONCURRENCY
+            # per sub-account hold these slots (api/webhook_subscriptions/tasks.py).
+            worker.Queue(DELIVERIES_QUEUE, settings.webhook_concurrency),
+            worker.Queue(CAMPAIGNS_QUEUE, 10),
+        ],
+    )
+
+
+JOBS = _jobs(get_settings())
 
 
 def worker_settings(database_url: str, redis_url: str, **overrides: Any) -> dict[str, Any]:
-    """arq Worker keyword arguments for `switchboard worker`, with every job above."""
-    return worker.worker_settings(database_url, redis_url, JOBS, **overrides)
+    """arq Worker keyword arguments for `switchboard worker`, with every job above (the settings
+    of this moment: SWITCHBOARD_WEBHOOK_CONCURRENCY, campaign lease)."""
+    return worker.worker_settings(database_url, redis_url, _jobs(get_settings()), **overrides)
 
 
 __all__ = ["BLUEPRINTS", "JOBS", "build_app", "func", "worker_settings"]

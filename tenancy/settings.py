@@ -105,8 +105,8 @@ class Settings(BaseSettings):
     # On SIGTERM the voice runtime takes no new call and gives running ones this long to end.
     voice_shutdown_grace_seconds: float = Field(
         default=600, ge=0, le=86_400, alias="SWITCHBOARD_VOICE_SHUTDOWN_GRACE_SECONDS")
-    # Calls one voice process runs at once: beyond it a media stream is refused (503) and the
-    # carrier tries again; about what one core carries (bench/RESULTS.md, voice).
+    # Calls one voice process runs at once: beyond it an authenticated media stream is closed
+    # (1013) and the carrier tries again; about what one core carries (bench/RESULTS.md, voice).
     voice_max_calls: int = Field(default=20, ge=1, le=10_000, alias="SWITCHBOARD_VOICE_MAX_CALLS")
     # Voice processes `switchboard voice` runs on its port (SO_REUSEPORT): one per core.
     voice_processes: int = Field(default=1, ge=1, le=256, alias="SWITCHBOARD_VOICE_PROCESSES")

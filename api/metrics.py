@@ -36,7 +36,9 @@ LATENCY = Histogram("switchboard_http_request_duration_seconds", "HTTP request l
                     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 JOBS = Gauge("switchboard_jobs_total", "Jobs run by the workers, by kind and outcome",
              ["kind", "outcome"], registry=REGISTRY)
-QUEUE_DEPTH = Gauge("switchboard_queue_depth", "Jobs waiting in the arq queue", registry=REGISTRY)
+# One arq queue per kind of work (jobs/worker.py): each is a sorted set named arq:queue[:kind].
+QUEUE_DEPTH = Gauge("switchboard_queue_depth", "Jobs waiting in an arq queue", ["queue"],
+                    registry=REGISTRY)
 DUE_LAG = Gauge("switchboard_due_work_lag_seconds",
                 "Age of the oldest due, unclaimed work item (0 when none)", registry=REGISTRY)
 DUE_PENDING = Gauge("switchboard_due_work_pending", "Due, unclaimed work items",
@@ -96,7 +98,8 @@ async def _collect() -> None:
         pass
     redis = current_app.config["REDIS"]
     try:
-        QUEUE_DEPTH.set(await redis.zcard("arq:queue"))
+        async for key in redis.scan_iter(match="arq:queue*", _type="zset"):
+            QUEUE_DEPTH.labels(key.decode()).set(await redis.zcard(key))
         for field, value in (await redis.hgetall(JOB_COUNTS_KEY)).items():
             kind, _, outcome = field.decode().rpartition(":")
             JOBS.labels(kind, outcome).set(int(value))

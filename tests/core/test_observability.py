@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import httpx
 
@@ -110,3 +111,15 @@ def test_worker_stops_cleanly_on_sigterm(servers, migrated) -> None:
     finally:
         if process.poll() is None:
             process.kill()
+
+
+async def test_queue_depth_is_reported_for_every_queue(app, client) -> None:
+    # given a job waiting on a queue of its own (as each kind of work has: jobs/worker.py)
+    queue = f"arq:queue:observed-{uuid.uuid4().hex[:8]}"
+    arq = app.app.config["ARQ"]
+    await arq.enqueue_job("ping", "later", _queue_name=queue, _defer_by=3600)
+    try:
+        text = await (await client.get("/metrics")).get_data(as_text=True)
+        assert f'switchboard_queue_depth{{queue="{queue}"}} 1.0' in text
+    finally:
+        await arq.delete(queue)

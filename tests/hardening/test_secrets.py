@@ -144,6 +144,19 @@ async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
         found.add(agent["agent"]["webhook_secret"] if "agent" in agent
                   else agent["webhook_secret"])
 
+        # A tool: its signing secret, and a header value a refused change echoes nowhere.
+        header_value = "Bearer tool-" + secrets.token_hex(16)
+        found.add(header_value)
+        answer = await http.post(f"{BASE}/tools", headers=tenant, json={
+            "name": "lookup", "type": "http", "description": "Look things up.",
+            "config": {"url": receiver.url, "headers": {"Authorization": header_value}}})
+        assert answer.status_code == 201, answer.text
+        found.add(answer.json()["tool"]["secret"])
+        refused = await http.patch(f"{BASE}/tools/{answer.json()['tool']['id']}", headers=tenant,
+                                   json={"config": {"url": receiver.url, "timeout_seconds": 99,
+                                                    "headers": {"Authorization": header_value}}})
+        assert refused.status_code == 400 and header_value not in refused.text, refused.text
+
         # A webhook subscription, and an event delivered to it (after two failed attempts).
         answer = await http.post(f"{BASE}/webhook-subscriptions", headers=tenant,
                                  json={"url": receiver.url, "events": ["contact.updated"]})

@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 
 from tenancy import tenant_ops
 from tenancy.settings import get_settings
-from tests.factories import agent_body, populate
+from tests.factories import agent_body, make_tool, populate
 from tests.helpers import switchboard
 
 BASE = "/webhooks/inbound"
@@ -36,8 +36,14 @@ async def _with_secrets(client: Any, pool: Any) -> tuple[Any, dict[str, str]]:
     assert response.status_code == 201, await response.get_data(as_text=True)
     agent_id = (await response.get_json())["id"]
     shown = await client.get(f"{BASE}/agents/{agent_id}", headers=tenant.headers)
+    # A tool holds two secrets: its signing secret and its header values.
+    header = "Bearer " + uuid.uuid4().hex
+    tool = await make_tool(client, tenant, config={"url": "https://tools.example.com/x",
+                                                   "headers": {"Authorization": header}})
     return tenant, {"llm_key": llm_key, "secret": secret, "agent_id": agent_id,
-                    "agent_secret": (await shown.get_json())["agent"]["webhook_secret"]}
+                    "agent_secret": (await shown.get_json())["agent"]["webhook_secret"],
+                    "tool_id": tool["id"], "tool_secret": tool["secret"],
+                    "tool_header": header}
 
 
 def _export(servers: Any, tenant: Any, folder: Path) -> Path:
@@ -64,7 +70,8 @@ async def test_export_writes_secrets_encrypted_under_the_exporting_key(
         client, pool, servers, tmp_path) -> None:
     tenant, found = await _with_secrets(client, pool)
     text = _export(servers, tenant, tmp_path).read_text()
-    assert not [name for name, value in found.items() if value in text and name != "agent_id"]
+    assert not [name for name, value in found.items()
+                if value in text and name not in ("agent_id", "tool_id")]
     lines = [json.loads(line) for line in text.splitlines()]
     first = Fernet((get_settings().secrets_key or "").split(",")[0])
     assert first.decrypt(lines[0]["secrets_key_check"].encode())
@@ -109,6 +116,9 @@ async def test_import_under_another_key_needs_reencrypt_with_the_exporting_key(
     secret = await pool.fetchval(f'SELECT secret FROM "{tenant.schema}".webhook_subscriptions '
                                  "WHERE url = $1", "https://hooks.example.com/two")
     assert Fernet(ours).decrypt(secret.encode()).decode() == found["secret"]
+    tool = await pool.fetchrow(f'SELECT secret, header_values FROM "{tenant.schema}".tools')
+    assert Fernet(ours).decrypt(tool["secret"].encode()).decode() == found["tool_secret"]
+    assert found["tool_header"] in Fernet(ours).decrypt(tool["header_values"].encode()).decode()
     # (This session's key cannot read them: the sub-account goes again.)
     await _purge(pool, tenant.id)
 
@@ -122,6 +132,8 @@ async def test_import_with_the_same_key_needs_no_flag(client, pool, servers, tmp
     # Then the API reads its secrets as before.
     shown = await client.get(f"{BASE}/agents/{found['agent_id']}", headers=tenant.headers)
     assert (await shown.get_json())["agent"]["webhook_secret"] == found["agent_secret"]
+    tool = await client.get(f"{BASE}/tools/{found['tool_id']}", headers=tenant.headers)
+    assert (await tool.get_json())["tool"]["secret"] == found["tool_secret"]
 
 
 async def test_export_under_a_new_first_key_re_encrypts_older_values(
@@ -141,3 +153,7 @@ async def test_export_under_a_new_first_key_re_encrypts_older_values(
         found["llm_key"]
     assert Fernet(new).decrypt(rows["agents"]["webhook_secret"].encode()).decode() == \
         found["agent_secret"]
+    # Both secret columns of a tool.
+    assert Fernet(new).decrypt(rows["tools"]["secret"].encode()).decode() == found["tool_secret"]
+    assert found["tool_header"] in Fernet(new).decrypt(
+        rows["tools"]["header_values"].encode()).decode()

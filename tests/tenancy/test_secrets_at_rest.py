@@ -26,6 +26,7 @@ from tests.factories import (
     make_agency,
     make_contact,
     make_tenant,
+    tool_body,
 )
 from tests.helpers import switchboard
 from tests.receiver import post_box  # noqa: F401  (the `receiver` this test posts to: answers 204)
@@ -152,6 +153,12 @@ async def _every_kind_of_secret(client: Any, pool: Any, mailbox: Any,
     subscription, _ = await _post(client, f"{BASE}/webhook-subscriptions", tenant.headers, 201,
                                   url=receiver_url, events=["contact.updated"])
     found["subscription_secret"] = subscription["subscription"]["secret"]
+    # A tool: its signing secret, and an http header value stored encrypted, shown as "***".
+    found["tool_header_value"] = "Bearer " + uuid.uuid4().hex
+    tool, _ = await _post(client, f"{BASE}/tools", tenant.headers, 201, **tool_body(
+        config={"url": receiver_url, "headers": {"Authorization": found["tool_header_value"]}}))
+    found["tool_secret"] = tool["tool"]["secret"]
+    assert tool["tool"]["config"]["headers"] == {"Authorization": "***"}
     # A call that ends queues the agent's post-call webhook: a delivery with a target secret.
     number_id = await import_number(client, tenant, "+14155550123")
     assert (await assign(client, tenant, number_id, agent["id"])).status_code == 200
@@ -165,6 +172,7 @@ async def _every_kind_of_secret(client: Any, pool: Any, mailbox: Any,
         assert len(value) >= 16, name
     assert found["agent_webhook_secret"].startswith("whsec_")
     assert found["subscription_secret"].startswith("whsec_")
+    assert found["tool_secret"].startswith("whsec_")
     return found
 
 

@@ -17,8 +17,7 @@ parameters; tests/voice/test_silero.py feeds both the same recordings) and chang
 - with `min_volume` 0 (the runtime's setting, voice/call.py) the loudness Pipecat computes for
   every window cannot change a decision, so it is not computed.
 
-This module is the seam: the private names of Pipecat's VAD it relies on are checked by name in
-tests/voice/test_silero.py, so an upgrade that changes them fails there first.
+What of Pipecat's VAD this takes apart is private: it is reached through voice/pipecat_seam.py.
 """
 
 from __future__ import annotations
@@ -27,11 +26,9 @@ import functools
 from importlib import resources
 
 import onnxruntime
-from pipecat.audio.vad.silero import SileroOnnxModel, SileroVADAnalyzer
-from pipecat.audio.vad.vad_analyzer import VADAnalyzer, VADParams, VADState
+from pipecat.audio.vad.vad_analyzer import VADParams, VADState
 
-MODEL = resources.files("pipecat.audio.vad.data").joinpath("silero_vad.onnx")
-SAMPLE_RATES = [8000, 16000]
+from voice.pipecat_seam import SILERO_MODEL, SileroModelOverSession, SileroOverModel
 
 
 @functools.cache
@@ -40,32 +37,16 @@ def shared_session() -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     options.inter_op_num_threads = 1
     options.intra_op_num_threads = 1
-    with resources.as_file(MODEL) as path:
+    with resources.as_file(SILERO_MODEL) as path:
         return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"],
                                             sess_options=options)
 
 
-class SharedSileroModel(SileroOnnxModel):
-    """One call's Silero state over the shared session."""
+class SharedSileroVAD(SileroOverModel):
+    """One call's Silero analyzer: its own state over the process's session, analysed in place."""
 
-    def __init__(self, session: onnxruntime.InferenceSession) -> None:  # no session of its own
-        self.session = session
-        self.sample_rates = SAMPLE_RATES
-        self.reset_states()  # type: ignore[no-untyped-call]
-
-
-class SharedSileroVAD(SileroVADAnalyzer):
     def __init__(self, *, params: VADParams) -> None:
-        # Pipecat's VADAnalyzer set-up without SileroVADAnalyzer's own model loading.
-        VADAnalyzer.__init__(self, params=params)
-        self._model = SharedSileroModel(shared_session())
-        self._windows_since_reset = 0
-        self._low_confidence_windows = 0
+        super().__init__(params=params, model=SileroModelOverSession(shared_session()))
 
     async def analyze_audio(self, buffer: bytes) -> VADState:
-        return self._run_analyzer(buffer)
-
-    def _get_smoothed_volume(self, audio: bytes) -> float:
-        if self.params.min_volume <= 0:
-            return 0.0  # every volume passes `volume >= min_volume`
-        return super()._get_smoothed_volume(audio)
+        return self.analyze_in_place(buffer)

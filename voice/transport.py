@@ -10,13 +10,12 @@ buffer, so sending ahead costs the contact nothing when they cut in.
 
 `LeadingOutput` keeps up to LEAD_SECONDS of an utterance in flight: its first LEAD_SECONDS go out
 at once, the rest at real time, and after a stall shorter than the lead it catches up instead of
-starting late. The private names of Pipecat's transport this relies on are checked in
-tests/voice/test_transport.py.
+starting late. Pipecat's pacing and its transport's output are private: they are reached
+through voice/pipecat_seam.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -26,14 +25,9 @@ from typing import Any
 
 from pipecat.frames.frames import Frame, InputAudioRawFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
-from pipecat.transports.websocket.fastapi import (
-    FastAPIWebsocketOutputTransport,
-    FastAPIWebsocketParams,
-    FastAPIWebsocketTransport,
-)
-from starlette.websockets import WebSocket
 
 from voice import metrics
+from voice.pipecat_seam import PacedWebsocketOutput, WebsocketTransport
 
 log = logging.getLogger("switchboard.voice")
 
@@ -51,15 +45,12 @@ def pace(now: float, playout: float, chunk_seconds: float,
     return max(0.0, playout - lead - now), playout
 
 
-class LeadingOutput(FastAPIWebsocketOutputTransport):
-    """Pipecat's output with `pace` in place of its real-time sleep. `_next_send_time` holds the
-    playout moment; Pipecat resets it to 0 on an interruption, which starts the next utterance
-    with a fresh lead."""
+class LeadingOutput(PacedWebsocketOutput):
+    """Pipecat's output with `pace` in place of its real-time sleep. Pipecat resets the playout
+    moment to 0 on an interruption, which starts the next utterance with a fresh lead."""
 
-    async def _write_audio_sleep(self) -> None:
-        wait, playout = pace(time.monotonic(), self._next_send_time, self._send_interval)
-        self._next_send_time = playout  # type: ignore[assignment]  # Pipecat's is an int 0 at first
-        await asyncio.sleep(wait)
+    def audio_wait(self, playout: float, chunk_seconds: float) -> tuple[float, float]:
+        return pace(time.monotonic(), playout, chunk_seconds)
 
 
 class MediaStreamSerializer(TwilioFrameSerializer):
@@ -74,6 +65,7 @@ class MediaStreamSerializer(TwilioFrameSerializer):
 
     def __init__(self, stream_sid: str, params: TwilioFrameSerializer.InputParams) -> None:
         super().__init__(stream_sid, params=params)
+        self.stream_sid = stream_sid
         self._held_audio = b""
         self.malformed = 0
 
@@ -102,7 +94,7 @@ class MediaStreamSerializer(TwilioFrameSerializer):
         self.malformed += 1
         if self.malformed == 1:  # once per stream: a carrier gone wrong would flood the log
             log.warning("stream %s: dropped a malformed carrier message (%s); further ones are "
-                        "counted in switchboard_voice_malformed_frames_total", self._stream_sid,
+                        "counted in switchboard_voice_malformed_frames_total", self.stream_sid,
                         problem)
 
 
@@ -130,7 +122,7 @@ def malformed(data: str | bytes) -> str | None:
     return None
 
 
-class MediaStreamTransport(FastAPIWebsocketTransport):
-    def __init__(self, websocket: WebSocket, params: FastAPIWebsocketParams) -> None:
-        super().__init__(websocket=websocket, params=params)
-        self._output = LeadingOutput(self, self._client, self._params, name=self._output_name)
+class MediaStreamTransport(WebsocketTransport):
+    """Pipecat's FastAPI WebSocket transport, the agent's audio sent with a lead."""
+
+    output_class = LeadingOutput

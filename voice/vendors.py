@@ -27,6 +27,7 @@ from pipecat.transcriptions.language import Language
 from api.agents.schemas import PROVIDER_OF_MODEL
 from api.agents.voices import speech_vendor_of
 from tenancy.settings import Settings
+from voice.pipecat_seam import without_retries
 
 # Anthropic is asked for its own dashed API names of the SPEC's Claude ids (CONTRACT 9).
 ANTHROPIC_NAMES = {
@@ -82,13 +83,13 @@ class _GrokLLM(_Bounded, GrokLLMService):
 class _OpenAISTT(OpenAISTTService):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(http_client=_openai_http(), **kwargs)
-        self._client = self._client.with_options(max_retries=0)
+        without_retries(self)
 
 
 class _OpenAITTS(OpenAITTSService):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(http_client=_openai_http(), **kwargs)
-        self._client = self._client.with_options(max_retries=0)
+        without_retries(self)
 
 
 class VendorMissing(Exception):

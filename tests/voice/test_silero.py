@@ -1,13 +1,11 @@
 """voice/silero.py: the runtime's VAD decides exactly as Pipecat's SileroVADAnalyzer on the same
-audio, with one ONNX session for every call of the process; and the private names of Pipecat's VAD
-it relies on are still there."""
+audio, with one ONNX session for every call of the process (the private names of Pipecat's VAD it
+relies on are checked in tests/voice/test_pipecat_seam.py)."""
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
-from pipecat.audio.vad.silero import SileroOnnxModel, SileroVADAnalyzer
+from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADAnalyzer, VADParams, VADState
 
 from integrations.telephony import mulaw
@@ -58,26 +56,4 @@ async def test_calls_sharing_the_session_keep_their_own_state() -> None:
         assert await second.analyze_audio(quiet[at:at + FRAME]) == VADState.QUIET
 
     assert together == alone
-    assert first._model.session is second._model.session  # one ONNX session per process
-
-
-def test_the_pipecat_names_the_seam_relies_on() -> None:
-    """voice/silero.py builds SileroVADAnalyzer's state itself and replaces two of its steps."""
-
-    def assigned(function: object) -> set[str]:
-        source = inspect.getsource(function)  # type: ignore[arg-type]
-        return {name for name in ("_model", "_windows_since_reset", "_low_confidence_windows",
-                                  "session", "sample_rates") if f"self.{name} =" in source}
-
-    assert assigned(SileroVADAnalyzer.__init__) == {
-        "_model", "_windows_since_reset", "_low_confidence_windows"}, (
-        "SileroVADAnalyzer.__init__ sets other state now: adapt SharedSileroVAD.__init__")
-    assert assigned(SileroOnnxModel.__init__) == {"session", "sample_rates"}, (
-        "SileroOnnxModel.__init__ sets other state now: adapt SharedSileroModel.__init__")
-    for owner, name in ((VADAnalyzer, "_run_analyzer"), (VADAnalyzer, "_get_smoothed_volume"),
-                        (SileroOnnxModel, "reset_states")):
-        assert callable(getattr(owner, name, None)), f"Pipecat's {owner.__name__}.{name} is gone"
-    assert "self._get_smoothed_volume(" in inspect.getsource(VADAnalyzer._run_analyzer)
-    assert "self._executor" in inspect.getsource(VADAnalyzer.analyze_audio), (
-        "Pipecat's analyze_audio no longer hands frames to a thread: SharedSileroVAD's in-place "
-        "analysis may be unneeded")
+    assert first.silero_model.session is second.silero_model.session  # one ONNX session per process

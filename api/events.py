@@ -49,7 +49,8 @@ from tenancy.due import schedule_due
 EVENT_TYPES = (
     "contact.created", "contact.updated", "contact.deleted", "contact.consent_updated",
     "message.received", "message.status_updated", "call.completed", "call.failed",
-    "campaign.completed", "invoice.paid",
+    "campaign.completed", "invoice.paid", "appointment.booked", "appointment.rescheduled",
+    "appointment.cancelled",
 )
 # A subscription to every event, including ones added to the catalog later.
 ALL_EVENTS = "*"

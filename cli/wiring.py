@@ -14,6 +14,8 @@ from api import health, metrics
 from api.agency.routes import blueprint as agency_routes
 from api.agents.routes import blueprint as agents_routes
 from api.app import create_app
+from api.appointments.routes import blueprint as appointments_routes
+from api.calendars.routes import blueprint as calendars_routes
 from api.calls import tasks as call_tasks
 from api.calls.routes import blueprint as calls_routes
 from api.calls.routes import recordings_blueprint as recordings_routes
@@ -55,6 +57,8 @@ BLUEPRINTS = [
     health.blueprint,
     agency_routes,
     agents_routes,
+    appointments_routes,
+    calendars_routes,
     calls_routes,
     campaigns_routes,
     companies_routes,

@@ -417,3 +417,37 @@ async def make_tool(client: Any, tenant: Any, **overrides: Any) -> dict[str, Any
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["tool"]  # type: ignore[no-any-return]
 
+
+# --- calendars and appointments -----------------------------------------------------------------
+
+CALENDARS = f"{BASE}/calendars"
+APPOINTMENTS = f"{BASE}/appointments"
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+ALL_DAY = [{"day": day, "start": "00:00", "end": "24:00"} for day in WEEKDAYS]
+
+
+async def create_calendar(client: Any, tenant: Any, **fields: Any) -> dict[str, Any]:
+    """A calendar (UTC, bookable all day every day, 30-minute slots, no notice unless given)."""
+    body = {"name": "Consultations", "timezone": "UTC", "availability": ALL_DAY,
+            "min_notice_minutes": 0, **fields}
+    response = await client.post(CALENDARS, json=body, headers=tenant.headers)
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    return (await response.get_json())["calendar"]  # type: ignore[no-any-return]
+
+
+async def free_slots(client: Any, tenant: Any, calendar_id: str, from_day: str,
+                     to_day: str | None = None) -> list[dict[str, Any]]:
+    response = await client.get(f"{CALENDARS}/{calendar_id}/free-slots",
+                                query_string={"from": from_day, "to": to_day or from_day},
+                                headers=tenant.headers)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    return (await response.get_json())["slots"]  # type: ignore[no-any-return]
+
+
+async def book(client: Any, tenant: Any, calendar_id: str, contact_id: str, start: str,
+               **fields: Any) -> dict[str, Any]:
+    """POST /appointments (asserting 201); the appointment."""
+    body = {"calendar_id": calendar_id, "contact_id": contact_id, "start": start, **fields}
+    response = await client.post(APPOINTMENTS, json=body, headers=tenant.headers)
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    return (await response.get_json())["appointment"]  # type: ignore[no-any-return]

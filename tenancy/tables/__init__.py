@@ -6,6 +6,7 @@ Each feature's tables sit in a module of their own in this package; every one is
 """
 
 from tenancy.tables import (  # noqa: F401  (each module adds its tables to the metadata)
+    calendars,
     campaigns,
     contacts,
     control,

@@ -1,4 +1,5 @@
-"""Contacts and what hangs off them: companies, notes, custom fields, appointments."""
+"""Contacts and what hangs off them: companies, notes, custom fields (appointments are in
+tenancy/tables/calendars.py)."""
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
@@ -104,19 +105,6 @@ notes = sa.Table(
     sa.CheckConstraint("char_length(content) BETWEEN 1 AND 5000", name="content_length"),
     sa.Index("ix_notes_contact_id_created_at", "contact_id", sa.text("created_at DESC"),
              postgresql_where=sa.text("deleted_at IS NULL")),
-)
-
-appointments = sa.Table(
-    "appointments",
-    tenant_metadata,
-    uuid_pk(),
-    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="RESTRICT"),
-              nullable=False, index=True),
-    sa.Column("title", sa.Text),
-    sa.Column("starts_at", sa.TIMESTAMP(timezone=True)),
-    sa.Column("ends_at", sa.TIMESTAMP(timezone=True)),
-    created_at(),
-    updated_at(),
 )
 
 # One row per contact and channel that has been set; no row reads `unknown` (sending allowed).

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
-from tests.factories import CONTACTS, create_contact
+from tenancy.clock import utcnow
+from tests.factories import CONTACTS, book, create_calendar, create_contact, free_slots
 from tests.helpers import error_code, tenant_sql
 
 
@@ -35,10 +37,16 @@ async def test_delete_frees_email_and_phone_for_a_new_contact(client, tenant):
     assert response.status_code == 201
 
 
-async def test_delete_while_referenced_is_409_and_keeps_the_contact(client, tenant, pool):
+async def booked_appointment(client, tenant, contact_id):
+    calendar = await create_calendar(client, tenant)
+    day = (utcnow() + timedelta(days=2)).date().isoformat()
+    slot = (await free_slots(client, tenant, calendar["id"], day))[0]
+    return await book(client, tenant, calendar["id"], contact_id, slot["start"])
+
+
+async def test_delete_while_referenced_is_409_and_keeps_the_contact(client, tenant):
     contact_id = await create_contact(client, tenant)
-    await tenant_sql(pool, tenant, "INSERT INTO appointments (contact_id, title) VALUES ($1, $2)",
-                     uuid.UUID(contact_id), "Demo")
+    await booked_appointment(client, tenant, contact_id)
     response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 409
     assert await error_code(response) == "contact_referenced"
@@ -48,8 +56,7 @@ async def test_delete_while_referenced_is_409_and_keeps_the_contact(client, tena
 
 async def test_delete_once_the_reference_is_gone_succeeds(client, tenant, pool):
     contact_id = await create_contact(client, tenant)
-    await tenant_sql(pool, tenant, "INSERT INTO appointments (contact_id) VALUES ($1)",
-                     uuid.UUID(contact_id))
+    await booked_appointment(client, tenant, contact_id)
     assert (await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
             ).status_code == 409
     await tenant_sql(pool, tenant, "DELETE FROM appointments")

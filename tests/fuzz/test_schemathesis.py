@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -196,6 +197,28 @@ async def _seed_records(http: httpx.AsyncClient, live: Live, organisation_id: An
     smart_list = await _ok(http.post("/webhooks/inbound/smart-lists", headers=headers,
                                      json={"name": "Seed", "tags": ["seed"]}))
     known["smart_list_id"] = smart_list["smart_list"]["id"]
+    tool = await _ok(http.post("/webhooks/inbound/tools", headers=headers, json={
+        "name": "seed_lookup", "type": "http", "description": "Seed tool.",
+        "config": {"url": "https://tools.example.com/seed", "headers": {"X-Key": "seed"}}}))
+    known["tool_id"] = tool["tool"]["id"]
+    await _seed_appointment(http, headers, known)
+
+
+async def _seed_appointment(http: httpx.AsyncClient, headers: dict[str, str],
+                            known: dict[str, str]) -> None:
+    """A calendar bookable all day, and the seeded contact booked into it."""
+    calendar = await _ok(http.post("/webhooks/inbound/calendars", headers=headers, json={
+        "name": "Seed", "timezone": "UTC", "min_notice_minutes": 0, "max_days_ahead": 365,
+        "availability": [{"day": day, "start": "00:00", "end": "24:00"}
+                         for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")]}))
+    known["calendar_id"] = calendar["calendar"]["id"]
+    day = (datetime.now(UTC) + timedelta(days=2)).date().isoformat()
+    free = await _ok(http.get(f"/webhooks/inbound/calendars/{known['calendar_id']}/free-slots",
+                              params={"from": day, "to": day}, headers=headers))
+    appointment = await _ok(http.post("/webhooks/inbound/appointments", headers=headers, json={
+        "calendar_id": known["calendar_id"], "contact_id": known["contact_id"],
+        "start": free["slots"][0]["start"]}))
+    known["appointment_id"] = appointment["appointment"]["id"]
 
 
 async def _contact(http: httpx.AsyncClient, live: Live) -> str:

@@ -45,6 +45,7 @@ class Entry:
     bodies: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     worker: bool = False  # the factory needs the telephony worker running
+    query: str = ""  # a query string the rule needs to reach its record (free-slots' days)
 
 
 # --- factories: B's real records, made through the API with B's key ---------------------------
@@ -252,6 +253,37 @@ async def tool(client: Any, b: Tenant) -> Record:
                                             "b-header-secret"} | _b_values(b))
 
 
+async def calendar(client: Any, b: Tenant) -> Record:
+    body = await _post(client, b, f"{BASE}/calendars", {
+        "name": "Beatrix calendar", "timezone": "Europe/Paris", "min_notice_minutes": 0,
+        "availability": [{"day": day, "start": "09:00", "end": "17:00"}
+                         for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")]})
+    calendar_id = body["calendar"]["id"]
+    return Record({"calendar_id": calendar_id}, {calendar_id, "Beatrix calendar"} | _b_values(b))
+
+
+async def _first_free_slot(client: Any, tenant: Tenant, calendar_id: str) -> str:
+    response = await client.get(f"{BASE}/calendars/{calendar_id}/free-slots",
+                                query_string={"from": SLOT_DAY, "to": SLOT_DAY},
+                                headers=tenant.headers)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    return str((await response.get_json())["slots"][0]["start"])
+
+
+async def appointment(client: Any, b: Tenant) -> Record:
+    record = await calendar(client, b)
+    person = await contact(client, b)
+    start = await _first_free_slot(client, b, record.params["calendar_id"])
+    body = await _post(client, b, f"{BASE}/appointments", {
+        "calendar_id": record.params["calendar_id"], "contact_id": person.params["contact_id"],
+        "start": start, "title": "Beatrix appointment", "notes": "B's appointment notes"})
+    appointment_id = body["appointment"]["id"]
+    record.params["appointment_id"] = appointment_id
+    record.secrets |= person.secrets | {appointment_id, "Beatrix appointment",
+                                        "B's appointment notes"}
+    return record
+
+
 async def sub_account(client: Any, b: Tenant) -> Record:
     return Record({"sub_account_id": str(b.id)}, _b_values(b))
 
@@ -259,6 +291,7 @@ async def sub_account(client: Any, b: Tenant) -> Record:
 # --- the table --------------------------------------------------------------------------------
 
 FUTURE = (utcnow() + timedelta(days=30)).isoformat()
+SLOT_DAY = (utcnow() + timedelta(days=3)).date().isoformat()
 
 ROUTES: dict[str, Entry] = {
     f"{BASE}/contacts/<contact_id>": Entry(
@@ -305,6 +338,12 @@ ROUTES: dict[str, Entry] = {
     f"{BASE}/webhook-deliveries/<delivery_id>/redeliver": Entry(
         "sub_account", delivery, bodies={"POST": {}}),
     f"{BASE}/agents/<agent_id>/deliveries": Entry("sub_account", agent),
+    f"{BASE}/calendars/<calendar_id>": Entry(
+        "sub_account", calendar, bodies={"PATCH": {"name": "Mallory"}}),
+    f"{BASE}/calendars/<calendar_id>/free-slots": Entry(
+        "sub_account", calendar, query=f"from={SLOT_DAY}&to={SLOT_DAY}"),
+    f"{BASE}/appointments/<appointment_id>": Entry(
+        "sub_account", appointment, bodies={"PATCH": {"title": "Mallory"}}),
     f"{BASE}/tools/<tool_id>": Entry(
         "sub_account", tool, bodies={"PATCH": {"name": "mallory"}}),
     f"{BASE}/integrations/<provider>": Entry(
@@ -415,7 +454,7 @@ async def _assert_missing(rule: str, client: Any, pool: Any, tenant: Tenant,
     entry = ROUTES[rule]
     assert entry.make is not None
     record = await entry.make(client, tenant_second)
-    path = _fill(rule, record.params)
+    path = _fill(rule, record.params) + (f"?{entry.query}" if entry.query else "")
     headers = tenant.headers if entry.kind == "sub_account" else tenant.organisation.headers
     before = await snapshot(pool, tenant_second)
 
@@ -637,6 +676,26 @@ async def _invoice_moved_to_b_contact(client: Any, a: Tenant, b: Tenant
             {"contact_id": b_contact.params["contact_id"]}, b_contact.secrets)
 
 
+async def _appointment_in_b_calendar(client: Any, a: Tenant, b: Tenant
+                                     ) -> tuple[str, dict[str, Any], set[str]]:
+    b_calendar = await calendar(client, b)
+    a_contact = (await contact(client, a)).params["contact_id"]
+    start = await _first_free_slot(client, b, b_calendar.params["calendar_id"])
+    return (f"{BASE}/appointments", {"calendar_id": b_calendar.params["calendar_id"],
+                                     "contact_id": a_contact, "start": start},
+            b_calendar.secrets)
+
+
+async def _appointment_for_b_contact(client: Any, a: Tenant, b: Tenant
+                                     ) -> tuple[str, dict[str, Any], set[str]]:
+    a_calendar = (await calendar(client, a)).params["calendar_id"]
+    b_contact = await contact(client, b)
+    start = await _first_free_slot(client, a, a_calendar)
+    return (f"{BASE}/appointments", {"calendar_id": a_calendar,
+                                     "contact_id": b_contact.params["contact_id"],
+                                     "start": start}, b_contact.secrets)
+
+
 async def _pool_of_b_numbers(client: Any, a: Tenant, b: Tenant
                              ) -> tuple[str, dict[str, Any], set[str]]:
     b_number = await phone_number(client, b)
@@ -696,6 +755,8 @@ BODY_CASES = [
              _contact_field("PATCH", "assigned_user_id", _user_of), status=400,
              code="validation_error"),
     BodyCase("POST", f"{BASE}/invoices", "contact_id", _invoice_for_b_contact),
+    BodyCase("POST", f"{BASE}/appointments", "calendar_id", _appointment_in_b_calendar),
+    BodyCase("POST", f"{BASE}/appointments", "contact_id", _appointment_for_b_contact),
     BodyCase("PATCH", f"{BASE}/invoices/<invoice_id>", "contact_id", _invoice_moved_to_b_contact),
     BodyCase("POST", f"{BASE}/number-pools", "phone_number_ids", _pool_of_b_numbers,
              worker=True),

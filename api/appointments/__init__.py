@@ -1,0 +1,1 @@
+"""Appointments: contacts booked into the free slots of calendars (CONTRACT 10)."""

@@ -33,8 +33,10 @@ lock:
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu $(LOCK_ARGS) -o requirements.lock
 
+# `make run PORT=8001` when 8000 is taken.
+PORT ?= 8000
 run: $(STAMP)
-	$(BIN)/switchboard dev
+	$(BIN)/switchboard dev --port $(PORT)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -64,6 +64,12 @@ async def make_demo_agent(base_url: str, sub_account_id: uuid.UUID, organisation
             f"{base_url}/webhooks/inbound/contacts/{contact['contact_id']}/call")
 
 
+async def api_ready(base_url: str) -> None:
+    """Returns once the API at base_url answers its health check (RuntimeError after 30 s)."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=2) as http:
+        await _ready(http)
+
+
 async def _ready(http: httpx.AsyncClient) -> None:
     for _ in range(300):
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import gc
 import json
@@ -60,7 +61,21 @@ async def _serve_api(host: str, port: int, stop: asyncio.Event,
     config.graceful_timeout = 10
     app = build_app()
     _settle_garbage_collector()
+    _quiet_cancelled_connections()
     await serve(app, config, shutdown_trigger=stop.wait)
+
+
+def _quiet_cancelled_connections() -> None:
+    """A connection still busy when the graceful shutdown runs out is cancelled by hypercorn,
+    and asyncio would log that cancellation as an error with its traceback: it is the stop that
+    was asked for, so it is not logged."""
+    loop = asyncio.get_running_loop()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not isinstance(context.get("exception"), asyncio.CancelledError):
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)
 
 
 def _settle_garbage_collector() -> None:
@@ -189,12 +204,42 @@ def cmd_create_organisation(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port_taken(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _taken_port_message(args: argparse.Namespace) -> str | None:
+    """One line naming a port dev needs that something else holds, and how to choose another;
+    checked before anything starts, so nothing is left behind."""
+    if _port_taken(args.host, args.port):
+        return (f"switchboard dev: port {args.port} on {args.host} is in use (another "
+                f"`switchboard dev`?); choose another with `make run PORT={args.port + 1}` or "
+                f"`switchboard dev --port {args.port + 1}`")
+    voice_host, voice_port = _voice_address(get_settings())
+    if _port_taken(voice_host, voice_port):
+        return (f"switchboard dev: the voice runtime's port {voice_port} on {voice_host} is in "
+                f"use; choose another with SWITCHBOARD_VOICE_URL=ws://127.0.0.1:"
+                f"{voice_port + 1}")
+    return None
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     from cli import dev_mail
-    from tenancy.db import session_url
-    from tenancy.migrate import run_cli
+    from tenancy.runtime import pin, start_servers
     from tenancy.secrets_ops import ensure_dev_secrets
 
+    taken = _taken_port_message(args)
+    if taken is not None:
+        print(taken, file=sys.stderr)
+        return 1
     # Links the API hands out (recordings, tracking) point at this dev server unless set.
     os.environ.setdefault("SWITCHBOARD_PUBLIC_URL", f"http://127.0.0.1:{args.port}")
     get_settings.cache_clear()
@@ -205,7 +250,27 @@ def cmd_dev(args: argparse.Namespace) -> int:
         get_settings.cache_clear()
         print(f"mail catcher (a stand-in; set SMTP_HOST for a real server): every email sent "
               f"is kept in {maildir}", file=sys.stderr)
-    database_url, redis_url = _urls()
+    # The embedded servers this dev starts are stopped when it ends (Ctrl-C, SIGTERM, a failure).
+    try:
+        servers = pin(start_servers(get_settings()))
+    except BaseException:
+        if catcher is not None:
+            catcher.stop()
+        raise
+    try:
+        return _run_dev(args, servers.database_url, servers.redis_url)
+    finally:
+        if catcher is not None:
+            catcher.stop()
+        if servers.started:
+            print("stopping the embedded PostgreSQL and Redis this dev started", file=sys.stderr)
+        servers.stop()
+
+
+def _run_dev(args: argparse.Namespace, database_url: str, redis_url: str) -> int:
+    from tenancy.db import session_url
+    from tenancy.migrate import run_cli
+
     if run_cli(session_url(database_url), 2, None) != 0:
         print("some tenant migrations failed; see above", file=sys.stderr)
     settings = get_settings()
@@ -235,22 +300,33 @@ def cmd_dev(args: argparse.Namespace) -> int:
         await asyncio.gather(*work)
 
     print(f"DATABASE_URL={database_url}\nREDIS_URL={redis_url}", file=sys.stderr)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-    finally:
-        if catcher is not None:
-            catcher.stop()
     return 0
 
 
 async def _announce_demo_call(port: int, stop: asyncio.Event, sub_account_id: uuid.UUID,
-                              organisation_id: uuid.UUID, sub_key: str) -> None:
-    """The demo agent, number and contact, then the curl that places a first sandbox call.
-    A stop signal before it is done abandons it (the API it talks to is going away)."""
+                              organisation_id: uuid.UUID, sub_key: str, banner: str) -> None:
+    """Once the API answers, the demo keys (printed now, so the curl they show works), then
+    the demo agent, number and contact and the curl that places a first sandbox call. A stop
+    signal before it is done abandons it (the API it talks to is going away)."""
     import httpx
 
-    from cli.dev_voice import make_demo_agent
+    from cli.dev_voice import api_ready, make_demo_agent
 
+    ready = asyncio.ensure_future(api_ready(f"http://127.0.0.1:{port}"))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([ready, stopping], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # dev is ending on a failure: the keys are shown all the same
+        print(banner, file=sys.stderr)
+        raise
+    stopping.cancel()
+    # The keys are shown once, whatever happened: they exist only in this banner.
+    print(banner, file=sys.stderr)
+    if not ready.done() or ready.exception() is not None:
+        ready.cancel()
+        return
     making = asyncio.ensure_future(make_demo_agent(f"http://127.0.0.1:{port}", sub_account_id,
                                                    organisation_id, sub_key))
     stopping = asyncio.ensure_future(stop.wait())
@@ -272,9 +348,9 @@ async def _announce_demo_call(port: int, stop: asyncio.Event, sub_account_id: uu
 
 
 async def _ensure_demo(database_url: str, port: int,
-                       data_dir: Any) -> tuple[uuid.UUID, uuid.UUID, str] | None:
-    """On first start, a demo organisation and sub-account with their keys printed once; their
-    ids and the sub-account key (None when the demo data already existed)."""
+                       data_dir: Any) -> tuple[uuid.UUID, uuid.UUID, str, str] | None:
+    """On first start, a demo organisation and sub-account: their ids, the sub-account key and
+    the banner that shows the keys once (None when the demo data already existed)."""
     from tenancy.db import create_pool
     from tenancy.organisations import create_organisation
     from tenancy.principals import insert_key
@@ -298,16 +374,15 @@ async def _ensure_demo(database_url: str, port: int,
                                           result["sub_account_id"], "demo key")
     finally:
         await pool.close()
-    print(
+    banner = (
         "\nDemo organisation created (these keys are shown once):\n"
         f"  organisation_id:  {organisation_id}\n"
         f"  agency key:       {agency_key}\n"
         f"  sub_account_id:   {result['sub_account_id']}\n"
         f"  sub-account key:  {sub_key}\n\n"
-        f"  curl -H 'x-api-key: {sub_key}' http://127.0.0.1:{port}/webhooks/inbound/team-users\n",
-        file=sys.stderr,
+        f"  curl -H 'x-api-key: {sub_key}' http://127.0.0.1:{port}/webhooks/inbound/team-users\n"
     )
-    return result["sub_account_id"], organisation_id, sub_key
+    return result["sub_account_id"], organisation_id, sub_key, banner
 
 
 

@@ -47,12 +47,13 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMContextAggregatorPair,
+    LLMUserAggregator,
     LLMUserAggregatorParams,
 )
 from pipecat.processors.audio.audio_buffer_processor import AudioBufferProcessor
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.serializers.twilio import TwilioFrameSerializer
-from pipecat.services.llm_service import FunctionCallParams
+from pipecat.services.llm_service import FunctionCallHandler, FunctionCallParams
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams
 from pipecat.turns.user_stop.speech_timeout_user_turn_stop_strategy import (
     SpeechTimeoutUserTurnStopStrategy,
@@ -67,12 +68,12 @@ from tenancy.call_tokens import token_valid
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings
 from voice import metrics
+from voice.agent import AgentConfig
 from voice.metrics import ResponseTimer
 from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
 from voice.silero import SharedSileroVAD
 from voice.transport import MediaStreamSerializer, MediaStreamTransport
 from voice.vendors import (
-    AgentVoice,
     VendorMissing,
     llm_service,
     stt_service,
@@ -305,188 +306,260 @@ class CallRuntime:
 
     async def _take_call(self, websocket: WebSocket, start: StreamStart, tenant: uuid.UUID,
                          call_id: uuid.UUID) -> None:
-        """The named call, on this process's place: answered (`in_progress`), conversed and
-        recorded; a call not waiting for the runtime, or of an inactive sub-account, is
-        refused (1008)."""
-        admitted = await self._answer(start, tenant, call_id)
-        if admitted is None:
+        await CallSession(self.settings, self.pool, websocket, start, tenant, call_id).take()
+
+
+class CallSession:
+    """One call this process took, from its answer to its record: the pipeline of the agent's
+    vendors, and one method per thing that happens on it (the contact's turn, the agent's, a
+    silence, the model's end_call, the contact hanging up, a vendor's error, the end).
+
+    The model's functions are registered in one place, `functions`."""
+
+    # Set once the call is answered, for the rest of it.
+    answered_by: str
+    conversation: Conversation
+    agent: AgentConfig
+    # Set when the pipeline is built; the event methods run only after.
+    worker: PipelineWorker
+    user: LLMUserAggregator
+    first: FirstMessage | None = None
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, websocket: WebSocket,
+                 start: StreamStart, tenant: uuid.UUID, call_id: uuid.UUID) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.websocket = websocket
+        self.start = start
+        self.tenant = tenant
+        self.call_id = call_id
+
+    async def take(self) -> None:
+        """Answer, converse and record the call; a call not waiting for the runtime, or of an
+        inactive sub-account, is refused (1008)."""
+        answered = await self.answer()
+        if answered is None:
             metrics.call_ended("refused")
-            await _close(websocket, POLICY_VIOLATION)
+            await _close(self.websocket, POLICY_VIOLATION)
             return
-        schema, answered_by, (call, keys) = admitted
-        conversation = Conversation()
+        scope, record, keys = answered
         try:
-            await self._converse(websocket, start, call, keys, answered_by, conversation)
+            await self.converse(record, keys)
         except VendorMissing as exc:
-            conversation.end("failed", str(exc))
+            self.conversation.end("failed", str(exc))
         except Exception as exc:  # the call must still end with a record
-            log.exception("call %s failed in the runtime", call_id)
-            conversation.end("failed", f"runtime_error: {type(exc).__name__}")
+            log.exception("call %s failed in the runtime", self.call_id)
+            self.conversation.end("failed", f"runtime_error: {type(exc).__name__}")
         finally:
             with contextlib.suppress(Exception):  # hang up the line (it may be gone already)
-                await websocket.close()
-            await self._finish(tenant, schema, call_id, call, answered_by, conversation)
+                await self.websocket.close()
+            await self.finish(scope)
 
-    async def _answer(self, start: StreamStart, tenant: uuid.UUID, call_id: uuid.UUID
-                      ) -> tuple[str, str, tuple[asyncpg.Record, dict[str, str]]] | None:
-        """The schema, answered_by and answered call when the call is waiting for the runtime
-        and its sub-account is active; else None."""
-        schema = await self.pool.fetchval(SELECT_SCHEMA, tenant)
+    async def answer(self) -> tuple[TenantScope, asyncpg.Record, dict[str, str]] | None:
+        """Mark the call answered (`in_progress`, answered_by): the sub-account's scope, the
+        call with its agent's fields, and the sub-account's vendor keys. None when the call is
+        not waiting for the runtime or its sub-account is not active."""
+        schema = await self.pool.fetchval(SELECT_SCHEMA, self.tenant)
         if schema is None:
             return None
-        answered_by = start.parameters.get("answered_by") or "unknown"
+        answered_by = self.start.parameters.get("answered_by") or "unknown"
         if answered_by not in ("human", "machine", "unknown"):
             answered_by = "unknown"
-        answered = await calls.answer_call(TenantScope(self.pool, tenant, schema), call_id,
-                                           answered_by)
+        scope = TenantScope(self.pool, self.tenant, schema)
+        answered = await calls.answer_call(scope, self.call_id, answered_by)
         if answered is None:
             return None
-        return schema, answered_by, answered
+        self.answered_by = answered_by
+        self.conversation = Conversation()
+        return scope, *answered
 
-    async def _converse(self, websocket: WebSocket, start: StreamStart, call: asyncpg.Record,
-                        keys: dict[str, str], answered_by: str,
-                        conversation: Conversation) -> None:
-        machine = answered_by == "machine" and call["voicemail_detection"]
-        if machine and call["voicemail_type"] == "hangup":
-            conversation.end("voicemail")
-            await websocket.close()
+    async def converse(self, record: asyncpg.Record, keys: dict[str, str]) -> None:
+        """Through the agent's vendors until the call ends. An answering machine, with
+        voicemail detection on, is hung up on or gets the voicemail_message."""
+        self.agent = AgentConfig.from_record(record)  # the agent's fields, read once
+        machine = self.answered_by == "machine" and self.agent.voicemail_detection
+        if machine and self.agent.voicemail_type == "hangup":
+            self.conversation.end("voicemail")
+            await self.websocket.close()
             return
-        agent = AgentVoice(call["llm_model"], float(call["temperature"]), call["prompt"] or "",
-                           call["language"], call["voice_id"], call["transcriber"])
         async with vendor_session() as http:
-            tts = tts_service(self.settings, agent, keys, http)
+            tts = tts_service(self.settings, self.agent, keys, http)
             if machine:
-                await self._leave_message(websocket, start, call, tts, conversation)
+                await self.leave_message(tts)
                 return
-            llm = llm_service(self.settings, agent, keys)
-            stt = stt_service(self.settings, agent, keys)
-            await self._run_pipeline(websocket, start, call, llm, stt, tts, conversation)
+            llm = llm_service(self.settings, self.agent, keys)
+            stt = stt_service(self.settings, self.agent, keys)
+            await self.talk(llm, stt, tts)
 
-    async def _leave_message(self, websocket: WebSocket, start: StreamStart,
-                             call: asyncpg.Record, tts: Any, conversation: Conversation) -> None:
+    def functions(self) -> list[tuple[FunctionSchema, FunctionCallHandler]]:
+        """The functions the model is offered, each with what runs when it calls one: every
+        tool of the call is registered here (CONTRACT 9: the built-in end_call)."""
+        return [(END_CALL, self.end_call)]
+
+    async def leave_message(self, tts: Any) -> None:
         """An answering machine: the voicemail_message after its beep, then hang up."""
-        transport = _transport(websocket, start, call)
-        recorder = AudioBufferProcessor(num_channels=1)
-        worker: PipelineWorker
+        await self.run([VoicemailMessage(self.agent.voicemail_message, self.on_voicemail_left),
+                        tts])
 
-        async def spoken(message: str) -> None:
-            conversation.add("agent", message, time.monotonic())
-            conversation.end("voicemail")
-            await worker.queue_frame(EndFrame())
-
-        stages = [transport.input(), VoicemailMessage(call["voicemail_message"] or "", spoken),
-                  tts, transport.output(), recorder]
-        worker = _worker(stages)
-        await _run(worker, transport, recorder, call, conversation)
-
-    async def _run_pipeline(self, websocket: WebSocket, start: StreamStart,
-                            call: asyncpg.Record, llm: Any, stt: Any, tts: Any,
-                            conversation: Conversation) -> None:
-        transport = _transport(websocket, start, call)
-        pause = float(call["voice_activity_timeout"]) / 1000
-        context = LLMContext(tools=ToolsSchema(standard_tools=[END_CALL]))
-        # The process's one Silero session (built off the loop when the runtime started).
-        vad = SharedSileroVAD(params=VADParams(stop_secs=pause, min_volume=VAD_MIN_VOLUME))
-        user, assistant = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
-            # A pause of voice_activity_timeout ends the contact's speech and, with it, the turn:
-            # one transcription per finished turn (CONTRACT 9).
-            vad_analyzer=vad,
-            user_idle_timeout=float(call["silence_timeout"]),
-            user_turn_strategies=UserTurnStrategies(
-                stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.0)])))
-        recorder = AudioBufferProcessor(num_channels=1)
-        first = FirstMessage(call["first_message"]) if call["first_message"] else None
-        stages: list[Any] = [transport.input()]
-        if call["backcchanneling"]:
-            stages.append(Backchannel(turn_end_seconds=pause))
-        stages += [stt, user, ResponseTimer(str(call["id"])), *([first] if first else []),
-                   AfterHangUp(lambda: conversation.line_closed), llm, tts, transport.output(),
-                   recorder, assistant]
-        worker = _worker(stages)
-
-        async def end_call(params: FunctionCallParams) -> None:
-            conversation.end("agent_hangup")
-            await params.result_callback({"status": "ending the call"},
-                                         properties=FunctionCallResultProperties(run_llm=False))
-            await params.llm.push_frame(EndWorkerFrame(), FrameDirection.UPSTREAM)
-
-        llm.register_function("end_call", end_call)
-
-        async def on_turn_started(_aggregator: Any, _strategy: Any) -> None:
-            conversation.silences = 0
-            conversation.contact_speaking = True
-            conversation.turn_done.clear()
-            conversation.turn_started = time.monotonic()
-        user.add_event_handler("on_user_turn_started", on_turn_started)
-
-        async def on_turn_stopped(_aggregator: Any, _strategy: Any, message: Any) -> None:
-            conversation.contact_speaking = False
-            conversation.add("contact", message.content, conversation.turn_started)
-            conversation.turn_done.set()
-        user.add_event_handler("on_user_turn_stopped", on_turn_stopped)
-
-        async def on_agent_started(_aggregator: Any, *_: Any) -> None:
-            conversation.agent_started = time.monotonic()
-        assistant.add_event_handler("on_assistant_turn_started", on_agent_started)
-
-        async def on_agent_stopped(_aggregator: Any, message: Any) -> None:
-            if not conversation.hung_up:  # a reply to words said as the contact hung up
-                conversation.add("agent", message.content, conversation.agent_started)
-        assistant.add_event_handler("on_assistant_turn_stopped", on_agent_stopped)
-
-        async def on_idle(_aggregator: Any) -> None:
-            conversation.silences += 1
-            if conversation.silences >= SILENCES_BEFORE_HANGUP:
-                conversation.end("silence_timeout")
-                await worker.queue_frame(EndFrame())
-                return
-            opening = first.take() if first else None
-            if opening:  # nobody has spoken yet: the agent opens with its first message
-                await worker.queue_frame(TTSSpeakFrame(opening))
-                return
-            await user.push_frame(LLMMessagesAppendFrame(
-                [{"role": "system", "content": FOLLOW_UP}], run_llm=True))
-        user.add_event_handler("on_user_turn_idle", on_idle)
-
-        async def first_silence() -> None:
-            # Pipecat's idle timer runs from the agent's last words; a line silent from the
-            # answer on counts as a silence too.
-            await asyncio.sleep(float(call["silence_timeout"]))
-            if conversation.turn_started is None and conversation.agent_started is None:
-                await on_idle(user)
-
-        async def on_disconnected(_transport: Any, _client: Any) -> None:
-            conversation.end("customer_hangup")
-            conversation.line_closed = True
-            if conversation.contact_speaking:
-                # The contact's last words, said as they hung up: the line is silent from now
-                # on, so the turn ends (and is transcribed) as it would have on the call.
-                for _ in range(int((pause + 0.2) / FRAME_SECONDS)):
-                    await worker.queue_frame(InputAudioRawFrame(
-                        SILENT_FRAME, sample_rate=PIPELINE_RATE, num_channels=1))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(conversation.turn_done.wait(),
-                                           pause + LAST_WORDS_SECONDS)
-            conversation.hung_up = True
-            await worker.cancel()
-        transport.add_event_handler("on_client_disconnected", on_disconnected)
-
-        async def on_error(_worker: Any, frame: ErrorFrame) -> None:
-            kind = "llm_error" if "llm" in str(frame.processor).lower() else "speech_error"
-            text = str(frame.error)
-            conversation.end("failed", text if ":" in text[:20] else f"{kind}: {text}"[:500])
-            await worker.cancel()
-        worker.add_event_handler("on_pipeline_error", on_error)
-
-        opener = asyncio.create_task(first_silence())
+    async def talk(self, llm: Any, stt: Any, tts: Any) -> None:
+        """The conversation: the contact's turns transcribed, answered by the model, spoken."""
+        functions = self.functions()
+        for schema, handler in functions:
+            llm.register_function(schema.name, handler)
+        context = LLMContext(tools=ToolsSchema(standard_tools=[schema for schema, _ in functions]))
+        self.user, assistant = self.aggregators(context)
+        if self.agent.first_message:
+            self.first = FirstMessage(self.agent.first_message)
+        stages: list[Any] = []
+        if self.agent.backchanneling:
+            stages.append(Backchannel(turn_end_seconds=self.agent.turn_end_seconds))
+        stages += [stt, self.user, ResponseTimer(str(self.call_id)),
+                   *([self.first] if self.first else []),
+                   AfterHangUp(lambda: self.conversation.line_closed), llm, tts]
+        opener = asyncio.create_task(self.silent_from_the_answer())
         try:
-            await _run(worker, transport, recorder, call, conversation, hang_up=False)
+            await self.run(stages, after=[assistant], errors=True)
         finally:
             opener.cancel()
 
-    async def _finish(self, tenant: uuid.UUID, schema: str, call_id: uuid.UUID,
-                      call: asyncpg.Record | None, answered_by: str,
-                      conversation: Conversation) -> None:
+    def aggregators(self, context: LLMContext) -> tuple[LLMUserAggregator, Any]:
+        """The contact's side of the context (their turns, found by Silero) and the agent's,
+        each event of theirs sent to its method here."""
+        # A pause of voice_activity_timeout ends the contact's speech and, with it, the turn:
+        # one transcription per finished turn (CONTRACT 9). The process's one Silero session
+        # (built off the loop when the runtime started).
+        vad = SharedSileroVAD(params=VADParams(stop_secs=self.agent.turn_end_seconds,
+                                               min_volume=VAD_MIN_VOLUME))
+        user, assistant = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
+            vad_analyzer=vad, user_idle_timeout=self.agent.silence_seconds,
+            user_turn_strategies=UserTurnStrategies(
+                stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.0)])))
+        user.add_event_handler("on_user_turn_started", self.on_turn_started)
+        user.add_event_handler("on_user_turn_stopped", self.on_turn_stopped)
+        user.add_event_handler("on_user_turn_idle", self.on_silence)
+        assistant.add_event_handler("on_assistant_turn_started", self.on_agent_started)
+        assistant.add_event_handler("on_assistant_turn_stopped", self.on_agent_stopped)
+        return user, assistant
+
+    async def run(self, stages: list[Any], after: list[Any] | None = None,
+                  errors: bool = False) -> None:
+        """The call's pipeline, run to its end: the line in, `stages`, the line out (the
+        agent's background bed mixed in), the recorder, `after`; ended by max_duration, the
+        contact hanging up, and with `errors`, a vendor's error."""
+        transport = _transport(self.websocket, self.start, self.agent)
+        recorder = AudioBufferProcessor(num_channels=1)
+        self.worker = _worker([transport.input(), *stages, transport.output(), recorder,
+                               *(after or [])])
+        transport.add_event_handler("on_client_disconnected", self.on_hang_up)
+        recorder.add_event_handler("on_audio_data", self.on_recording)
+        if errors:
+            self.worker.add_event_handler("on_pipeline_error", self.on_vendor_error)
+        limiter = asyncio.create_task(self.max_duration())
+        if self.agent.recording:
+            await recorder.start_recording()  # type: ignore[no-untyped-call]
+        try:
+            runner = WorkerRunner(handle_sigint=False)
+            await runner.add_workers(self.worker)
+            await runner.run()
+        finally:
+            limiter.cancel()
+            if self.agent.recording:
+                await recorder.stop_recording()  # type: ignore[no-untyped-call]
+
+    # --- what happens on the call -----------------------------------------------------------
+
+    async def on_turn_started(self, _aggregator: Any, _strategy: Any) -> None:
+        """The contact started to speak: the silences count from zero again."""
+        self.conversation.silences = 0
+        self.conversation.contact_speaking = True
+        self.conversation.turn_done.clear()
+        self.conversation.turn_started = time.monotonic()
+
+    async def on_turn_stopped(self, _aggregator: Any, _strategy: Any, message: Any) -> None:
+        """The contact's turn ended: what they said, transcribed."""
+        self.conversation.contact_speaking = False
+        self.conversation.add("contact", message.content, self.conversation.turn_started)
+        self.conversation.turn_done.set()
+
+    async def on_agent_started(self, _aggregator: Any, *_: Any) -> None:
+        self.conversation.agent_started = time.monotonic()
+
+    async def on_agent_stopped(self, _aggregator: Any, message: Any) -> None:
+        if not self.conversation.hung_up:  # a reply to words said as the contact hung up
+            self.conversation.add("agent", message.content, self.conversation.agent_started)
+
+    async def on_silence(self, _aggregator: Any) -> None:
+        """silence_timeout seconds of silence: the agent opens with its first_message if it has
+        not, else asks the model for a follow-up; the third silence ends the call."""
+        self.conversation.silences += 1
+        if self.conversation.silences >= SILENCES_BEFORE_HANGUP:
+            self.conversation.end("silence_timeout")
+            await self.worker.queue_frame(EndFrame())
+            return
+        opening = self.first.take() if self.first else None
+        if opening:  # nobody has spoken yet: the agent opens with its first message
+            await self.worker.queue_frame(TTSSpeakFrame(opening))
+            return
+        await self.user.push_frame(LLMMessagesAppendFrame(
+            [{"role": "system", "content": FOLLOW_UP}], run_llm=True))
+
+    async def silent_from_the_answer(self) -> None:
+        # Pipecat's idle timer runs from the agent's last words; a line silent from the answer
+        # on counts as a silence too.
+        await asyncio.sleep(self.agent.silence_seconds)
+        if self.conversation.turn_started is None and self.conversation.agent_started is None:
+            await self.on_silence(self.user)
+
+    async def end_call(self, params: FunctionCallParams) -> None:
+        """The model's built-in end_call: agent_hangup, and the model is not asked again."""
+        self.conversation.end("agent_hangup")
+        await params.result_callback({"status": "ending the call"},
+                                     properties=FunctionCallResultProperties(run_llm=False))
+        await params.llm.push_frame(EndWorkerFrame(), FrameDirection.UPSTREAM)
+
+    async def on_voicemail_left(self, message: str) -> None:
+        """The voicemail_message is on its way: the call ends once it has been played."""
+        self.conversation.add("agent", message, time.monotonic())
+        self.conversation.end("voicemail")
+        await self.worker.queue_frame(EndFrame())
+
+    async def on_hang_up(self, _transport: Any, _client: Any) -> None:
+        """The carrier's stream stopped or closed: customer_hangup."""
+        self.conversation.end("customer_hangup")
+        self.conversation.line_closed = True
+        if self.conversation.contact_speaking:
+            # The contact's last words, said as they hung up: the line is silent from now on,
+            # so the turn ends (and is transcribed) as it would have on the call.
+            pause = self.agent.turn_end_seconds
+            for _ in range(int((pause + 0.2) / FRAME_SECONDS)):
+                await self.worker.queue_frame(InputAudioRawFrame(
+                    SILENT_FRAME, sample_rate=PIPELINE_RATE, num_channels=1))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.conversation.turn_done.wait(),
+                                       pause + LAST_WORDS_SECONDS)
+        self.conversation.hung_up = True
+        await self.worker.cancel()
+
+    async def on_vendor_error(self, _worker: Any, frame: ErrorFrame) -> None:
+        """A vendor failed: the call ends `failed` with llm_error or speech_error."""
+        kind = "llm_error" if "llm" in str(frame.processor).lower() else "speech_error"
+        text = str(frame.error)
+        self.conversation.end("failed", text if ":" in text[:20] else f"{kind}: {text}"[:500])
+        await self.worker.cancel()
+
+    async def max_duration(self) -> None:
+        await asyncio.sleep(self.agent.max_duration_seconds)
+        self.conversation.end("max_duration")
+        await self.worker.queue_frame(EndFrame())
+
+    async def on_recording(self, _buffer: Any, audio: bytes, sample_rate: int,
+                           channels: int) -> None:
+        if audio:
+            self.conversation.recording = _wav(audio, sample_rate, channels)
+
+    async def finish(self, scope: TenantScope) -> None:
+        """The call's record: its outcome, messages and recording, charged (finish_call)."""
+        conversation = self.conversation
         conversation.end("customer_hangup")
         reason = conversation.ended_reason or "customer_hangup"
         metrics.call_ended(reason)
@@ -496,9 +569,9 @@ class CallRuntime:
             "failed" if reason in ("failed", "no_answer", "busy") else "completed",
             started_at=conversation.answered_wall, ended_at=ended,
             duration_seconds=duration, transcript=conversation.transcript() or None,
-            error=conversation.error, ended_reason=reason, answered_by=answered_by,
+            error=conversation.error, ended_reason=reason, answered_by=self.answered_by,
             messages=conversation.messages, recording=conversation.recording)
-        await calls.finish_call(TenantScope(self.pool, tenant, schema), call_id, state)
+        await calls.finish_call(scope, self.call_id, state)
 
 
 async def _close(websocket: WebSocket, code: int) -> None:
@@ -507,15 +580,14 @@ async def _close(websocket: WebSocket, code: int) -> None:
 
 
 def _transport(websocket: WebSocket, start: StreamStart,
-               call: asyncpg.Record) -> MediaStreamTransport:
+               agent: AgentConfig) -> MediaStreamTransport:
     """The carrier's Media Streams connection, the agent's background bed mixed under its voice."""
     serializer = MediaStreamSerializer(
         start.stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
     mixer = None
-    if call["background_noise"] and call["background_type"] in AMBIENCE:
-        bed = call["background_type"]
-        mixer = SoundfileMixer(sound_files={bed: str(AMBIENCE[bed])}, default_sound=bed,
-                               volume=AMBIENCE_VOLUME)
+    if agent.background in AMBIENCE:
+        mixer = SoundfileMixer(sound_files={agent.background: str(AMBIENCE[agent.background])},
+                               default_sound=agent.background, volume=AMBIENCE_VOLUME)
     return MediaStreamTransport(websocket, FastAPIWebsocketParams(
         audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
         serializer=serializer, audio_out_mixer=mixer))
@@ -531,37 +603,3 @@ def _worker(stages: list[Any]) -> PipelineWorker:
         params=PipelineParams(audio_in_sample_rate=PIPELINE_RATE,
                               audio_out_sample_rate=PIPELINE_RATE),
         idle_timeout_secs=None, enable_rtvi=False, enable_turn_tracking=False)
-
-
-async def _run(worker: PipelineWorker, transport: MediaStreamTransport,
-               recorder: AudioBufferProcessor, call: asyncpg.Record,
-               conversation: Conversation, hang_up: bool = True) -> None:
-    """Run the call's pipeline to its end: max_duration, the recording, the contact leaving."""
-
-    async def limit() -> None:
-        await asyncio.sleep(float(call["max_duration"]) * 60)
-        conversation.end("max_duration")
-        await worker.queue_frame(EndFrame())
-
-    async def on_audio(_buffer: Any, audio: bytes, sample_rate: int, channels: int) -> None:
-        if audio:
-            conversation.recording = _wav(audio, sample_rate, channels)
-    recorder.add_event_handler("on_audio_data", on_audio)
-
-    if hang_up:
-        async def on_disconnected(_transport: Any, _client: Any) -> None:
-            conversation.end("customer_hangup")
-            await worker.cancel()
-        transport.add_event_handler("on_client_disconnected", on_disconnected)
-
-    limiter = asyncio.create_task(limit())
-    if call["recording"]:
-        await recorder.start_recording()  # type: ignore[no-untyped-call]
-    try:
-        runner = WorkerRunner(handle_sigint=False)
-        await runner.add_workers(worker)
-        await runner.run()
-    finally:
-        limiter.cancel()
-        if call["recording"]:
-            await recorder.stop_recording()  # type: ignore[no-untyped-call]

@@ -3,7 +3,6 @@ the settings and with the sub-account's own keys (CONTRACT 6, 9)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -27,6 +26,7 @@ from pipecat.transcriptions.language import Language
 from api.agents.schemas import PROVIDER_OF_MODEL
 from api.agents.voices import speech_vendor_of
 from tenancy.settings import Settings
+from voice.agent import AgentConfig
 from voice.pipecat_seam import without_retries
 
 # Anthropic is asked for its own dashed API names of the SPEC's Claude ids (CONTRACT 9).
@@ -96,18 +96,6 @@ class VendorMissing(Exception):
     """The agent needs a vendor the sub-account has not connected; the message is the error."""
 
 
-@dataclass(frozen=True)
-class AgentVoice:
-    """What of the agent decides its services."""
-
-    llm_model: str
-    temperature: float
-    prompt: str
-    language: str
-    voice_id: str
-    transcriber: str | None
-
-
 def _language(tag: str) -> Language:
     try:
         return Language(tag)
@@ -122,7 +110,7 @@ def _key(keys: dict[str, str], vendor: str, error: str) -> str:
     return key
 
 
-def llm_service(settings: Settings, agent: AgentVoice, keys: dict[str, str]) -> Any:
+def llm_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) -> Any:
     vendor = PROVIDER_OF_MODEL.get(agent.llm_model, "openai")
     key = _key(keys, vendor, f"llm_error: the {vendor} integration is not connected")
     base_url = settings.vendor_base_url(vendor)
@@ -145,7 +133,7 @@ def llm_service(settings: Settings, agent: AgentVoice, keys: dict[str, str]) -> 
         model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt))
 
 
-def stt_service(settings: Settings, agent: AgentVoice, keys: dict[str, str]) -> STTService:
+def stt_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) -> STTService:
     vendor = agent.transcriber or ("openai" if "openai" in keys else "deepgram")
     key = _key(keys, vendor, "speech_provider_not_connected")
     if vendor == "deepgram":
@@ -158,7 +146,7 @@ def stt_service(settings: Settings, agent: AgentVoice, keys: dict[str, str]) -> 
                                 language=_language(agent.language)))
 
 
-def tts_service(settings: Settings, agent: AgentVoice, keys: dict[str, str],
+def tts_service(settings: Settings, agent: AgentConfig, keys: dict[str, str],
                 http: Any) -> TTSService:
     vendor, voice = speech_vendor_of(agent.voice_id)
     key = _key(keys, vendor, "speech_provider_not_connected")

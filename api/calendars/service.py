@@ -31,7 +31,7 @@ from api.calendars.schemas import (
     CreateCalendarRequest,
     UpdateCalendarRequest,
 )
-from tenancy.clock import utcnow
+from tenancy.clock import iso, utcnow
 from tenancy.db import fetch_newest_page, fetch_one_or_404
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
@@ -98,7 +98,7 @@ def rules_of(calendar: asyncpg.Record | dict[str, Any]) -> slots.Rules:
 def slot_out(slot: slots.Slot, zone: ZoneInfo) -> dict[str, Any]:
     """A free slot as the API shows it: UTC start and end, and the start in local time with
     the calendar's offset (ISO 8601, to the second)."""
-    return {"start": slot.start, "end": slot.end,
+    return {"start": iso(slot.start), "end": iso(slot.end),
             "start_local": slot.start_local(zone).isoformat(timespec="seconds")}
 
 

@@ -25,6 +25,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -54,8 +55,7 @@ class Rules:
         return timedelta(minutes=self.slot_minutes + self.buffer_minutes)
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):
     start: datetime  # aware, UTC
     end: datetime  # aware, UTC
 
@@ -119,18 +119,33 @@ def bookable_days(rules: Rules, from_day: date, to_day: date, now: datetime) -> 
 
 
 def _window_slots(rules: Rules, day: date, window: Window) -> Iterable[Slot]:
-    midnight = datetime.combine(day, time())
-    ends = reached(rules.zone, midnight + timedelta(minutes=window.end))
+    zone, step = rules.zone, rules.step
     length = timedelta(minutes=rules.slot_minutes)
+    midnight = datetime.combine(day, time())
+    ends = reached(zone, midnight + timedelta(minutes=window.end))
     local = midnight + timedelta(minutes=window.start)
     last = midnight + timedelta(minutes=window.end)
+    start: datetime | None = None
     while local < last:
-        start = instant(rules.zone, local)
+        # While the offset holds, the next grid time is the previous instant plus a step: one
+        # conversion confirms it (the clock shows `local` then, not as a repeat); else look it up
+        # afresh.
+        if start is not None and _shows(start + step, zone, local):
+            start += step
+        else:
+            start = instant(zone, local)
         if start is not None:
             if start + length > ends:
                 return  # first occurrences rise with wall-clock time: later ones end later
             yield Slot(start, start + length)
-        local += rules.step
+        local += step
+
+
+def _shows(moment: datetime, zone: ZoneInfo, local: datetime) -> bool:
+    """Whether the clock shows `local` (naive) at `moment`, and for the first time."""
+    shown = moment.astimezone(zone)
+    return (shown.fold == 0 and shown.minute == local.minute and shown.hour == local.hour
+            and shown.day == local.day and shown.second == local.second)
 
 
 def candidates(rules: Rules, from_day: date, to_day: date, now: datetime) -> list[Slot]:
@@ -146,7 +161,7 @@ def candidates(rules: Rules, from_day: date, to_day: date, now: datetime) -> lis
             for slot in _window_slots(rules, day, window):
                 if earliest <= slot.start <= latest:
                     found.setdefault(slot.start, slot)
-    return sorted(found.values(), key=lambda slot: slot.start)
+    return sorted(found.values())
 
 
 def blocked(appointments: Iterable[tuple[datetime, datetime]],

@@ -59,6 +59,15 @@ def test_new_york_spring_forward_slot_ends_in_real_time() -> None:
     assert starts(free("America/New_York", SPRING_NY, "00:00", "02:30", 90)) == ["05:00Z"]
 
 
+def test_new_york_window_ending_in_the_gap_ends_at_the_jump() -> None:
+    # 01:30 EST + 60 min is 03:30 EDT: past 02:30, which the clock never shows; the window
+    # ended when the clock jumped (03:00 EDT), not at 02:30 read with either offset.
+    assert starts(free("America/New_York", SPRING_NY, "00:30", "02:30", 60)) == ["05:30Z"]
+    assert starts(free("America/New_York", SPRING_NY, "00:30", "03:00", 60)) == ["05:30Z"]
+    assert starts(free("America/New_York", SPRING_NY, "00:30", "03:30", 60)) == [
+        "05:30Z", "06:30Z"]
+
+
 def test_new_york_spring_forward_window_starting_in_the_gap() -> None:
     # 02:30 does not exist: skipped; the grid goes on in wall-clock time from it.
     found = free("America/New_York", SPRING_NY, "02:30", "05:00", 30)

@@ -391,6 +391,7 @@ async def send_message(client: Any, tenant: Any, contact_id: str, content: str =
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["message"]  # type: ignore[no-any-return]
 
+
 # --- tools --------------------------------------------------------------------------------------
 
 TOOLS = f"{BASE}/tools"

@@ -251,6 +251,61 @@ async def post(url: str, secret: str, message_id: str, body: str, *, allow_priva
         return AttemptResult(None, f"{type(exc).__name__}: {exc}"[:500], _ms(started))
 
 
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What a tool's endpoint answered: its status and the first `limit` bytes of its body, or
+    the error of an attempt that got no answer (refused target, DNS, timeout, connection)."""
+
+    status_code: int | None
+    body: bytes
+    content_type: str
+    error: str | None
+    duration_ms: int
+
+
+async def post_for_answer(url: str, secret: str, message_id: str, body: str, *,
+                          allow_private: bool, headers: dict[str, str] | None = None,
+                          timeout_seconds: float = TIMEOUT_SECONDS,
+                          limit: int = 16 * 1024) -> ToolAnswer:
+    """One signed POST as `post` sends it (the same signing, SSRF guard and pinned address),
+    with `headers` added (the signature, content type and Host are ours), answering with the
+    response: its status and the first `limit` bytes of its body. Never raises for network or
+    policy failures; `timeout_seconds` bounds the whole exchange."""
+    started = time.perf_counter()
+    try:
+        request_url, extensions, host_header = await _route(url, allow_private)
+    except TargetNotAllowed as exc:
+        return ToolAnswer(None, b"", "", f"target_not_allowed: {exc}", _ms(started))
+    except ResolutionFailed as exc:
+        return ToolAnswer(None, b"", "", f"dns_error: {exc}"[:500], _ms(started))
+    ours = {"content-type": "application/json", "user-agent": USER_AGENT,
+            **signed_headers(secret, message_id, body)}
+    sent = {name: value for name, value in (headers or {}).items()
+            if name.lower() not in {*ours, "host", "content-length"}}
+    sent |= ours
+    if host_header is not None:
+        sent["host"] = host_header
+    try:
+        async with (
+            asyncio.timeout(timeout_seconds),
+            httpx.AsyncClient(timeout=httpx.Timeout(timeout_seconds), follow_redirects=False,
+                              trust_env=False) as client,
+            client.stream("POST", request_url, content=body.encode("utf-8"), headers=sent,
+                          extensions=extensions) as response,
+        ):
+            content = bytearray()
+            async for chunk in response.aiter_bytes():
+                content += chunk
+                if len(content) >= limit:
+                    break
+            return ToolAnswer(response.status_code, bytes(content[:limit]),
+                              response.headers.get("content-type", ""), None, _ms(started))
+    except (TimeoutError, httpx.TimeoutException):
+        return ToolAnswer(None, b"", "", "timeout", _ms(started))
+    except (httpx.HTTPError, OSError) as exc:
+        return ToolAnswer(None, b"", "", f"{type(exc).__name__}: {exc}"[:500], _ms(started))
+
+
 async def _route(url: str, allow_private: bool) -> tuple[httpx.URL, dict[str, str], str | None]:
     """The URL to connect to, request extensions and Host header (pinned when guarded)."""
     target = parse_target(url)

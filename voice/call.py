@@ -7,6 +7,7 @@ pipeline, and ends the call with a reason (CONTRACT 6, 9):
 
 - customer_hangup: the carrier's stream stopped or closed;
 - agent_hangup: the model called the built-in `end_call` tool;
+- transferred: the model's transfer_call tool handed the contact to a number (voice/tools.py);
 - silence_timeout: a third silence of silence_timeout seconds (the first two get a follow-up);
 - max_duration: the agent's max_duration passed;
 - voicemail: an answering machine reached an agent with voicemail detection on;
@@ -23,21 +24,19 @@ import logging
 import time
 import uuid
 import wave
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.audio.mixers.soundfile_mixer import SoundfileMixer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import (
+    BotStoppedSpeakingFrame,
     EndFrame,
-    EndWorkerFrame,
     ErrorFrame,
-    FunctionCallResultProperties,
     InputAudioRawFrame,
     LLMMessagesAppendFrame,
     TTSSpeakFrame,
@@ -51,9 +50,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregatorParams,
 )
 from pipecat.processors.audio.audio_buffer_processor import AudioBufferProcessor
-from pipecat.processors.frame_processor import FrameDirection
 from pipecat.serializers.twilio import TwilioFrameSerializer
-from pipecat.services.llm_service import FunctionCallHandler, FunctionCallParams
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams
 from pipecat.turns.user_stop.speech_timeout_user_turn_stop_strategy import (
     SpeechTimeoutUserTurnStopStrategy,
@@ -72,6 +69,7 @@ from voice.agent import AgentConfig
 from voice.metrics import ResponseTimer
 from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMessage
 from voice.silero import SharedSileroVAD
+from voice.tools import MESSAGE_SECONDS, CallFacts, CallTools, FunctionEntry
 from voice.transport import MediaStreamSerializer, MediaStreamTransport
 from voice.vendors import (
     VendorMissing,
@@ -86,10 +84,6 @@ log = logging.getLogger("switchboard.voice")
 SILENCES_BEFORE_HANGUP = 3
 FOLLOW_UP = ("The contact has been silent for a while. Ask them briefly, in one short sentence, "
              "whether they are still there.")
-END_CALL = FunctionSchema(
-    name="end_call",
-    description="Hang up the phone call. Use it once the conversation has come to an end.",
-    properties={}, required=[])
 # The telephone's own rate: no resampling of the carrier's audio, Silero runs at 8 kHz.
 PIPELINE_RATE = 8000
 FRAME_SECONDS = 0.02
@@ -109,6 +103,8 @@ TRY_AGAIN_LATER = 1013  # a call of ours, at the call limit: the carrier dials a
 # The background beds (scripts/make_ambience.py), mixed at this share under the agent's voice.
 AMBIENCE = {path.stem: path for path in (Path(__file__).parent / "ambience").glob("*.wav")}
 AMBIENCE_VOLUME = 0.3  # how long the transcriber gets for words said while hanging up
+# How long the call's record waits for a tool still running when the call ended.
+TOOLS_SETTLE_SECONDS = 25.0
 # Pipecat gates speech on loudness integrated over a rolling 400 ms window (BS.1770), which a
 # one-word answer on the phone ("Hello?", "Yes.") does not fill: it would never start a turn.
 # Silero's confidence alone decides (docs/decisions.md).
@@ -320,6 +316,8 @@ class CallSession:
     answered_by: str
     conversation: Conversation
     agent: AgentConfig
+    tools: CallTools | None = None
+    spoken: asyncio.Event
     # Set when the pipeline is built; the event methods run only after.
     worker: PipelineWorker
     user: LLMUserAggregator
@@ -342,9 +340,9 @@ class CallSession:
             metrics.call_ended("refused")
             await _close(self.websocket, POLICY_VIOLATION)
             return
-        scope, record, keys = answered
+        scope, answered_call = answered
         try:
-            await self.converse(record, keys)
+            await self.converse(scope, answered_call)
         except VendorMissing as exc:
             self.conversation.end("failed", str(exc))
         except Exception as exc:  # the call must still end with a record
@@ -355,10 +353,11 @@ class CallSession:
                 await self.websocket.close()
             await self.finish(scope)
 
-    async def answer(self) -> tuple[TenantScope, asyncpg.Record, dict[str, str]] | None:
-        """Mark the call answered (`in_progress`, answered_by): the sub-account's scope, the
-        call with its agent's fields, and the sub-account's vendor keys. None when the call is
-        not waiting for the runtime or its sub-account is not active."""
+    async def answer(self) -> tuple[TenantScope, calls.AnsweredCall] | None:
+        """Mark the call answered (`in_progress`, answered_by): the sub-account's scope and the
+        call (with its agent's fields, rendered instructions and tools, and the sub-account's
+        vendor keys). None when the call is not waiting for the runtime or its sub-account is
+        not active."""
         schema = await self.pool.fetchval(SELECT_SCHEMA, self.tenant)
         if schema is None:
             return None
@@ -371,12 +370,22 @@ class CallSession:
             return None
         self.answered_by = answered_by
         self.conversation = Conversation()
-        return scope, *answered
+        return scope, answered
 
-    async def converse(self, record: asyncpg.Record, keys: dict[str, str]) -> None:
+    async def converse(self, scope: TenantScope, answered: calls.AnsweredCall) -> None:
         """Through the agent's vendors until the call ends. An answering machine, with
         voicemail detection on, is hung up on or gets the voicemail_message."""
-        self.agent = AgentConfig.from_record(record)  # the agent's fields, read once
+        record, keys = answered.record, answered.keys
+        # The agent's fields, read once; its prompt and first message with the call's context
+        # filled in (CONTRACT 10).
+        self.agent = replace(AgentConfig.from_record(record), prompt=answered.prompt,
+                             first_message=answered.first_message)
+        self.spoken = asyncio.Event()
+        self.tools = CallTools(
+            self.settings,
+            CallFacts(scope, self.call_id, record["agent_id"], record["contact_id"],
+                      record["provider"], record["provider_call_id"]),
+            answered.tools, say=self.say, leave=self.leave)
         machine = self.answered_by == "machine" and self.agent.voicemail_detection
         if machine and self.agent.voicemail_type == "hangup":
             self.conversation.end("voicemail")
@@ -391,10 +400,12 @@ class CallSession:
             stt = stt_service(self.settings, self.agent, keys)
             await self.talk(llm, stt, tts)
 
-    def functions(self) -> list[tuple[FunctionSchema, FunctionCallHandler]]:
-        """The functions the model is offered, each with what runs when it calls one: every
-        tool of the call is registered here (CONTRACT 9: the built-in end_call)."""
-        return [(END_CALL, self.end_call)]
+    def functions(self) -> list[FunctionEntry]:
+        """The functions the model is offered, each with what runs when it calls one and how
+        long the model waits for it: every tool of the call is registered here (CONTRACT 9:
+        the built-in end_call; CONTRACT 10: the agent's tools, voice/tools.py)."""
+        assert self.tools is not None
+        return self.tools.functions()
 
     async def leave_message(self, tts: Any) -> None:
         """An answering machine: the voicemail_message after its beep, then hang up."""
@@ -404,9 +415,9 @@ class CallSession:
     async def talk(self, llm: Any, stt: Any, tts: Any) -> None:
         """The conversation: the contact's turns transcribed, answered by the model, spoken."""
         functions = self.functions()
-        for schema, handler in functions:
-            llm.register_function(schema.name, handler)
-        context = LLMContext(tools=ToolsSchema(standard_tools=[schema for schema, _ in functions]))
+        for schema, handler, wait in functions:
+            llm.register_function(schema.name, handler, timeout_secs=wait)
+        context = LLMContext(tools=ToolsSchema(standard_tools=[f[0] for f in functions]))
         self.user, assistant = self.aggregators(context)
         if self.agent.first_message:
             self.first = FirstMessage(self.agent.first_message)
@@ -451,6 +462,8 @@ class CallSession:
         self.worker = _worker([transport.input(), *stages, transport.output(), recorder,
                                *(after or [])])
         transport.add_event_handler("on_client_disconnected", self.on_hang_up)
+        self.worker.add_reached_downstream_filter((BotStoppedSpeakingFrame,))
+        self.worker.add_event_handler("on_frame_reached_downstream", self.on_agent_quiet)
         recorder.add_event_handler("on_audio_data", self.on_recording)
         if errors:
             self.worker.add_event_handler("on_pipeline_error", self.on_vendor_error)
@@ -510,12 +523,22 @@ class CallSession:
         if self.conversation.turn_started is None and self.conversation.agent_started is None:
             await self.on_silence(self.user)
 
-    async def end_call(self, params: FunctionCallParams) -> None:
-        """The model's built-in end_call: agent_hangup, and the model is not asked again."""
-        self.conversation.end("agent_hangup")
-        await params.result_callback({"status": "ending the call"},
-                                     properties=FunctionCallResultProperties(run_llm=False))
-        await params.llm.push_frame(EndWorkerFrame(), FrameDirection.UPSTREAM)
+    async def on_agent_quiet(self, _worker: Any, _frame: Any) -> None:
+        """The agent stopped speaking (its audio played out)."""
+        self.spoken.set()
+
+    async def say(self, text: str) -> None:
+        """A tool's sentence (a transfer's message), spoken: returns once it has been played
+        (or after tools.MESSAGE_SECONDS)."""
+        self.spoken.clear()
+        self.conversation.add("agent", text, time.monotonic())
+        await self.worker.queue_frame(TTSSpeakFrame(text))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.spoken.wait(), MESSAGE_SECONDS)
+
+    async def leave(self, reason: str) -> None:
+        """A tool ends the call: agent_hangup (end_call), transferred (transfer_call)."""
+        self.conversation.end(reason)
 
     async def on_voicemail_left(self, message: str) -> None:
         """The voicemail_message is on its way: the call ends once it has been played."""
@@ -560,6 +583,8 @@ class CallSession:
     async def finish(self, scope: TenantScope) -> None:
         """The call's record: its outcome, messages and recording, charged (finish_call)."""
         conversation = self.conversation
+        if self.tools is not None:  # a tool's result that arrives after the hang-up is kept
+            await self.tools.settle(TOOLS_SETTLE_SECONDS)
         conversation.end("customer_hangup")
         reason = conversation.ended_reason or "customer_hangup"
         metrics.call_ended(reason)
@@ -570,7 +595,9 @@ class CallSession:
             started_at=conversation.answered_wall, ended_at=ended,
             duration_seconds=duration, transcript=conversation.transcript() or None,
             error=conversation.error, ended_reason=reason, answered_by=self.answered_by,
-            messages=conversation.messages, recording=conversation.recording)
+            messages=conversation.messages, recording=conversation.recording,
+            tool_calls=list(self.tools.calls) if self.tools is not None else None,
+            transferred_to=self.tools.transferred_to if self.tools is not None else None)
         await calls.finish_call(scope, self.call_id, state)
 
 

@@ -21,8 +21,11 @@ from typing import Any
 import asyncpg
 
 from api import events
+from api.analysis.service import begin_analysis
+from api.calls.context import rendered_instructions
 from api.consent.service import ensure_allowed
 from api.number_pools.service import next_caller_id
+from api.tools.service import agent_tools
 from api.wallet import service as wallet
 from integrations import recordings
 from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
@@ -116,7 +119,8 @@ SET status = $2, started_at = COALESCE($3, started_at), ended_at = COALESCE($4, 
     ended_reason = COALESCE($9, CASE WHEN $2 = 'completed' THEN 'customer_hangup'
                                      ELSE 'failed' END),
     answered_by = COALESCE($10, answered_by), messages = COALESCE($11, messages),
-    recording_key = $12, updated_at = now()
+    recording_key = $12, tool_calls = COALESCE($13, tool_calls),
+    transferred_to = COALESCE($14, transferred_to), updated_at = now()
 WHERE id = $1 AND status IN ('queued', 'ringing', 'in_progress')
 RETURNING {CALL_COLUMNS}
 """
@@ -165,7 +169,8 @@ def call_out(row: asyncpg.Record | dict[str, Any], sub_account_id: uuid.UUID) ->
 
 
 SELECT_CALL_FOR_RUNTIME = """
-SELECT c.id, c.status, c.direction, a.id AS agent_id, a.llm_model, a.temperature, a.prompt,
+SELECT c.id, c.status, c.direction, c.contact_id, c.provider, c.provider_call_id,
+       a.id AS agent_id, a.llm_model, a.temperature, a.prompt,
        a.language, a.voice_id, a.transcriber, a.first_message, a.silence_timeout,
        a.voice_activity_timeout, a.max_duration, a.voicemail_detection, a.voicemail_type,
        a.voicemail_message, a.recording, a.backcchanneling, a.background_noise,
@@ -393,14 +398,16 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
         row = await conn.fetchrow(
             FINISH, call_id, state.status, state.started_at, state.ended_at,
             state.duration_seconds, state.transcript, state.recording_url, state.error,
-            state.ended_reason, state.answered_by, state.messages, recording_key)
+            state.ended_reason, state.answered_by, state.messages, recording_key,
+            state.tool_calls, state.transferred_to)
         if row is None:
             return
+        await begin_analysis(conn, scope.sub_account_id, row)
         if state.status == "completed":
             minutes = billed_minutes(state.duration_seconds)
             charged = await _charge(conn, call_id, minutes, per_minute)
             await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
-            row = await conn.fetchrow(SELECT_CALL, call_id)
+        row = await conn.fetchrow(SELECT_CALL, call_id)
         event = await events.emit(conn, f"call.{state.status}",
                                   {"sub_account_id": scope.sub_account_id,
                                    "call": call_out(row, scope.sub_account_id)})
@@ -468,11 +475,24 @@ async def wait_for_runtime(scope: TenantScope, call_id: uuid.UUID) -> None:
         await conn.execute(MARK_WAITING_FOR_RUNTIME, call_id)
 
 
+@dataclass(frozen=True)
+class AnsweredCall:
+    """What the voice runtime needs of a call it answered: the call with its agent's settings
+    (SELECT_CALL_FOR_RUNTIME), the sub-account's vendor keys (decrypted), the agent's prompt and
+    first_message with the call's context filled in (CONTRACT 10 "Context"), and the agent's
+    tools as the runtime offers and calls them (`api.tools.service.agent_tools`)."""
+
+    record: asyncpg.Record
+    keys: dict[str, str]
+    prompt: str
+    first_message: str | None
+    tools: list[dict[str, Any]]
+
+
 async def answer_call(scope: TenantScope, call_id: uuid.UUID, answered_by: str
-                      ) -> tuple[asyncpg.Record, dict[str, str]] | None:
-    """The voice runtime's start of a call: mark it answered and return it with its agent's
-    settings and the sub-account's vendor keys (decrypted); None for a call that is not
-    waiting to be answered."""
+                      ) -> AnsweredCall | None:
+    """The voice runtime's start of a call: mark it answered and return it (AnsweredCall);
+    None for a call that is not waiting to be answered."""
     async with scope.transaction() as conn:
         call = await conn.fetchrow(SELECT_CALL_FOR_RUNTIME, call_id)
         marked = await conn.fetchval(MARK_ANSWERED, call_id, answered_by)
@@ -480,4 +500,6 @@ async def answer_call(scope: TenantScope, call_id: uuid.UUID, answered_by: str
             return None
         keys = {row["provider"]: secrets.decrypt(row["api_key"])
                 for row in await conn.fetch(SELECT_VENDOR_KEYS)}
-    return call, keys
+        prompt, first_message = await rendered_instructions(conn, call_id)
+        tools = await agent_tools(conn, call["agent_id"])
+    return AnsweredCall(call, keys, prompt, first_message, tools)

@@ -85,6 +85,9 @@ class CallState:
     answered_by: str | None = None
     messages: list[dict[str, Any]] | None = None
     recording: bytes | None = None
+    # CONTRACT 10: the model's tool calls in order, and whom the contact was handed to.
+    tool_calls: list[dict[str, Any]] | None = None
+    transferred_to: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -123,6 +126,11 @@ class TelephonyProvider(Protocol):
         ...
 
     async def call_state(self, provider_call_id: str) -> CallState:
+        ...
+
+    async def transfer_call(self, provider_call_id: str, to_number: str) -> None:
+        """Connect the contact of a live call to `to_number`; the agent's stream leaves the call
+        (CONTRACT 10 transfer_call). TelephonyError when the carrier cannot (busy, refused)."""
         ...
 
     async def send_sms(self, from_number: str | None, to_number: str, body: str,

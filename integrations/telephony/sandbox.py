@@ -11,6 +11,8 @@
   carries when it started and the script, so any worker process can answer for it.
 - An inbound call (`POST /webhooks/providers/sandbox/calls/{sub_account_id}`) is connected the
   same way, the caller playing the script of its own number.
+- A transfer of a live call (the agent's transfer_call tool) succeeds, except to a number ending
+  0187, which is busy.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ LINE_CLOSED_KEEP_SECONDS = 3600
 
 FAILING_SUFFIX = "0199"
 UNASSIGN_FAILING_SUFFIX = "0198"
+BUSY_SUFFIX = "0187"
 # 00..97: the failing numbers above are never sold.
 SOLD_SUFFIXES = range(98)
 DEFAULT_AREA_CODES = ("201", "212", "305", "312", "404", "415", "503", "512", "617", "702", "718",
@@ -181,6 +184,10 @@ class SandboxTelephony:
             return closed[1]
         # A connected call is the runtime's to end and record.
         return CallState("in_progress", started_at=started_at)
+
+    async def transfer_call(self, provider_call_id: str, to_number: str) -> None:
+        if to_number.endswith(BUSY_SUFFIX):
+            raise TelephonyError("sandbox: the transfer target was busy")
 
     async def send_sms(self, from_number: str | None, to_number: str, body: str,
                        message_id: str, reference: str | None = None) -> str:

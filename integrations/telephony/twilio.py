@@ -21,6 +21,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
+from xml.etree.ElementTree import Element, tostring
 
 import httpx
 
@@ -252,6 +253,16 @@ class TwilioTelephony:
                          ended_at=_time(call.get("end_time")),
                          duration_seconds=int(call.get("duration") or 0),
                          recording_url=recording_url)
+
+    async def transfer_call(self, provider_call_id: str, to_number: str) -> None:
+        """The live call is redirected to TwiML that dials `to_number`: its Media Stream (the
+        agent) ends and Twilio connects the contact to the number."""
+        dial = Element("Dial")
+        dial.text = to_number
+        response = Element("Response")
+        response.append(dial)
+        await self._request("POST", f"Calls/{provider_call_id}.json",
+                            form={"Twiml": tostring(response, encoding="unicode")})
 
     async def send_sms(self, from_number: str | None, to_number: str, body: str,
                        message_id: str, reference: str | None = None) -> str:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from voice.languages import speak_line
+
 
 @dataclass(frozen=True)
 class AgentConfig:
@@ -49,3 +51,7 @@ class AgentConfig:
             recording=bool(row["recording"]),
         )
 
+    @property
+    def instructions(self) -> str:
+        """The model's system instructions: the prompt, then the language to speak."""
+        return "\n\n".join(part for part in (self.prompt, speak_line(self.language)) if part)

@@ -21,12 +21,12 @@ from pipecat.services.openai.tts import OpenAITTSService
 from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.services.xai.llm import GrokLLMService
-from pipecat.transcriptions.language import Language
 
 from api.agents.schemas import PROVIDER_OF_MODEL
 from api.agents.voices import speech_vendor_of
 from tenancy.settings import Settings
 from voice.agent import AgentConfig
+from voice.languages import deepgram_language, iso_639_1
 from voice.pipecat_seam import without_retries
 
 # Anthropic is asked for its own dashed API names of the SPEC's Claude ids (CONTRACT 9).
@@ -96,13 +96,6 @@ class VendorMissing(Exception):
     """The agent needs a vendor the sub-account has not connected; the message is the error."""
 
 
-def _language(tag: str) -> Language:
-    try:
-        return Language(tag)
-    except ValueError:
-        return Language(tag.split("-")[0])
-
-
 def _key(keys: dict[str, str], vendor: str, error: str) -> str:
     key = keys.get(vendor)
     if not key:
@@ -114,7 +107,7 @@ def llm_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
     vendor = PROVIDER_OF_MODEL.get(agent.llm_model, "openai")
     key = _key(keys, vendor, f"llm_error: the {vendor} integration is not connected")
     base_url = settings.vendor_base_url(vendor)
-    prompt = agent.prompt or None
+    prompt = agent.instructions
     if vendor == "anthropic":
         anthropic_settings = AnthropicLLMService.Settings(
             model=ANTHROPIC_NAMES.get(agent.llm_model, agent.llm_model),
@@ -139,11 +132,10 @@ def stt_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
     if vendor == "deepgram":
         from voice.deepgram import DeepgramHttpSTTService
         return DeepgramHttpSTTService(api_key=key, base_url=settings.vendor_base_url("deepgram"),
-                                      language=agent.language)
+                                      language=deepgram_language(agent.language))
     return _OpenAISTT(api_key=key, base_url=settings.vendor_base_url("openai"),
-                            settings=OpenAISTTService.Settings(
-                                model=OPENAI_TRANSCRIPTION_MODEL,
-                                language=_language(agent.language)))
+                      settings=OpenAISTTService.Settings(model=OPENAI_TRANSCRIPTION_MODEL,
+                                                         language=iso_639_1(agent.language)))
 
 
 def tts_service(settings: Settings, agent: AgentConfig, keys: dict[str, str],
@@ -151,18 +143,24 @@ def tts_service(settings: Settings, agent: AgentConfig, keys: dict[str, str],
     vendor, voice = speech_vendor_of(agent.voice_id)
     key = _key(keys, vendor, "speech_provider_not_connected")
     base_url = settings.vendor_base_url(vendor)
+    # ElevenLabs (`language_code`, for the models that take one) and Cartesia (`language`) are
+    # asked in the agent's language. OpenAI's speech takes none (it speaks the text as written;
+    # the setting only decides how replies split into sentences), nor does Deepgram's Aura (the
+    # voice's model names its language: aura-2-<voice>-<language>).
+    language = iso_639_1(agent.language)
     if vendor == "elevenlabs":
-        return ElevenLabsHttpTTSService(api_key=key, voice_id=voice, aiohttp_session=http,
-                                        base_url=base_url)
+        return ElevenLabsHttpTTSService(
+            api_key=key, aiohttp_session=http, base_url=base_url,
+            settings=ElevenLabsHttpTTSService.Settings(voice=voice, language=language))
     if vendor == "cartesia":
-        return CartesiaHttpTTSService(api_key=key, voice_id=voice, base_url=base_url,
-                                      aiohttp_session=http)
+        return CartesiaHttpTTSService(
+            api_key=key, base_url=base_url, aiohttp_session=http,
+            settings=CartesiaHttpTTSService.Settings(voice=voice, language=language))
     if vendor == "deepgram":
         from pipecat.services.deepgram.tts import DeepgramHttpTTSService
         return DeepgramHttpTTSService(api_key=key, voice=voice, aiohttp_session=http,
                                       base_url=base_url)
     # OpenAI speaks 24 kHz PCM; the output resamples it to the line's rate.
     return _OpenAITTS(api_key=key, base_url=base_url, sample_rate=OPENAI_SPEECH_RATE,
-                            settings=OpenAITTSService.Settings(
-                                model=OPENAI_SPEECH_MODEL, voice=voice,
-                                language=_language(agent.language)))
+                      settings=OpenAITTSService.Settings(model=OPENAI_SPEECH_MODEL, voice=voice,
+                                                         language=language))

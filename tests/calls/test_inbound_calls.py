@@ -29,8 +29,8 @@ async def ring(client, sub_account_id, body, signature=""):
                              headers=headers)
 
 
-async def answering_agent(client, tenant, number=NUMBER):
-    agent_id = await make_agent(client, tenant)
+async def answering_agent(client, tenant, number=NUMBER, **agent):
+    agent_id = await make_agent(client, tenant, **agent)
     number_id = await import_number(client, tenant, number)
     assert (await assign(client, tenant, number_id, agent_id)).status_code == 200
     return agent_id
@@ -90,6 +90,15 @@ async def test_inbound_call_to_an_unassigned_number_is_409(client, pool, tenant,
     await import_number(client, tenant, NUMBER)
     await expect_error(await ring(client, tenant.id, {"from": CALLER, "to": NUMBER}),
                        409, "phone_number_unassigned")
+    assert await tenant_sql(pool, tenant, "SELECT id FROM contacts") == []
+
+
+async def test_inbound_call_to_an_inactive_agent_is_409_and_rings_nothing(client, pool, tenant,
+                                                                       worker):
+    await answering_agent(client, tenant, is_active=False)
+    await expect_error(await ring(client, tenant.id, {"from": CALLER, "to": NUMBER}),
+                       409, "agent_inactive")
+    assert await tenant_sql(pool, tenant, "SELECT id FROM calls") == []
     assert await tenant_sql(pool, tenant, "SELECT id FROM contacts") == []
 
 

@@ -102,8 +102,10 @@ async def test_person_converses_through_the_agents_own_vendors(client, pool, ten
     assert len(chats) == 2
     for chat in chats:
         assert chat.body["model"] == "gpt-4o-mini" and chat.body["temperature"] == 0.3
-        assert chat.body["messages"][0] == {"role": "system",
-                                            "content": "You sell solar panels. Be brief."}
+        # The prompt, then the language to speak (the agent's en-US).
+        assert chat.body["messages"][0] == {
+            "role": "system",
+            "content": "You sell solar panels. Be brief.\n\nSpeak English (en-US)."}
         assert chat.headers["authorization"] == f"Bearer {key}"
         assert any(tool["function"]["name"] == "end_call" for tool in chat.body["tools"])
     speech = vendors.requests_for(vendor="openai", kind="tts")

@@ -10,6 +10,7 @@ import os
 import pwd
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,12 +59,15 @@ class EmbeddedPostgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:
-        subprocess.run(
+        done = subprocess.run(
             [_pg_bin("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"],
             check=False,
             capture_output=True,
             user=_run_as(),
         )
+        if done.returncode != 0:
+            print(f"embedded PostgreSQL did not stop: {done.stderr.decode(errors='replace')}",
+                  file=sys.stderr)
 
 
 def _running_port(pgdata: Path) -> int | None:

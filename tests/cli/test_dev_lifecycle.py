@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tenancy.embedded import _redis_answers, _running_port, free_port
 
@@ -33,7 +37,17 @@ def redis_port(data_dir: Path) -> int:
     return int((data_dir / "redis" / "port").read_text())
 
 
-def test_ctrl_c_stops_the_embedded_servers_dev_started(tmp_path: Path) -> None:
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """A data dir outside pytest's own temporary folder: pytest makes that folder private to
+    root again when another worker starts, and the embedded PostgreSQL runs as its own user."""
+    folder = Path(tempfile.mkdtemp(prefix="switchboard-dev-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_ctrl_c_stops_the_embedded_servers_dev_started(data_dir: Path) -> None:
+    tmp_path = data_dir
     # given dev on embedded PostgreSQL and Redis, serving
     port = free_port()
     log = tmp_path / "dev.stderr"
@@ -56,7 +70,7 @@ def test_ctrl_c_stops_the_embedded_servers_dev_started(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
     # then neither server is left running
-    assert _running_port(tmp_path / "postgres") is None
+    assert _running_port(tmp_path / "postgres") is None, log.read_text()[-3000:]
     assert not _redis_answers(redis_port(tmp_path))
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
 

@@ -50,7 +50,7 @@ EVENT_TYPES = (
     "contact.created", "contact.updated", "contact.deleted", "contact.consent_updated",
     "message.received", "message.status_updated", "call.completed", "call.failed",
     "campaign.completed", "invoice.paid", "appointment.booked", "appointment.rescheduled",
-    "appointment.cancelled",
+    "appointment.cancelled", "call.analyzed",
 )
 # A subscription to every event, including ones added to the catalog later.
 ALL_EVENTS = "*"

@@ -13,6 +13,8 @@ from quart import Quart
 from api import health, metrics
 from api.agency.routes import blueprint as agency_routes
 from api.agents.routes import blueprint as agents_routes
+from api.analysis import tasks as analysis_tasks
+from api.analysis.service import ANALYSIS_WORK
 from api.app import create_app
 from api.appointments.routes import blueprint as appointments_routes
 from api.calendars.routes import blueprint as calendars_routes
@@ -97,6 +99,10 @@ def build_app(settings: Settings | None = None) -> Quart:
 CALLS_QUEUE = "arq:queue:calls"
 DELIVERIES_QUEUE = "arq:queue:deliveries"
 CAMPAIGNS_QUEUE = "arq:queue:campaigns"
+ANALYSIS_QUEUE = "arq:queue:analysis"
+# Analyses (each one model request) that run at once: the vendor's rate limits, not ours, bound
+# them.
+ANALYSIS_CONCURRENCY = 5
 
 
 def _jobs(settings: Settings) -> worker.Jobs:
@@ -128,6 +134,8 @@ def _jobs(settings: Settings) -> worker.Jobs:
             DueHandler(RENEWAL_WORK, phone_number_tasks.renew_phone_number, lease_seconds=60),
             DueHandler(DELIVERY_KIND, webhook_tasks.deliver_webhook,
                        lease_seconds=webhook_tasks.LEASE_SECONDS, queue=DELIVERIES_QUEUE),
+            DueHandler(ANALYSIS_WORK, analysis_tasks.analyse_call, lease_seconds=120,
+                       queue=ANALYSIS_QUEUE),
         ],
         queues=[
             worker.Queue(CALLS_QUEUE, 20),
@@ -135,6 +143,7 @@ def _jobs(settings: Settings) -> worker.Jobs:
             # per sub-account hold these slots (api/webhook_subscriptions/tasks.py).
             worker.Queue(DELIVERIES_QUEUE, settings.webhook_concurrency),
             worker.Queue(CAMPAIGNS_QUEUE, 10),
+            worker.Queue(ANALYSIS_QUEUE, ANALYSIS_CONCURRENCY),
         ],
     )
 

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 
 from api import events
+from api.analysis.service import begin_analysis
 from api.calls.context import rendered_instructions
 from api.consent.service import ensure_allowed
 from api.number_pools.service import next_caller_id
@@ -401,11 +402,12 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
             state.tool_calls, state.transferred_to)
         if row is None:
             return
+        await begin_analysis(conn, scope.sub_account_id, row)
         if state.status == "completed":
             minutes = billed_minutes(state.duration_seconds)
             charged = await _charge(conn, call_id, minutes, per_minute)
             await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
-            row = await conn.fetchrow(SELECT_CALL, call_id)
+        row = await conn.fetchrow(SELECT_CALL, call_id)
         event = await events.emit(conn, f"call.{state.status}",
                                   {"sub_account_id": scope.sub_account_id,
                                    "call": call_out(row, scope.sub_account_id)})

@@ -220,7 +220,7 @@ class FakeVendors:
 
     async def _openai_chat(self, request: web.Request, record: RecordedRequest,
                            body: Any) -> web.StreamResponse:
-        reply = llm.reply_to(llm.from_openai(body))
+        reply = llm.structured_reply("openai", body) or llm.reply_to(llm.from_openai(body))
         record.answer = reply.summary
         model = str(body.get("model", ""))
         if not body.get("stream"):
@@ -232,7 +232,7 @@ class FakeVendors:
 
     async def _anthropic_messages(self, request: web.Request, record: RecordedRequest,
                                   body: Any) -> web.StreamResponse:
-        reply = llm.reply_to(llm.from_anthropic(body))
+        reply = llm.structured_reply("anthropic", body) or llm.reply_to(llm.from_anthropic(body))
         record.answer = reply.summary
         model = str(body.get("model", ""))
         if not body.get("stream"):
@@ -245,7 +245,7 @@ class FakeVendors:
     async def _google(self, request: web.Request, record: RecordedRequest,
                       body: Any) -> web.StreamResponse:
         model, _, method = request.match_info["call"].partition(":")
-        reply = llm.reply_to(llm.from_google(body))
+        reply = llm.structured_reply("google", body) or llm.reply_to(llm.from_google(body))
         record.answer = reply.summary
         if method == "generateContent":
             await self._delay(self.config.llm_first_token_ms)

@@ -48,7 +48,8 @@ class Received:
 class Receiver:
     """`script(path, 500, 500)` answers the next two requests to `path` with 500, then 200.
 
-    A scripted answer may also be `(status, {"location": "/x"})` to add headers, `"hang"`
+    A scripted answer may also be `(status, {"location": "/x"})` to add headers (and
+    `(status, headers, body_bytes)` to answer a body), `"hang"`
     to answer nothing for a second and close, or `("sleep", seconds)` to answer 200 only after
     `seconds` (past a sender's timeout). `connections` counts every TCP connection accepted.
     """
@@ -108,10 +109,12 @@ class Receiver:
             if isinstance(answer, tuple) and answer[0] == "sleep":
                 await asyncio.sleep(answer[1])
                 answer = 200
-            status, extra = answer if isinstance(answer, tuple) else (answer, {})
-            lines_out = [f"HTTP/1.1 {status} Scripted", "content-length: 0", "connection: close"]
+            status, extra, content = (answer + (b"",))[:3] if isinstance(answer, tuple) \
+                else (answer, {}, b"")
+            lines_out = [f"HTTP/1.1 {status} Scripted", f"content-length: {len(content)}",
+                         "connection: close"]
             lines_out += [f"{name}: {value}" for name, value in extra.items()]
-            writer.write(("\r\n".join(lines_out) + "\r\n\r\n").encode("latin-1"))
+            writer.write(("\r\n".join(lines_out) + "\r\n\r\n").encode("latin-1") + content)
             await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass

@@ -73,6 +73,8 @@ class FakeTwilio:
     webhooks: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, ContactResult] = field(default_factory=dict)
     carrying: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    # Every live-call update (POST Calls/{sid}.json): {sid, Twiml, ...}.
+    redirects: list[dict[str, Any]] = field(default_factory=list)
 
     def signed_headers(self, url: str, params: dict[str, str]) -> dict[str, str]:
         return {SIGNATURE_HEADER: signature(self.auth_token, url, params.items())}
@@ -331,6 +333,16 @@ def twilio_app(state: FakeTwilio) -> Quart:
             "end_time": "Tue, 10 Mar 2026 12:01:15 +0000" if ended else None,
             "duration": str(state.call_duration) if ended else None,
         })
+
+    @app.post(f"{PREFIX}/Calls/<sid>.json")
+    async def update_call(account: str, sid: str) -> Response:
+        """A live call redirected (`Twiml`, e.g. a transfer's <Dial>): kept in `redirects`."""
+        call = state.calls.get(sid)
+        if call is None:
+            return _error(404, 20404, "The requested resource was not found")
+        form = await request.form
+        state.redirects.append({"sid": sid, **form.to_dict()})
+        return jsonify({"sid": sid, "status": call["status"]})
 
     @app.get(f"{PREFIX}/Calls/<sid>/Recordings.json")
     async def recordings(account: str, sid: str) -> Response:

@@ -149,6 +149,17 @@ async def test_call_carries_its_stream_parameters_and_asks_for_machine_detection
     assert placed["machine_detection"] == "DetectMessageEnd"
 
 
+async def test_transfer_redirects_the_live_call_to_a_dial_of_the_number(twilio, adapter):
+    twilio.own("+14155550123")
+    call_sid = await adapter.place_call(OutboundCall(
+        "call-1", "+14155550123", "+14155552671", "agent-1", "en-US", 600, False))
+    await adapter.transfer_call(call_sid, "+14155550100")
+    assert twilio.redirects == [
+        {"sid": call_sid, "Twiml": "<Response><Dial>+14155550100</Dial></Response>"}]
+    with pytest.raises(TelephonyError):  # a call Twilio does not know
+        await adapter.transfer_call("CA" + "0" * 32, "+14155550100")
+
+
 async def test_inbound_call_is_not_placed_through_twilio(twilio, adapter):
     with pytest.raises(TelephonyError):
         await adapter.place_call(OutboundCall(

@@ -20,8 +20,15 @@ applies wins:
 3. The system prompt holds `[fake:end_call_on_goodbye]`, the user's message contains
    "goodbye" (any case) and the request offers a tool named `end_call`: a call to `end_call`
    (its required string parameters set to "goodbye", no others), no text.
-4. The system prompt holds `[fake:reply=<text>]`: exactly <text>.
-5. Otherwise: "Great, thank you for your time."
+4. The system prompt holds `[fake:call=<name>]` markers (each optionally with ` on=<word>` and
+   ` args=<JSON object>` before the `]`), the final message is the user's, and the request offers
+   a tool of that name the conversation has not called yet (and the user's message contains
+   <word>, any case): one call of each such tool in the one reply, in the markers' order, with
+   <JSON object> as its arguments (else its required string parameters set to "goodbye"), in
+   the vendor's format (OpenAI `tool_calls` deltas, Anthropic `tool_use` blocks, Gemini
+   `functionCall` parts). The tool results then get rule 1.
+5. The system prompt holds `[fake:reply=<text>]`: exactly <text>.
+6. Otherwise: "Great, thank you for your time."
 
 Speech synthesis: 55 ms per character (at least 200 ms) of a voiced-like signal, about -14 dBFS
 RMS, the same for the same text, at the rate and encoding asked for (PCM, μ-law, A-law, WAV;

@@ -14,6 +14,8 @@ from typing import Any
 END_CALL = "end_call"
 END_CALL_MARKER = "[fake:end_call_on_goodbye]"
 REPLY_MARKER = re.compile(r"\[fake:reply=(.*?)\]", re.DOTALL)
+# `[fake:call=<name>]`, optionally ` on=<word>` and ` args=<JSON object>` before the `]`.
+CALL_MARKER = re.compile(r"\[fake:call=(\w+)(?: on=(\w+))?(?: args=(\{.*?\}))?\]", re.DOTALL)
 STILL_THERE = "Are you still there?"
 AFTER_TOOL = "Goodbye."
 DEFAULT_REPLY = "Great, thank you for your time."
@@ -28,6 +30,8 @@ class Conversation:
     user_turn: str | None
     after_tool_result: bool
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The tools the model already called in this conversation.
+    called: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -35,10 +39,18 @@ class Reply:
     text: str = ""
     tool: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
+    # Further tool calls of the same turn, after `tool`.
+    more: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+    @property
+    def tool_calls(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.tool, self.arguments), *self.more] if self.tool else []
 
     @property
     def summary(self) -> str:
-        return f"{self.tool}({json.dumps(self.arguments)})" if self.tool else self.text
+        if not self.tool:
+            return self.text
+        return ", ".join(f"{name}({json.dumps(arguments)})" for name, arguments in self.tool_calls)
 
 
 def reply_to(conversation: Conversation) -> Reply:
@@ -53,8 +65,26 @@ def reply_to(conversation: Conversation) -> Reply:
         and END_CALL in conversation.tools
     ):
         return Reply(tool=END_CALL, arguments=_arguments(conversation.tools[END_CALL]))
+    calls = _scripted_calls(conversation, user_turn)
+    if calls:
+        return Reply(tool=calls[0][0], arguments=calls[0][1], more=tuple(calls[1:]))
     marker = REPLY_MARKER.search(conversation.system)
     return Reply(marker.group(1) if marker else DEFAULT_REPLY)
+
+
+def _scripted_calls(conversation: Conversation,
+                    user_turn: str) -> list[tuple[str, dict[str, Any]]]:
+    """The `[fake:call=...]` markers of the system prompt whose tool is offered and not called
+    yet, and whose `on` word (if any) the user's turn contains: one call each, in order."""
+    calls = []
+    for name, word, arguments in CALL_MARKER.findall(conversation.system):
+        if name not in conversation.tools or name in conversation.called:
+            continue
+        if word and word.lower() not in user_turn.lower():
+            continue
+        calls.append((name, json.loads(arguments) if arguments
+                      else _arguments(conversation.tools[name])))
+    return calls
 
 
 def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +131,9 @@ def from_openai(body: dict[str, Any]) -> Conversation:
         if t.get("type") == "function"
     }
     user_turn = _text(last.get("content")) if last.get("role") == "user" else None
-    return Conversation(system, user_turn, last.get("role") == "tool", tools)
+    called = frozenset(call.get("function", {}).get("name", "") for m in messages
+                       if m.get("role") == "assistant" for call in m.get("tool_calls") or [])
+    return Conversation(system, user_turn, last.get("role") == "tool", tools, called)
 
 
 def openai_stream(reply: Reply, model: str, include_usage: bool) -> Iterator[dict[str, Any]]:
@@ -113,11 +145,12 @@ def openai_stream(reply: Reply, model: str, include_usage: bool) -> Iterator[dic
 
     yield chunk({"role": "assistant", "content": ""})
     if reply.tool:
-        call = {"index": 0, "id": f"call_fake{next(_ids)}", "type": "function",
-                "function": {"name": reply.tool, "arguments": ""}}
-        yield chunk({"tool_calls": [call]})
-        arguments = json.dumps(reply.arguments)
-        yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]})
+        for index, (name, arguments) in enumerate(reply.tool_calls):
+            call = {"index": index, "id": f"call_fake{next(_ids)}", "type": "function",
+                    "function": {"name": name, "arguments": ""}}
+            yield chunk({"tool_calls": [call]})
+            yield chunk({"tool_calls": [{"index": index,
+                                         "function": {"arguments": json.dumps(arguments)}}]})
         yield chunk({}, "tool_calls")
     else:
         for piece in chunks(reply.text):
@@ -132,8 +165,8 @@ def openai_completion(reply: Reply, model: str) -> dict[str, Any]:
     if reply.tool:
         message["tool_calls"] = [{
             "id": f"call_fake{next(_ids)}", "type": "function",
-            "function": {"name": reply.tool, "arguments": json.dumps(reply.arguments)},
-        }]
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        } for name, arguments in reply.tool_calls]
     return {
         "id": f"chatcmpl-fake{next(_ids)}", "object": "chat.completion",
         "created": int(time.time()), "model": model,
@@ -159,7 +192,10 @@ def from_anthropic(body: dict[str, Any]) -> Conversation:
     after_tool = any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
     tools = {t["name"]: t.get("input_schema") or {} for t in body.get("tools") or []}
     user_turn = _text(content) if last.get("role") == "user" and not after_tool else None
-    return Conversation(_text(body.get("system")), user_turn, after_tool, tools)
+    called = frozenset(b.get("name", "") for m in messages if m.get("role") == "assistant"
+                       and isinstance(m.get("content"), list)
+                       for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
+    return Conversation(_text(body.get("system")), user_turn, after_tool, tools, called)
 
 
 def anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -168,18 +204,23 @@ def anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, dict[str, 
         **message, "content": [], "stop_reason": None,
         "usage": {"input_tokens": 10, "output_tokens": 1}}}
     if reply.tool:
-        block = {**message["content"][0], "input": {}}
-        yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                      "content_block": block}
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(reply.arguments)}
-        yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        for index, block in enumerate(message["content"]):
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {**block, "input": {}}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": delta}
+            if index < len(message["content"]) - 1:
+                yield "content_block_stop", {"type": "content_block_stop", "index": index}
+        last = len(message["content"]) - 1
+        yield "content_block_stop", {"type": "content_block_stop", "index": last}
     else:
         yield "content_block_start", {"type": "content_block_start", "index": 0,
                                       "content_block": {"type": "text", "text": ""}}
         for piece in chunks(reply.text):
             yield "content_block_delta", {"type": "content_block_delta", "index": 0,
                                           "delta": {"type": "text_delta", "text": piece}}
-    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+        yield "content_block_stop", {"type": "content_block_stop", "index": 0}
     yield "message_delta", {"type": "message_delta",
                             "delta": {"stop_reason": message["stop_reason"],
                                       "stop_sequence": None},
@@ -192,14 +233,14 @@ def anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
 
 
 def _anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
-    content: dict[str, Any] = (
-        {"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": reply.tool,
-         "input": reply.arguments}
-        if reply.tool else {"type": "text", "text": reply.text}
+    content: list[dict[str, Any]] = (
+        [{"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": name, "input": arguments}
+         for name, arguments in reply.tool_calls]
+        if reply.tool else [{"type": "text", "text": reply.text}]
     )
     return {
         "id": f"msg_fake{next(_ids)}", "type": "message", "role": "assistant", "model": model,
-        "content": [content], "stop_reason": "tool_use" if reply.tool else "end_turn",
+        "content": content, "stop_reason": "tool_use" if reply.tool else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": _tokens(reply.summary)},
     }
@@ -220,7 +261,11 @@ def from_google(body: dict[str, Any]) -> Conversation:
         for f in tool.get("functionDeclarations") or tool.get("function_declarations") or []:
             tools[f["name"]] = f.get("parameters") or f.get("parametersJsonSchema") or {}
     user_turn = _text(parts) if last.get("role", "user") == "user" and not after_tool else None
-    return Conversation(system, user_turn, after_tool, tools)
+    called = frozenset(
+        (p.get("functionCall") or p.get("function_call") or {}).get("name", "")
+        for c in contents if c.get("role") == "model" for p in c.get("parts") or []
+        if "functionCall" in p or "function_call" in p)
+    return Conversation(system, user_turn, after_tool, tools, called)
 
 
 def google_stream(reply: Reply, model: str) -> Iterator[dict[str, Any]]:
@@ -238,12 +283,13 @@ def google_stream(reply: Reply, model: str) -> Iterator[dict[str, Any]]:
 
 
 def google_response(reply: Reply, model: str) -> dict[str, Any]:
-    part = (
-        {"functionCall": {"name": reply.tool, "args": reply.arguments}}
-        if reply.tool else {"text": reply.text}
+    parts = (
+        [{"functionCall": {"name": name, "args": arguments}}
+         for name, arguments in reply.tool_calls]
+        if reply.tool else [{"text": reply.text}]
     )
     return {
-        "candidates": [{"content": {"role": "model", "parts": [part]},
+        "candidates": [{"content": {"role": "model", "parts": parts},
                         "finishReason": "STOP", "index": 0}],
         "usageMetadata": _google_usage(reply), "modelVersion": model,
     }
@@ -253,76 +299,3 @@ def _google_usage(reply: Reply) -> dict[str, int]:
     completion = _tokens(reply.summary)
     return {"promptTokenCount": 10, "candidatesTokenCount": completion,
             "totalTokenCount": 10 + completion}
-
-
-# --- structured output (the worker's call analysis) -------------------------------------------
-#
-# A request for structured output (OpenAI-format `response_format` json_schema, Anthropic a
-# forced tool `tool_choice: {type: tool}`, Gemini `generationConfig.responseSchema`) is answered
-# with a value of its schema: a property whose description holds `[fake:value=<JSON>]` gets
-# that JSON (of any type: a value that does not fit is how tests reach the custom-field checks),
-# an enum its first value, a string the contact's first line of the transcript in the request
-# ("Contact: ..."; "fake" without one), a number or integer 1, a boolean true, an object each of
-# its properties (null ones included), an array [].
-
-VALUE_MARKER = re.compile(r"\[fake:value=(.*?)\]", re.DOTALL)
-
-
-def structured_value(schema: dict[str, Any], text: str) -> Any:
-    marker = VALUE_MARKER.search(str(schema.get("description") or ""))
-    if marker:
-        return json.loads(marker.group(1))
-    enum = [value for value in schema.get("enum") or [] if value is not None]
-    if enum:
-        return enum[0]
-    kinds = schema.get("type")
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    kind = str(next((k for k in kinds if str(k).lower() != "null"), "string")).lower()
-    if kind == "object":
-        return {name: structured_value(prop, text)
-                for name, prop in (schema.get("properties") or {}).items()}
-    if kind == "array":
-        return []
-    if kind in ("number", "integer"):
-        return 1
-    if kind == "boolean":
-        return True
-    spoken = re.search(r"^Contact: (.+)$", text, re.MULTILINE)
-    return spoken.group(1).strip() if spoken else "fake"
-
-
-def _all_text(value: Any) -> str:
-    """Every text of a request body, joined (the transcript is somewhere in it)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        return "\n".join(_all_text(v) for k, v in value.items()
-                         if k not in ("tools", "response_format", "generationConfig"))
-    if isinstance(value, list):
-        return "\n".join(_all_text(v) for v in value)
-    return ""
-
-
-def structured_reply(vendor: str, body: dict[str, Any]) -> Reply | None:
-    """The reply to a structured-output request (as text JSON, or Anthropic's forced tool's
-    input); None for any other request."""
-    text = _all_text(body.get("messages") or body.get("contents") or [])
-    if vendor == "anthropic":
-        choice = body.get("tool_choice") or {}
-        if choice.get("type") != "tool":
-            return None
-        tool = next((t for t in body.get("tools") or [] if t.get("name") == choice.get("name")),
-                    None)
-        if tool is None:
-            return None
-        return Reply(tool=tool["name"],
-                     arguments=structured_value(tool.get("input_schema") or {}, text))
-    if vendor == "google":
-        schema = (body.get("generationConfig") or {}).get("responseSchema")
-    else:
-        response_format = body.get("response_format") or {}
-        schema = (response_format.get("json_schema") or {}).get("schema") if (
-            response_format.get("type") == "json_schema") else None
-    if not isinstance(schema, dict):
-        return None
-    return Reply(json.dumps(structured_value(schema, text)))

@@ -299,3 +299,76 @@ def _google_usage(reply: Reply) -> dict[str, int]:
     completion = _tokens(reply.summary)
     return {"promptTokenCount": 10, "candidatesTokenCount": completion,
             "totalTokenCount": 10 + completion}
+
+
+# --- structured output (the worker's call analysis) -------------------------------------------
+#
+# A request for structured output (OpenAI-format `response_format` json_schema, Anthropic a
+# forced tool `tool_choice: {type: tool}`, Gemini `generationConfig.responseSchema`) is answered
+# with a value of its schema: a property whose description holds `[fake:value=<JSON>]` gets
+# that JSON (of any type: a value that does not fit is how tests reach the custom-field checks),
+# an enum its first value, a string the contact's first line of the transcript in the request
+# ("Contact: ..."; "fake" without one), a number or integer 1, a boolean true, an object each of
+# its properties (null ones included), an array [].
+
+VALUE_MARKER = re.compile(r"\[fake:value=(.*?)\]", re.DOTALL)
+
+
+def structured_value(schema: dict[str, Any], text: str) -> Any:
+    marker = VALUE_MARKER.search(str(schema.get("description") or ""))
+    if marker:
+        return json.loads(marker.group(1))
+    enum = [value for value in schema.get("enum") or [] if value is not None]
+    if enum:
+        return enum[0]
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    kind = str(next((k for k in kinds if str(k).lower() != "null"), "string")).lower()
+    if kind == "object":
+        return {name: structured_value(prop, text)
+                for name, prop in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return []
+    if kind in ("number", "integer"):
+        return 1
+    if kind == "boolean":
+        return True
+    spoken = re.search(r"^Contact: (.+)$", text, re.MULTILINE)
+    return spoken.group(1).strip() if spoken else "fake"
+
+
+def _all_text(value: Any) -> str:
+    """Every text of a request body, joined (the transcript is somewhere in it)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "\n".join(_all_text(v) for k, v in value.items()
+                         if k not in ("tools", "response_format", "generationConfig"))
+    if isinstance(value, list):
+        return "\n".join(_all_text(v) for v in value)
+    return ""
+
+
+def structured_reply(vendor: str, body: dict[str, Any]) -> Reply | None:
+    """The reply to a structured-output request (as text JSON, or Anthropic's forced tool's
+    input); None for any other request."""
+    text = _all_text(body.get("messages") or body.get("contents") or [])
+    if vendor == "anthropic":
+        choice = body.get("tool_choice") or {}
+        if choice.get("type") != "tool":
+            return None
+        tool = next((t for t in body.get("tools") or [] if t.get("name") == choice.get("name")),
+                    None)
+        if tool is None:
+            return None
+        return Reply(tool=tool["name"],
+                     arguments=structured_value(tool.get("input_schema") or {}, text))
+    if vendor == "google":
+        schema = (body.get("generationConfig") or {}).get("responseSchema")
+    else:
+        response_format = body.get("response_format") or {}
+        schema = (response_format.get("json_schema") or {}).get("schema") if (
+            response_format.get("type") == "json_schema") else None
+    if not isinstance(schema, dict):
+        return None
+    return Reply(json.dumps(structured_value(schema, text)))

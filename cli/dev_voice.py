@@ -23,6 +23,13 @@ DEMO_CONTACT_PHONE = "+14155552671"
 DEMO_PROMPT = ("You are Sam, a friendly assistant for Demo Agency. Keep every answer to one "
                "short sentence.")
 
+# The post-call analysis the demo call shows (the fake LLM fills the data in: voice/fake_vendors).
+DEMO_ANALYSIS = {
+    "summary": True, "success_criteria": "The contact agreed to hear more.",
+    "data_schema": {"type": "object", "required": ["interested"], "properties": {
+        "interested": {"type": "boolean", "description": "Whether the contact is interested."},
+        "first_words": {"type": "string", "description": "What the contact said first."}}}}
+
 
 def wants_real_vendors() -> bool:
     return os.environ.get(REAL_VENDORS, "").strip().lower() in ("1", "true", "yes")
@@ -50,7 +57,7 @@ async def make_demo_agent(base_url: str, sub_account_id: uuid.UUID, organisation
             "temperature": 0.7, "silence_timeout": 10, "voice_activity_timeout": 700,
             "llm_model": "gpt-4o-mini", "language": "en-US", "background_noise": False,
             "voicemail_detection": False, "backcchanneling": False, "webhook": False,
-            "recording": True, "prompt": DEMO_PROMPT,
+            "recording": True, "prompt": DEMO_PROMPT, "analysis": DEMO_ANALYSIS,
             "first_message": "Hi, this is Sam from Demo Agency. Do you have a minute?",
             "organization_id": str(organisation_id), "sub_account_id": str(sub_account_id)}))
         number = await _ok(http.post("/webhooks/inbound/phone-numbers/purchase", json={}))

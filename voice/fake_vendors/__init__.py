@@ -30,6 +30,12 @@ applies wins:
 5. The system prompt holds `[fake:reply=<text>]`: exactly <text>.
 6. Otherwise: "Great, thank you for your time."
 
+A structured-output request (OpenAI-format `response_format` json_schema, Anthropic a forced
+tool, Gemini `responseSchema`: the worker's call analysis) is answered, before these rules, with
+a value of its schema: `[fake:value=<JSON>]` in a property's description gives that JSON, an enum
+its first value, a string the contact's first transcript line ("Contact: ..."), numbers 1,
+booleans true (`llm.structured_reply`).
+
 Speech synthesis: 55 ms per character (at least 200 ms) of a voiced-like signal, about -14 dBFS
 RMS, the same for the same text, at the rate and encoding asked for (PCM, μ-law, A-law, WAV;
 not MP3 or Opus). Transcription: the text of the phrase in the catalogue (a directory with

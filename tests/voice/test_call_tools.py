@@ -1,0 +1,168 @@
+"""An agent that acts (CONTRACT 10 "Context", "Tools"): whole sandbox calls, placed through the API,
+dialled by the worker's sandbox carrier, answered by the voice runtime, whose model (the fake
+vendors, scripted with `[fake:call=...]`) calls the agent's tools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from tests.calls.test_calls import place, wait_for_end
+from tests.factories import CONTACTS, SMS_PRICE, connect, credit, make_tool
+from tests.helpers import balance, tenant_sql
+from tests.voice.test_call_scripts import PERSON, ready
+
+pytestmark = pytest.mark.voice_e2e
+
+SMS_TOOL = {"type": "send_sms", "description": "Text the contact.", "parameters": ...,
+            "config": {}}
+
+
+async def call_contact(client: Any, tenant: Any, agent_id: str, phone: str = PERSON,
+                       **extra: Any) -> tuple[dict[str, Any], str]:
+    response = await client.post(CONTACTS, json={"first_name": "Ada", "last_name": "Lovelace",
+                                                 "phone": phone}, headers=tenant.headers)
+    assert response.status_code in (200, 201), await response.get_data(as_text=True)
+    contact_id = (await response.get_json())["contact_id"]
+    response = await place(client, tenant, contact_id, agent_id, **extra)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    call = await wait_for_end(client, tenant, (await response.get_json())["call_id"])
+    return call, contact_id
+
+
+def tool_call(call: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(entry for entry in call["tool_calls"] if entry["name"] == name)
+
+
+async def test_openai_model_reads_its_context_calls_an_http_tool_and_texts_in_one_turn(
+        client, pool, tenant_priced, worker, vendors, receiver) -> None:
+    tenant = tenant_priced
+    await credit(client, tenant, 1)
+    lookup = await make_tool(client, tenant, name="lookup_order", config={
+        "url": receiver.url("/orders"), "headers": {"X-Shop": "sunny"}})
+    sms = await make_tool(client, tenant, name="text_contact", **SMS_TOOL)
+    receiver.verify_with("/orders", lookup["secret"])
+    receiver.script("/orders", (200, {"content-type": "application/json"},
+                                b'{"status": "shipped"}'))
+    script = ('[fake:call=lookup_order args={"order_id": "A-17"}] '
+              '[fake:call=text_contact args={"content": "Your order A-17 has shipped."}]')
+    agent_id = await ready(client, tenant, llm_model="gpt-4o-mini", voice_id="openai/nova",
+                           tool_ids=[lookup["id"], sms["id"]], webhook=True,
+                           webhook_url=receiver.url("/calls"),
+                           prompt=f"You help {{{{ contact.first_name }}}} with order "
+                                  f"{{{{ order_ref }}}}. {script}",
+                           first_message="Hello {{contact.first_name}}!")
+    before = await balance(pool, tenant)
+    call, contact_id = await call_contact(client, tenant, agent_id,
+                                          variables={"order_ref": "A-17"})
+    assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
+    # The model was sent the rendered instructions; the first message was rendered too.
+    chats = vendors.requests_for(vendor="openai", kind="llm")
+    system = chats[0].body["messages"][0]["content"]
+    assert system.startswith("You help Ada with order A-17. [fake:call=lookup_order")
+    assert call["messages"][1] == {**call["messages"][1], "role": "agent", "text": "Hello Ada!"}
+    # Both tools in one turn, offered in OpenAI's format with their parameters.
+    offered = {t["function"]["name"]: t["function"] for t in chats[0].body["tools"]}
+    assert set(offered) == {"end_call", "lookup_order", "text_contact"}
+    assert offered["lookup_order"]["parameters"]["required"] == ["order_id"]
+    assert [e["name"] for e in call["tool_calls"]] == ["lookup_order", "text_contact"]
+    order = tool_call(call, "lookup_order")
+    assert order["status"] == "succeeded" and order["result"] == {"status": "shipped"}
+    assert order["tool_id"] == lookup["id"] and order["arguments"] == {"order_id": "A-17"}
+    assert order["duration_ms"] >= 0 and order["at"].endswith("Z")
+    # The tool's endpoint got the signed body, with the tool's header.
+    [request] = receiver.to("/orders")
+    assert request.verified is True and request.headers["x-shop"] == "sunny"
+    assert request.json() == {"tool_call_id": order["id"], "call_id": call["id"],
+                              "agent_id": agent_id, "contact_id": contact_id,
+                              "tool": "lookup_order", "arguments": {"order_id": "A-17"}}
+    # The text went to the contact's conversation, charged; its id is the result.
+    text = tool_call(call, "text_contact")
+    assert text["status"] == "succeeded" and text["tool_id"] == sms["id"]
+    rows = await tenant_sql(pool, tenant, "SELECT id, content, message_type FROM messages "
+                            "WHERE id = $1", text["result"]["message_id"])
+    assert rows[0]["content"] == "Your order A-17 has shipped." and rows[0]["message_type"] == "sms"
+    assert before - await balance(pool, tenant) == SMS_PRICE
+    # The model read both results, then went on.
+    after_tools = [c for c in chats if c.body["messages"][-1]["role"] == "tool"]
+    assert after_tools and "shipped" in json.dumps(after_tools[0].body["messages"])
+    # The post-call webhook shows the tool calls as GET /calls/{id} does.
+    for _ in range(100):
+        if receiver.to("/calls"):
+            break
+        await asyncio.sleep(0.1)
+    sent = receiver.to("/calls")[0].json()["data"]["call"]
+    assert sent["tool_calls"] == call["tool_calls"] and sent["transferred_to"] is None
+
+
+async def test_anthropic_model_transfers_the_call(client, pool, tenant, worker, vendors) -> None:
+    await connect(client, tenant, "anthropic")
+    transfer = await make_tool(client, tenant, name="to_sales", type="transfer_call",
+                               description="Hand the contact to sales.", parameters=...,
+                               config={"phone_number": "+14155550100",
+                                       "message": "Connecting you to sales now."})
+    agent_id = await ready(client, tenant, llm_model="claude-3.5-haiku", voice_id="openai/nova",
+                           tool_ids=[transfer["id"]], prompt="[fake:call=to_sales on=minute]")
+    call, _ = await call_contact(client, tenant, agent_id)
+    assert call["status"] == "completed" and call["ended_reason"] == "transferred"
+    assert call["transferred_to"] == "+14155550100"
+    [entry] = call["tool_calls"]
+    assert entry["status"] == "succeeded" and entry["tool_id"] == transfer["id"]
+    assert ("agent", "Connecting you to sales now.") in [(m["role"], m["text"])
+                                                        for m in call["messages"]]
+    offered = vendors.requests_for(vendor="anthropic", kind="llm")[0].body["tools"]
+    assert {t["name"] for t in offered} == {"end_call", "to_sales"}
+    # The agent's part only: the contact kept talking after the transfer (to sales).
+    assert call["messages"][-1]["text"] != "Thank you, goodbye."
+
+
+async def test_gemini_model_gets_errors_for_a_busy_transfer_and_a_revoked_contact(
+        client, pool, tenant, worker, vendors) -> None:
+    await connect(client, tenant, "google")
+    transfer = await make_tool(client, tenant, name="to_sales", type="transfer_call",
+                               description="Hand the contact to sales.", parameters=...,
+                               config={"phone_number": "+14155550187"})
+    sms = await make_tool(client, tenant, name="text_contact", **SMS_TOOL)
+    agent_id = await ready(client, tenant, llm_model="gemini-2.5-flash",
+                           voice_id="openai/nova", tool_ids=[transfer["id"], sms["id"]],
+                           prompt="[fake:call=to_sales on=minute] [fake:call=text_contact "
+                                  "on=minute]")
+    response = await client.post(CONTACTS, json={"first_name": "Ada", "phone": PERSON},
+                                 headers=tenant.headers)
+    contact_id = (await response.get_json())["contact_id"]
+    assert (await client.put(f"{CONTACTS}/{contact_id}/consent",
+                             json={"channel": "sms", "status": "revoked"},
+                             headers=tenant.headers)).status_code == 200
+    call, _ = await call_contact(client, tenant, agent_id)
+    # The call went on to the contact's goodbye.
+    assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
+    assert call["transferred_to"] is None
+    assert call["messages"][-1] == {**call["messages"][-1], "text": "Thank you, goodbye."}
+    assert [(e["name"], e["status"]) for e in call["tool_calls"]] == [
+        ("to_sales", "failed"), ("text_contact", "failed")]
+    assert "busy" in tool_call(call, "to_sales")["result"]["error"]
+    assert tool_call(call, "text_contact")["result"] == {"error": "contact_opted_out"}
+    declared = vendors.requests_for(vendor="google", kind="llm")[0].body["tools"]
+    names = {f["name"] for t in declared for f in t.get("functionDeclarations") or []}
+    assert names == {"end_call", "to_sales", "text_contact"}
+    assert Decimal(call["cost"]) == 0
+
+
+async def test_a_tool_answer_after_the_hang_up_is_still_recorded(client, pool, tenant, worker,
+                                                                 vendors, receiver) -> None:
+    slow = await make_tool(client, tenant, name="slow_lookup", config={
+        "url": receiver.url("/slow"), "timeout_seconds": 15})
+    receiver.script("/slow", ("sleep", 3))
+    await connect(client, tenant, "deepseek")
+    agent_id = await ready(client, tenant, llm_model="deepseek-chat", voice_id="openai/nova",
+                           tool_ids=[slow["id"]], voice_activity_timeout=100,
+                           prompt="[fake:call=slow_lookup on=goodbye]")
+    call, _ = await call_contact(client, tenant, agent_id)
+    assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
+    [entry] = call["tool_calls"]
+    assert entry["status"] == "succeeded" and entry["duration_ms"] >= 2500
+    assert len(receiver.to("/slow")) == 1

@@ -583,13 +583,14 @@ class CallSession:
     async def finish(self, scope: TenantScope) -> None:
         """The call's record: its outcome, messages and recording, charged (finish_call)."""
         conversation = self.conversation
-        if self.tools is not None:  # a tool's result that arrives after the hang-up is kept
-            await self.tools.settle(TOOLS_SETTLE_SECONDS)
         conversation.end("customer_hangup")
         reason = conversation.ended_reason or "customer_hangup"
         metrics.call_ended(reason)
+        # The line's time (up to a transfer, the agent's part), not the wait for its tools.
         ended = datetime.now(UTC)
         duration = max(1, round(time.monotonic() - conversation.answered_at))
+        if self.tools is not None:  # a tool's result that arrives after the hang-up is kept
+            await self.tools.settle(TOOLS_SETTLE_SECONDS)
         state = CallState(
             "failed" if reason in ("failed", "no_answer", "busy") else "completed",
             started_at=conversation.answered_wall, ended_at=ended,

@@ -158,8 +158,10 @@ async def test_the_call_event_carries_the_new_fields(client, pool, tenant, ready
                       CallState("failed", ended_reason="no_answer", error="provider_error: x"))
     [event] = await tenant_sql(pool, tenant, "SELECT data FROM events WHERE type = 'call.failed'")
     call = event["data"]["call"]
+    # An agent without an analysis config: skipped once the call ended (CONTRACT 10).
+    skipped = {"status": "skipped", "summary": None, "data": None, "success": None, "error": None}
     assert (call["variables"], call["tool_calls"], call["transferred_to"], call["analysis"]) == (
-        {"plan": "pro"}, [], None, None)
+        {"plan": "pro"}, [], None, skipped)
     assert call == await shown(client, tenant, call_id)
 
 

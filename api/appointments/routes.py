@@ -27,21 +27,6 @@ from tenancy.errors import APIError
 blueprint = Blueprint("appointments", __name__, url_prefix="/webhooks/inbound")
 
 
-def start_of(raw: str) -> datetime:
-    """An ISO 8601 date-time with its offset, in UTC; otherwise 400 naming start."""
-    try:
-        value = datetime.fromisoformat(raw.strip())
-    except ValueError:
-        raise invalid("start", "must be an ISO 8601 date-time, such as "
-                               "2026-12-01T09:00:00-05:00") from None
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise invalid("start", "must include its offset (for example Z or -05:00)")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise invalid("start", "is out of range") from None
-
-
 def instant_of(raw: str | None, name: str) -> datetime | None:
     """A filter's ISO 8601 instant (without an offset, UTC); otherwise 400 naming it."""
     if raw is None:
@@ -64,7 +49,7 @@ def _changes(data: UpdateAppointmentRequest) -> service.Changes:
     if data.start is not None and data.status is not None:
         raise invalid("start", "cannot move an appointment that is being cancelled")
     return service.Changes(
-        start=start_of(data.start) if data.start is not None else None,
+        start=service.parse_start(data.start) if data.start is not None else None,
         cancel=data.status == "cancelled",
         text={name: getattr(data, name) for name in ("title", "notes") if name in sent})
 
@@ -80,8 +65,9 @@ async def book_appointment(data: BookAppointmentRequest) -> tuple[dict[str, Any]
     (else 409 slot_unavailable), and the appointment lasts the calendar's slot_minutes."""
     calendar_id = parse_uuid(data.calendar_id, "calendar_id")
     contact_id = parse_uuid(data.contact_id, "contact_id")
-    appointment = await service.book(tenant_scope(), calendar_id, contact_id,
-                                     start_of(data.start), title=data.title, notes=data.notes)
+    start = service.parse_start(data.start)
+    appointment = await service.book(tenant_scope(), calendar_id, contact_id, start,
+                                     title=data.title, notes=data.notes)
     return {"status": "success", "appointment": appointment}, 201
 
 

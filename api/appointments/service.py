@@ -6,7 +6,7 @@ Functions a job or the voice runtime calls as the routes do (no HTTP in here):
   call_id=None, now=None)`: the booked appointment, or APIError 404 (calendar, contact, call)
   or 409 `slot_unavailable`;
 - `reschedule(scope, appointment_id, start, now=None)` and `cancel(scope, appointment_id)`;
-- `get_appointment(scope, appointment_id)`.
+- `get_appointment(scope, appointment_id)`; `parse_start(text)` reads a start as clients write it.
 
 A booking or a reschedule locks its calendar row first (bookings of one calendar run one at a
 time: the buffer rule holds between them), then checks that `start` is a free slot's start, then
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -77,6 +77,22 @@ class Filters:
     status: str | None = None
     start_from: datetime | None = None
     start_before: datetime | None = None
+
+
+def parse_start(raw: str) -> datetime:
+    """A start as clients (and the booking tool's model) write it: an ISO 8601 date-time with
+    its offset, in UTC; otherwise 400 validation_error naming start."""
+    try:
+        value = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise calendars.invalid("start", "must be an ISO 8601 date-time, such as "
+                                         "2026-12-01T09:00:00-05:00") from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise calendars.invalid("start", "must include its offset (for example Z or -05:00)")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise calendars.invalid("start", "is out of range") from None
 
 
 def appointment_out(row: asyncpg.Record) -> dict[str, Any]:

@@ -54,6 +54,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.migrate
 	$(BIN)/python -m bench.contacts
 	$(BIN)/python -m bench.campaigns
+	$(BIN)/python -m bench.calendars
+	$(BIN)/python -m bench.analysis
 
 # N concurrent sandbox calls through `switchboard voice` against fake vendors (bench/voice).
 bench-voice: $(STAMP)

@@ -207,7 +207,7 @@ EVENTS = {
     "user aggregator": {"on_user_turn_started", "on_user_turn_stopped", "on_user_turn_idle"},
     "assistant aggregator": {"on_assistant_turn_started", "on_assistant_turn_stopped"},
     "transport": {"on_client_disconnected"},
-    "worker": {"on_pipeline_error"},
+    "worker": {"on_pipeline_error", "on_frame_reached_downstream"},
     "recorder": {"on_audio_data"},
 }
 

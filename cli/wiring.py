@@ -16,6 +16,7 @@ from api.agents.routes import blueprint as agents_routes
 from api.analysis import tasks as analysis_tasks
 from api.analysis.service import ANALYSIS_WORK
 from api.app import create_app
+from api.appointments import tasks as appointment_reminders
 from api.appointments.routes import blueprint as appointments_routes
 from api.calendars.routes import blueprint as calendars_routes
 from api.calls import tasks as call_tasks
@@ -100,6 +101,7 @@ CALLS_QUEUE = "arq:queue:calls"
 DELIVERIES_QUEUE = "arq:queue:deliveries"
 CAMPAIGNS_QUEUE = "arq:queue:campaigns"
 ANALYSIS_QUEUE = "arq:queue:analysis"
+REMINDERS_QUEUE = "arq:queue:reminders"
 # Analyses (each one model request) that run at once: the vendor's rate limits, not ours, bound
 # them.
 ANALYSIS_CONCURRENCY = 5
@@ -136,6 +138,9 @@ def _jobs(settings: Settings) -> worker.Jobs:
                        lease_seconds=webhook_tasks.LEASE_SECONDS, queue=DELIVERIES_QUEUE),
             DueHandler(ANALYSIS_WORK, analysis_tasks.analyse_call, lease_seconds=120,
                        queue=ANALYSIS_QUEUE),
+            DueHandler(appointment_reminders.APPOINTMENT_REMINDER,
+                       appointment_reminders.send_due_reminders, lease_seconds=120,
+                       queue=REMINDERS_QUEUE),
         ],
         queues=[
             worker.Queue(CALLS_QUEUE, 20),
@@ -144,6 +149,7 @@ def _jobs(settings: Settings) -> worker.Jobs:
             worker.Queue(DELIVERIES_QUEUE, settings.webhook_concurrency),
             worker.Queue(CAMPAIGNS_QUEUE, 10),
             worker.Queue(ANALYSIS_QUEUE, ANALYSIS_CONCURRENCY),
+            worker.Queue(REMINDERS_QUEUE, 5),
         ],
     )
 

@@ -26,6 +26,7 @@ from typing import Any
 import asyncpg
 
 from api import events
+from api.appointments import tasks as reminders
 from api.calendars import service as calendars
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404, fetch_page, where_clause
@@ -109,9 +110,12 @@ def blank_to_none(text: str | None) -> str | None:
 
 
 async def _changed(conn: asyncpg.Connection, scope: TenantScope, event_type: str,
-                   row: asyncpg.Record) -> dict[str, Any]:
-    """What follows a booked, moved or cancelled appointment, in its transaction: the event
-    (last: it holds the tenant's event stream until commit)."""
+                   row: asyncpg.Record, calendar: asyncpg.Record | None = None,
+                   now: datetime | None = None) -> dict[str, Any]:
+    """What follows a booked, moved or cancelled appointment, in its transaction: its reminders
+    planned for its start (or dropped; `calendar` is its calendar row when booked or moved),
+    then the event (last: it holds the tenant's event stream until commit)."""
+    await reminders.planned(conn, scope, row, calendar, now)
     appointment = appointment_out(row)
     await events.emit(conn, event_type, {"sub_account_id": str(scope.sub_account_id),
                                          "appointment": appointment})
@@ -135,7 +139,7 @@ async def book(scope: TenantScope, calendar_id: uuid.UUID, contact_id: uuid.UUID
             row = await conn.fetchrow(INSERT_APPOINTMENT, calendar_id, contact_id, slot.start,
                                       slot.end, blank_to_none(title), blank_to_none(notes),
                                       source, call_id)
-            return await _changed(conn, scope, "appointment.booked", row)
+            return await _changed(conn, scope, "appointment.booked", row, calendar, now)
     except asyncpg.ExclusionViolationError:
         raise slot_unavailable() from None
     except asyncpg.ForeignKeyViolationError as exc:
@@ -208,7 +212,8 @@ async def update_appointment(scope: TenantScope, appointment_id: uuid.UUID, chan
             if changes.cancel:
                 return await _changed(conn, scope, "appointment.cancelled", row)
             if start != current["start"]:
-                return await _changed(conn, scope, "appointment.rescheduled", row)
+                return await _changed(conn, scope, "appointment.rescheduled", row, calendar,
+                                      now)
             return appointment_out(row)
     except asyncpg.ExclusionViolationError:
         raise slot_unavailable() from None

@@ -113,11 +113,13 @@ class Outgoing:
 
 
 async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contact_id: uuid.UUID,
-                          outgoing: Outgoing) -> dict[str, Any]:
+                          outgoing: Outgoing, *,
+                          message_id: uuid.UUID | None = None) -> dict[str, Any]:
     """Build, charge, record (queued), send, then mark sent. The message is built before the
     charge (a message that cannot be built is 400 and costs nothing); once charged, any failure
-    marks it failed and refunds the charge before the error goes on."""
-    message_id = uuid.uuid4()
+    marks it failed and refunds the charge before the error goes on. A job that must send at
+    most once passes its own stable `message_id` and looks for that message before sending."""
+    message_id = message_id or uuid.uuid4()
     price = await message_price(scope, outgoing.message_type)
     config = (await email_config_for(scope.pool, organisation_id)
               if outgoing.message_type == "email" else None)

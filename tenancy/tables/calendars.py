@@ -58,6 +58,9 @@ appointments = sa.Table(
     sa.Column("source", sa.Text, nullable=False, server_default="api"),
     # The call whose agent booked it (source agent).
     sa.Column("call_id", UUID, sa.ForeignKey("calls.id")),
+    # The reminders planned for the current start (api/appointments/tasks.py): [{index,
+    # at, channel, template, subject, message_id, status: pending|sent|skipped|failed, reason}].
+    sa.Column("reminders", pg.JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
     created_at(),
     updated_at(),
     sa.CheckConstraint("status IN ('booked', 'cancelled')", name="status"),

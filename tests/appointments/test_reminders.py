@@ -1,0 +1,251 @@
+"""Appointment reminders (CONTRACT 10 `reminders`, 10a): sent once at start minus
+minutes_before under POST /contacts/{id}/messages's rules, by the real worker; dropped by a
+cancel, moved by a reschedule, never twice.
+
+Slots are 5 minutes apart and reminders at least a minute before: to keep the tests fast, a
+booked appointment's planned reminder times (and its due-work row) are brought forward to a
+second or two from now, as the plan stands after booking."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from api.appointments import tasks as reminders_module
+from api.appointments.tasks import APPOINTMENT_REMINDER, send_due_reminders
+from tenancy.clock import utcnow
+from tenancy.db import tenant_transaction
+from tenancy.due import DueWork, schedule_due
+from tests.factories import (
+    APPOINTMENTS,
+    CONTACTS,
+    EMAIL_PRICE,
+    SMS_PRICE,
+    book,
+    create_calendar,
+    create_contact,
+    credit,
+    free_slots,
+    make_priced_tenant,
+)
+from tests.helpers import balance, tenant_sql
+
+SMS = {"minutes_before": 1, "channel": "sms",
+       "template": "Hi {{ contact.first_name }}, {{calendar.name}} at "
+                   "{{ appointment.start_local }}"}
+EMAIL = {"minutes_before": 2, "channel": "email", "subject": "Reminder: {{ calendar.name }}",
+         "template": "See you at {{ appointment.start_local }}, {{ contact.name }}"}
+
+
+async def arrange(client: Any, agency: Any, reminders: list[dict[str, Any]],
+                  **contact: Any) -> tuple[Any, dict[str, Any], str, list[dict[str, Any]]]:
+    """A priced, credited tenant; a calendar (Europe/Berlin, all day, 5-minute slots, no
+    notice) with these reminders; a contact; and the free slots from now on."""
+    tenant = await make_priced_tenant(client, agency)
+    await credit(client, tenant, 1)
+    calendar = await create_calendar(client, tenant, name="Dental", timezone="Europe/Berlin",
+                                     slot_minutes=5, reminders=reminders)
+    contact.setdefault("first_name", "Ada")
+    contact_id = await create_contact(client, tenant, **contact)
+    today = utcnow().date()
+    slots = await free_slots(client, tenant, calendar["id"], today.isoformat(),
+                             (today + timedelta(days=1)).isoformat())
+    return tenant, calendar, contact_id, slots
+
+
+async def plan_of(pool: Any, tenant: Any, appointment_id: str) -> list[dict[str, Any]]:
+    (row,) = await tenant_sql(pool, tenant, "SELECT reminders FROM appointments WHERE id = $1",
+                              uuid.UUID(appointment_id))
+    return list(row["reminders"])
+
+
+async def bring_forward(pool: Any, tenant: Any, appointment_id: str,
+                        seconds: float = 1.0) -> None:
+    """Every pending reminder of the appointment due `seconds` from now (its row too)."""
+    at = utcnow() + timedelta(seconds=seconds)
+    async with tenant_transaction(pool, tenant.schema) as conn:
+        entries = await conn.fetchval("SELECT reminders FROM appointments WHERE id = $1",
+                                      uuid.UUID(appointment_id))
+        for entry in entries:
+            if entry["status"] == "pending":
+                entry["at"] = at.isoformat()
+        await conn.execute("UPDATE appointments SET reminders = $2 WHERE id = $1",
+                           uuid.UUID(appointment_id), entries)
+        await schedule_due(conn, tenant.id, APPOINTMENT_REMINDER, uuid.UUID(appointment_id), at)
+
+
+async def settled(pool: Any, tenant: Any, appointment_id: str) -> list[dict[str, Any]]:
+    """The plan once no entry is pending (a generous bound, not a timing)."""
+    async with asyncio.timeout(30):
+        while True:
+            entries = await plan_of(pool, tenant, appointment_id)
+            if all(entry["status"] != "pending" for entry in entries):
+                return entries
+            await asyncio.sleep(0.1)
+
+
+async def outbound(pool: Any, tenant: Any, contact_id: str) -> list[Any]:
+    return await tenant_sql(
+        pool, tenant,
+        "SELECT m.id, m.message_type, m.subject, m.content, m.status FROM messages AS m "
+        "JOIN conversations AS v ON v.id = m.conversation_id "
+        "WHERE v.contact_id = $1 AND m.direction = 'outbound' ORDER BY m.created_at",
+        uuid.UUID(contact_id))
+
+
+async def due_rows(pool: Any, appointment_id: str) -> list[Any]:
+    return list(await pool.fetch("SELECT id FROM control.due_work WHERE kind = $1 AND ref_id = $2",
+                                 APPOINTMENT_REMINDER, uuid.UUID(appointment_id)))
+
+
+def local(start: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    instant = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    return instant.astimezone(ZoneInfo("Europe/Berlin")).strftime("%Y-%m-%d %H:%M")
+
+
+def run_of(tenant: Any, appointment_id: str) -> DueWork:
+    return DueWork(uuid.uuid4(), tenant.id, tenant.schema, APPOINTMENT_REMINDER,
+                   uuid.UUID(appointment_id), utcnow(), 1, 1)
+
+
+async def test_sms_and_email_reminders_arrive_once_at_their_time(client, pool, agency, mailbox,
+                                                               worker):
+    tenant, calendar, contact_id, slots = await arrange(
+        client, agency, [SMS, EMAIL], phone="+14155550149",
+        email=f"ada-{uuid.uuid4().hex[:8]}@example.com", last_name="Lovelace")
+    # A slot far enough ahead that both reminders are still to come at booking.
+    slot = slots[1]
+    appointment = await book(client, tenant, calendar["id"], contact_id, slot["start"])
+    plan = await plan_of(pool, tenant, appointment["id"])
+    assert [e["status"] for e in plan] == ["pending", "pending"]
+    assert len(await due_rows(pool, appointment["id"])) == 1
+
+    await bring_forward(pool, tenant, appointment["id"])
+    entries = await settled(pool, tenant, appointment["id"])
+
+    assert [e["status"] for e in entries] == ["sent", "sent"], entries
+    by_type = {m["message_type"]: m for m in await outbound(pool, tenant, contact_id)}
+    sms, email = by_type["sms"], by_type["email"]
+    assert sms["message_type"] == "sms" and sms["status"] == "sent"
+    assert sms["content"] == f"Hi Ada, Dental at {local(slot['start'])}"
+    assert email["message_type"] == "email" and email["subject"] == "Reminder: Dental"
+    (address,) = await tenant_sql(pool, tenant, "SELECT email FROM contacts WHERE id = $1",
+                                  uuid.UUID(contact_id))
+    (received,) = mailbox.to(address["email"])
+    assert received["Subject"] == "Reminder: Dental"
+    assert f"See you at {local(slot['start'])}" in received.get_payload(decode=True).decode()
+    assert await balance(pool, tenant) == Decimal("1") - SMS_PRICE - EMAIL_PRICE
+    assert await due_rows(pool, appointment["id"]) == []
+
+
+async def test_a_reminder_whose_time_passed_at_booking_is_not_sent(client, pool, agency):
+    tenant, calendar, contact_id, slots = await arrange(
+        client, agency, [{**SMS, "minutes_before": 120}], phone="+14155550148")
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[0]["start"])
+
+    (entry,) = await plan_of(pool, tenant, appointment["id"])
+    assert (entry["status"], entry["reason"]) == ("skipped", "time_passed_at_booking")
+    assert await due_rows(pool, appointment["id"]) == []
+    assert await send_due_reminders({"db": pool}, run_of(tenant, appointment["id"])) is None
+    assert await outbound(pool, tenant, contact_id) == []
+
+
+async def test_cancel_drops_the_reminders(client, pool, agency):
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
+                                                        phone="+14155550147")
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
+    await bring_forward(pool, tenant, appointment["id"], seconds=-1)
+
+    response = await client.patch(f"{APPOINTMENTS}/{appointment['id']}",
+                                  json={"status": "cancelled"}, headers=tenant.headers)
+    assert response.status_code == 200
+
+    assert await due_rows(pool, appointment["id"]) == []
+    (entry,) = await plan_of(pool, tenant, appointment["id"])
+    assert (entry["status"], entry["reason"]) == ("skipped", "appointment_cancelled")
+    # A run that raced the cancel (queued before it) sends nothing.
+    assert await send_due_reminders({"db": pool}, run_of(tenant, appointment["id"])) is None
+    assert await outbound(pool, tenant, contact_id) == []
+    assert await balance(pool, tenant) == Decimal("1")
+
+
+async def test_reschedule_moves_the_reminders(client, pool, agency, worker):
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
+                                                        phone="+14155550146")
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
+    (old,) = await plan_of(pool, tenant, appointment["id"])
+    new_start = slots[3]["start"]
+
+    response = await client.patch(f"{APPOINTMENTS}/{appointment['id']}",
+                                  json={"start": new_start}, headers=tenant.headers)
+    assert response.status_code == 200
+    (moved,) = await plan_of(pool, tenant, appointment["id"])
+    assert moved["message_id"] != old["message_id"]
+    assert datetime.fromisoformat(moved["at"]) == (
+        datetime.fromisoformat(new_start.replace("Z", "+00:00")) - timedelta(minutes=1))
+
+    await bring_forward(pool, tenant, appointment["id"])
+    (entry,) = await settled(pool, tenant, appointment["id"])
+
+    assert entry["status"] == "sent"
+    (message,) = await outbound(pool, tenant, contact_id)
+    assert str(message["id"]) == moved["message_id"]
+    assert message["content"] == f"Hi Ada, Dental at {local(new_start)}"
+
+
+async def test_consent_revoked_is_not_sent_nor_charged(client, pool, agency, worker):
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
+                                                        phone="+14155550145")
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
+    response = await client.put(f"{CONTACTS}/{contact_id}/consent", headers=tenant.headers,
+                                json={"channel": "sms", "status": "revoked"})
+    assert response.status_code == 200
+
+    await bring_forward(pool, tenant, appointment["id"])
+    (entry,) = await settled(pool, tenant, appointment["id"])
+
+    assert (entry["status"], entry["reason"]) == ("skipped", "contact_opted_out")
+    assert await outbound(pool, tenant, contact_id) == []
+    assert await balance(pool, tenant) == Decimal("1")
+
+
+async def test_exactly_once_when_the_job_runs_twice_or_loses_its_outcome(client, pool, agency):
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
+                                                        phone="+14155550144")
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
+    await bring_forward(pool, tenant, appointment["id"], seconds=-1)
+    ctx = {"db": pool}
+
+    assert await send_due_reminders(ctx, run_of(tenant, appointment["id"])) is None
+    assert await send_due_reminders(ctx, run_of(tenant, appointment["id"])) is None
+    # A run that sent, then died before writing the outcome: the plan still says pending.
+    async with tenant_transaction(pool, tenant.schema) as conn:
+        entries = await conn.fetchval("SELECT reminders FROM appointments WHERE id = $1",
+                                      uuid.UUID(appointment["id"]))
+        entries[0]["status"] = "pending"
+        await conn.execute("UPDATE appointments SET reminders = $2 WHERE id = $1",
+                           uuid.UUID(appointment["id"]), entries)
+    assert await send_due_reminders(ctx, run_of(tenant, appointment["id"])) is None
+
+    (entry,) = await plan_of(pool, tenant, appointment["id"])
+    assert entry["status"] == "sent"
+    assert len(await outbound(pool, tenant, contact_id)) == 1
+    assert await balance(pool, tenant) == Decimal("1") - SMS_PRICE
+
+
+async def test_a_reminder_not_yet_due_waits(client, pool, agency):
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
+                                                        phone="+14155550143")
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[2]["start"])
+    (entry,) = await plan_of(pool, tenant, appointment["id"])
+
+    next_at = await send_due_reminders({"db": pool}, run_of(tenant, appointment["id"]))
+
+    assert next_at == datetime.fromisoformat(entry["at"])
+    assert await outbound(pool, tenant, contact_id) == []
+    assert reminders_module.next_pending(await plan_of(pool, tenant, appointment["id"])) == next_at

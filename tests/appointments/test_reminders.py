@@ -249,3 +249,21 @@ async def test_a_reminder_not_yet_due_waits(client, pool, agency):
     assert next_at == datetime.fromisoformat(entry["at"])
     assert await outbound(pool, tenant, contact_id) == []
     assert reminders_module.next_pending(await plan_of(pool, tenant, appointment["id"])) == next_at
+
+
+async def test_a_run_that_raced_a_reschedule_sends_only_for_the_new_start(client, pool, agency):
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
+                                                        phone="+14155550192")
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
+    # The old reminder came due and its job was queued; the reschedule commits first.
+    await bring_forward(pool, tenant, appointment["id"], seconds=-1)
+    response = await client.patch(f"{APPOINTMENTS}/{appointment['id']}",
+                                  json={"start": slots[4]["start"]}, headers=tenant.headers)
+    assert response.status_code == 200
+    (moved,) = await plan_of(pool, tenant, appointment["id"])
+
+    next_at = await send_due_reminders({"db": pool}, run_of(tenant, appointment["id"]))
+
+    assert next_at == datetime.fromisoformat(moved["at"]) > utcnow()
+    assert await outbound(pool, tenant, contact_id) == []
+    assert await balance(pool, tenant) == Decimal("1")

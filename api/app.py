@@ -105,7 +105,8 @@ class SwitchboardApp(Quart):
         before the request committed anything (`switchboard migrate` under traffic)."""
         return await retry_stale_statements(
             lambda: super(SwitchboardApp, self).dispatch_request(request_context),
-            on_retry=_log_stale_statement)
+            on_retry=_log_stale_statement,
+        )
 
     async def make_response(self, result: Any) -> Any:
         """Quart's, plus: a pydantic model becomes its dict (fields set only), and with
@@ -121,8 +122,10 @@ class SwitchboardApp(Quart):
 
 
 def _log_stale_statement(error: Exception) -> None:
-    log.info("a cached statement went stale after a schema change (%s); running the request "
-             "again", type(error).__name__)
+    log.info(
+        "a cached statement went stale after a schema change (%s); running the request again",
+        type(error).__name__,
+    )
 
 
 class NoSessions(SessionInterface):
@@ -138,12 +141,15 @@ class NoSessions(SessionInterface):
 class APIRequest(Request):
     body_class = WholeBody
 
-    async def get_data(self, cache: bool = True, as_text: bool = False,  # type: ignore[override]
-                       parse_form_data: bool = False) -> str | bytes:
+    async def get_data(  # type: ignore[override]
+        self,
+        cache: bool = True,
+        as_text: bool = False,
+        parse_form_data: bool = False,
+    ) -> str | bytes:
         """Quart's, without its asyncio.wait_for (a new task) when the body is already whole,
         as it almost always is here (api/asgi.py reads it before the handler runs)."""
-        whole: bytes | None = (None if parse_form_data
-                               else self.body.whole())  # type: ignore[attr-defined]
+        whole: bytes | None = None if parse_form_data else self.body.whole()  # type: ignore[attr-defined]
         if whole is None:
             return await super().get_data(cache, as_text, parse_form_data)
         if not cache:
@@ -164,8 +170,9 @@ class APIRequest(Request):
     def content_length(self) -> int | None:
         # werkzeug's, reading header_values: its Headers.get finds a missing Transfer-Encoding
         # by raising (and catching) a BadRequestKeyError, on every request.
-        return get_content_length(self.header_values.get("content-length"),
-                                  self.header_values.get("transfer-encoding"))
+        return get_content_length(
+            self.header_values.get("content-length"), self.header_values.get("transfer-encoding")
+        )
 
     @property
     def blueprints(self) -> list[str]:
@@ -173,8 +180,7 @@ class APIRequest(Request):
         name = self.blueprint
         return split_blueprint_path(name) if name is not None else []
 
-    async def get_json(self, force: bool = False, silent: bool = False,
-                       cache: bool = True) -> Any:
+    async def get_json(self, force: bool = False, silent: bool = False, cache: bool = True) -> Any:
         try:
             result = await super().get_json(force=force, silent=silent, cache=cache)
         except RecursionError:
@@ -189,8 +195,7 @@ class APIRequest(Request):
         raise APIError(400, "invalid_json", "the body is not valid JSON")
 
 
-def create_app(settings: Settings | None = None,
-               blueprints: Iterable[Blueprint] = ()) -> Quart:
+def create_app(settings: Settings | None = None, blueprints: Iterable[Blueprint] = ()) -> Quart:
     """The app with the HTTP shell and `blueprints` (the composition root's list,
     cli/wiring.py, registered in that order)."""
     settings = settings or get_settings()
@@ -204,8 +209,11 @@ def create_app(settings: Settings | None = None,
     app.config["QUART_SCHEMA_SWAGGER_CSS_URL"] = "/docs/assets/swagger-ui.css"
     QuartSchema(
         app,
-        info=Info(title="Switchboard", version=API_VERSION,
-                  description="Contact, messaging and voice-agent platform API"),
+        info=Info(
+            title="Switchboard",
+            version=API_VERSION,
+            description="Contact, messaging and voice-agent platform API",
+        ),
         openapi_path="/openapi.json",
         swagger_ui_path="/docs",
         redoc_ui_path=None,
@@ -244,20 +252,26 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
 
         database_url, redis_url = resolve_urls(settings)
         app.config["DB_POOL"] = await create_pool(
-            database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
+            database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max
+        )
         client = aioredis.from_url(  # type: ignore[no-untyped-call]  # redis-py: unannotated
-            redis_url, socket_timeout=2, socket_connect_timeout=2)
+            redis_url, socket_timeout=2, socket_connect_timeout=2
+        )
         app.config["REDIS"] = client
         app.config["ARQ"] = await create_arq_pool(RedisSettings.from_dsn(redis_url))
-        principals = PrincipalCache(settings.auth_cache_seconds,
-                                    notified_ttl=settings.auth_cache_notified_seconds)
+        principals = PrincipalCache(
+            settings.auth_cache_seconds, notified_ttl=settings.auth_cache_notified_seconds
+        )
         app.config["PRINCIPALS"] = principals
         if principals.ttl > 0 and principals.notified_ttl > principals.ttl:
             listening = principals.listen(session_url(database_url), app.config["DB_POOL"])
             app.config["PRINCIPALS_LISTENER"] = asyncio.create_task(listening)
         app.config["RATE_LIMITER"] = RateLimiter(
-            client, settings.rate_limit_requests, settings.rate_limit_window_seconds,
-            settings.rate_limit_fail_open)
+            client,
+            settings.rate_limit_requests,
+            settings.rate_limit_window_seconds,
+            settings.rate_limit_fail_open,
+        )
 
     @app.after_serving
     async def close_clients() -> None:
@@ -278,8 +292,9 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
         state = unproxied(g)
         state.started = time.perf_counter()
         incoming = current.header_values.get("x-request-id", "")
-        state.request_id = (incoming if REQUEST_ID.fullmatch(incoming)
-                            else f"{random.getrandbits(128):032x}")
+        state.request_id = (
+            incoming if REQUEST_ID.fullmatch(incoming) else f"{random.getrandbits(128):032x}"
+        )
         request_id_var.set(state.request_id)
         sub_account_id_var.set(None)
         if current.view_args:
@@ -292,10 +307,13 @@ def _register_lifecycle(app: Quart, settings: Settings) -> None:
     async def end_request(response: Response) -> Response:
         state = unproxied(g)
         # Added, not set: nothing else writes these names, and set() scans every header.
-        response.headers.extend([
-            ("X-Request-ID", getattr(state, "request_id", None) or uuid.uuid4().hex),
-            ("X-API-Version", API_VERSION),
-            *getattr(state, "rate_limit_headers", {}).items()])
+        response.headers.extend(
+            [
+                ("X-Request-ID", getattr(state, "request_id", None) or uuid.uuid4().hex),
+                ("X-API-Version", API_VERSION),
+                *getattr(state, "rate_limit_headers", {}).items(),
+            ]
+        )
         await idempotency.finish(response)
         metrics.observe(response, getattr(g, "started", None))
         return response

@@ -46,15 +46,16 @@ class HTTPConnection(QuartHTTPConnection):
         request.body.set_complete()
         await self.handle_request(request, send)
 
-    async def _read_at_once(self, receive: ASGIReceiveCallable,
-                            messages: list[Any]) -> bool | None:
+    async def _read_at_once(self, receive: ASGIReceiveCallable, messages: list[Any]) -> bool | None:
         """Take the request's messages into `messages`: True once the body is whole, False if
         it is still arriving after INLINE_BODY_SECONDS or is over the size limit (Quart's code
         then answers 408 or 413), None if the client disconnected."""
         size, limit = 0, self.app.config["MAX_CONTENT_LENGTH"]
-        timer = (contextlib.nullcontext()
-                 if self.scope["http_version"] != "2" and _declares_no_body(self.scope["headers"])
-                 else asyncio.timeout(INLINE_BODY_SECONDS))
+        timer = (
+            contextlib.nullcontext()
+            if self.scope["http_version"] != "2" and _declares_no_body(self.scope["headers"])
+            else asyncio.timeout(INLINE_BODY_SECONDS)
+        )
         try:
             async with timer:
                 while True:
@@ -90,10 +91,20 @@ class HTTPConnection(QuartHTTPConnection):
         if type(body) is not DataBody:  # streamed (or a werkzeug response): Quart's way
             await self.quart_send_response(send, response)
             return
-        await send({"type": "http.response.start", "status": response.status_code,
-                    "headers": encode_headers(response.headers)})
-        await send({"type": "http.response.body", "body": body.data[body.begin:body.end],
-                    "more_body": False})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": encode_headers(response.headers),
+            }
+        )
+        await send(
+            {
+                "type": "http.response.body",
+                "body": body.data[body.begin : body.end],
+                "more_body": False,
+            }
+        )
 
 
 def _declares_no_body(headers: Any) -> bool:

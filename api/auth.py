@@ -39,10 +39,10 @@ def presented_key() -> str | None:
 async def authenticate(kind: str) -> Principal:
     key = presented_key()
     if key is None:
-        raise APIError(401, "missing_api_key", "an API key is required (x-api-key or "
-                       "Authorization: Bearer)")
-    found: Principal | None = await current_app.config["PRINCIPALS"].resolve(
-        db_pool(), key)
+        raise APIError(
+            401, "missing_api_key", "an API key is required (x-api-key or Authorization: Bearer)"
+        )
+    found: Principal | None = await current_app.config["PRINCIPALS"].resolve(db_pool(), key)
     if found is None or found.kind != kind:
         raise APIError(401, "invalid_api_key", "the API key is invalid for this operation")
     g.principal = found
@@ -57,8 +57,9 @@ async def authenticate(kind: str) -> Principal:
     return found
 
 
-def requires(kind: Literal["agency", "sub_account"]) -> Callable[[Callable[..., Any]],
-                                                                 Callable[..., Any]]:
+def requires(
+    kind: Literal["agency", "sub_account"],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:

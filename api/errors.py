@@ -35,8 +35,12 @@ HTTP_CODES = {
 }
 
 
-def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(
+    code: str,
+    message: str,
+    details: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if details:
         error["details"] = details
@@ -58,8 +62,11 @@ def error_response(status: int, code: str, message: str, **kwargs: Any) -> Respo
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     return [
-        {"field": ".".join(str(part) for part in err["loc"]) or "body",
-         "message": err["msg"], "type": err["type"]}
+        {
+            "field": ".".join(str(part) for part in err["loc"]) or "body",
+            "message": err["msg"],
+            "type": err["type"],
+        }
         for err in exc.errors(include_input=False, include_url=False)
     ]
 
@@ -115,16 +122,24 @@ async def _not_an_object_message() -> str:
     sent = request.headers.get("Content-Type")
     if not request.is_json and (await request.get_data(as_text=False)).strip():
         named = f"Content-Type {sent.split(';')[0].strip()!r}" if sent else "no Content-Type"
-        return (f"the body must be JSON sent with Content-Type: application/json; this request "
-                f"has {named}")
+        return (
+            f"the body must be JSON sent with Content-Type: application/json; this request "
+            f"has {named}"
+        )
     return "the body must be a JSON object"
 
 
 def register_error_handlers(app: Quart) -> None:
     @app.errorhandler(APIError)
     async def handle_api_error(exc: APIError) -> Response:
-        return error_response(exc.status, exc.code, exc.message, details=exc.details,
-                              extra=exc.extra, headers=exc.headers)
+        return error_response(
+            exc.status,
+            exc.code,
+            exc.message,
+            details=exc.details,
+            extra=exc.extra,
+            headers=exc.headers,
+        )
 
     @app.errorhandler(RequestSchemaValidationError)
     async def handle_validation(exc: RequestSchemaValidationError) -> Response:
@@ -132,12 +147,18 @@ def register_error_handlers(app: Quart) -> None:
         if isinstance(inner, ValidationError):
             details = validation_details(inner)
             # A body that is no JSON object at all.
-            if len(details) == 1 and details[0]["field"] == "body" or (
-                details and details[0]["type"] in ("model_type", "dict_type")
-                and details[0]["field"] in ("body", "")
+            if (
+                len(details) == 1
+                and details[0]["field"] == "body"
+                or (
+                    details
+                    and details[0]["type"] in ("model_type", "dict_type")
+                    and details[0]["field"] in ("body", "")
+                )
             ):
-                return error_response(400, "validation_error", await _not_an_object_message(),
-                                      details=details)
+                return error_response(
+                    400, "validation_error", await _not_an_object_message(), details=details
+                )
             return error_response(400, "validation_error", "invalid request", details=details)
         return error_response(400, "validation_error", "invalid request")
 
@@ -145,8 +166,11 @@ def register_error_handlers(app: Quart) -> None:
     async def handle_http(exc: HTTPException) -> Response:
         status = exc.code or 500
         code = HTTP_CODES.get(status, "http_error")
-        message = {404: "no such route", 405: "method not allowed for this route",
-                   413: "request body too large"}.get(status, exc.name or "error")
+        message = {
+            404: "no such route",
+            405: "method not allowed for this route",
+            413: "request body too large",
+        }.get(status, exc.name or "error")
         headers = {}
         if getattr(exc, "valid_methods", None):
             headers["Allow"] = ", ".join(resource_methods())
@@ -159,8 +183,11 @@ def register_error_handlers(app: Quart) -> None:
         if unavailable(exc):
             log.warning("database or queue unavailable: %s", type(exc).__name__)
             await _consume_body()
-            return error_response(503, "service_unavailable",
-                                  "a backing service is unavailable; retry shortly",
-                                  headers={"Retry-After": "1"})
+            return error_response(
+                503,
+                "service_unavailable",
+                "a backing service is unavailable; retry shortly",
+                headers={"Retry-After": "1"},
+            )
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal_error", "internal error")

@@ -47,10 +47,20 @@ from tenancy.clock import iso
 from tenancy.due import schedule_due
 
 EVENT_TYPES = (
-    "contact.created", "contact.updated", "contact.deleted", "contact.consent_updated",
-    "message.received", "message.status_updated", "call.completed", "call.failed",
-    "campaign.completed", "invoice.paid", "appointment.booked", "appointment.rescheduled",
-    "appointment.cancelled", "call.analyzed",
+    "contact.created",
+    "contact.updated",
+    "contact.deleted",
+    "contact.consent_updated",
+    "message.received",
+    "message.status_updated",
+    "call.completed",
+    "call.failed",
+    "campaign.completed",
+    "invoice.paid",
+    "appointment.booked",
+    "appointment.rescheduled",
+    "appointment.cancelled",
+    "call.analyzed",
 )
 # A subscription to every event, including ones added to the catalog later.
 ALL_EVENTS = "*"
@@ -126,11 +136,19 @@ async def emit(conn: asyncpg.Connection, event_type: str, data: dict[str, Any]) 
     return event
 
 
-async def emit_to(conn: asyncpg.Connection, event: Event, url: str, secret: str,
-                  agent_id: uuid.UUID | None = None) -> uuid.UUID:
+async def emit_to(
+    conn: asyncpg.Connection, event: Event, url: str, secret: str, agent_id: uuid.UUID | None = None
+) -> uuid.UUID:
     """Queue one delivery of `event` to `url`, signed with `secret` (same transaction)."""
-    row = await conn.fetchrow(INSERT_TARGET_DELIVERY, url, secrets.encrypt(secret), agent_id,
-                              event.type, event.id, event.body)
+    row = await conn.fetchrow(
+        INSERT_TARGET_DELIVERY,
+        url,
+        secrets.encrypt(secret),
+        agent_id,
+        event.type,
+        event.id,
+        event.body,
+    )
     await _schedule(conn, [row])
     return row["id"]  # type: ignore[no-any-return]
 
@@ -146,8 +164,10 @@ async def emit_again(conn: asyncpg.Connection, delivery_id: uuid.UUID) -> uuid.U
 def _body(event_type: str, at: dt.datetime, data_json: str) -> str:
     """The exact JSON body that is signed and sent: `{type, timestamp, data}`, compact, as
     `jsonenc.dumps` writes it, around the very `data` text the log keeps."""
-    return (f'{{"type":{jsonenc.dumps(event_type)},"timestamp":{jsonenc.dumps(iso(at))},'
-            f'"data":{data_json}}}')
+    return (
+        f'{{"type":{jsonenc.dumps(event_type)},"timestamp":{jsonenc.dumps(iso(at))},'
+        f'"data":{data_json}}}'
+    )
 
 
 async def _schedule(conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> None:

@@ -39,12 +39,13 @@ def unproxied(proxy: T) -> T:
 
 
 def split_blueprint_path(name: str) -> list[str]:
-    """"a.b.c" -> ["a.b.c", "a.b", "a"], as Quart's Request.blueprints computes it."""
+    """ "a.b.c" -> ["a.b.c", "a.b", "a"], as Quart's Request.blueprints computes it."""
     return _split_blueprint_path(name)
 
 
-def json_response_value(provider: DefaultJSONProvider, args: tuple[Any, ...],
-                        kwargs: dict[str, Any]) -> Any:
+def json_response_value(
+    provider: DefaultJSONProvider, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """The value `app.json.response(*args, **kwargs)` serialises (Flask's rule: one argument
     is itself, several a list, keywords a dict, none None)."""
     return provider._prepare_response_obj(args, kwargs)

@@ -63,8 +63,9 @@ async def _request_hash() -> bytes:
         body = raw
     except RecursionError:  # the same answer the body parser gives without the header
         raise APIError(400, "invalid_json", "the JSON body is nested too deeply") from None
-    return hashlib.sha256(request.method.encode() + b" " + request.path.encode() + b"\n"
-                          + body).digest()
+    return hashlib.sha256(
+        request.method.encode() + b" " + request.path.encode() + b"\n" + body
+    ).digest()
 
 
 async def begin(api_key_id: object) -> Response | None:
@@ -75,8 +76,11 @@ async def begin(api_key_id: object) -> Response | None:
     if key is None:
         return None
     if not KEY_FORMAT.fullmatch(key):
-        raise APIError(400, "invalid_idempotency_key",
-                       "Idempotency-Key must be 1 to 255 visible ASCII characters")
+        raise APIError(
+            400,
+            "invalid_idempotency_key",
+            "Idempotency-Key must be 1 to 255 visible ASCII characters",
+        )
     digest = await _request_hash()
     pool = current_app.config["DB_POOL"]
     claimed = await pool.fetchval(CLAIM, api_key_id, key, digest, utcnow() + LEASE, RETENTION)
@@ -85,16 +89,22 @@ async def begin(api_key_id: object) -> Response | None:
         return None
     row = await pool.fetchrow(SELECT, api_key_id, key)
     if row is None:  # released between our insert and read: the client may simply retry
-        raise APIError(409, "idempotency_key_in_progress",
-                       "a request with this Idempotency-Key is in progress")
+        raise APIError(
+            409, "idempotency_key_in_progress", "a request with this Idempotency-Key is in progress"
+        )
     if row["request_hash"] != digest:
-        raise APIError(422, "idempotency_key_reused",
-                       "this Idempotency-Key was used with a different request")
+        raise APIError(
+            422, "idempotency_key_reused", "this Idempotency-Key was used with a different request"
+        )
     if row["state"] != "done":
-        raise APIError(409, "idempotency_key_in_progress",
-                       "a request with this Idempotency-Key is in progress")
-    response = Response(secrets.decrypt_bytes(row["response_body"]), status=row["response_status"],
-                        content_type=row["response_content_type"])
+        raise APIError(
+            409, "idempotency_key_in_progress", "a request with this Idempotency-Key is in progress"
+        )
+    response = Response(
+        secrets.decrypt_bytes(row["response_body"]),
+        status=row["response_status"],
+        content_type=row["response_content_type"],
+    )
     response.headers["Idempotent-Replayed"] = "true"
     return response
 

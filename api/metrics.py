@@ -29,22 +29,38 @@ blueprint = Blueprint("metrics", __name__)
 access_log = logging.getLogger("switchboard.access")
 
 REGISTRY = CollectorRegistry(auto_describe=True)
-REQUESTS = Counter("switchboard_http_requests_total", "HTTP requests answered",
-                   ["method", "route", "status"], registry=REGISTRY)
-LATENCY = Histogram("switchboard_http_request_duration_seconds", "HTTP request latency",
-                    ["method", "route"], registry=REGISTRY,
-                    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-JOBS = Gauge("switchboard_jobs_total", "Jobs run by the workers, by kind and outcome",
-             ["kind", "outcome"], registry=REGISTRY)
+REQUESTS = Counter(
+    "switchboard_http_requests_total",
+    "HTTP requests answered",
+    ["method", "route", "status"],
+    registry=REGISTRY,
+)
+LATENCY = Histogram(
+    "switchboard_http_request_duration_seconds",
+    "HTTP request latency",
+    ["method", "route"],
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+JOBS = Gauge(
+    "switchboard_jobs_total",
+    "Jobs run by the workers, by kind and outcome",
+    ["kind", "outcome"],
+    registry=REGISTRY,
+)
 # One arq queue per kind of work (jobs/worker.py): each is a sorted set named arq:queue[:kind].
-QUEUE_DEPTH = Gauge("switchboard_queue_depth", "Jobs waiting in an arq queue", ["queue"],
-                    registry=REGISTRY)
-DUE_LAG = Gauge("switchboard_due_work_lag_seconds",
-                "Age of the oldest due, unclaimed work item (0 when none)", registry=REGISTRY)
-DUE_PENDING = Gauge("switchboard_due_work_pending", "Due, unclaimed work items",
-                    registry=REGISTRY)
-POOL_SIZE = Gauge("switchboard_db_pool_connections", "asyncpg pool connections",
-                  ["state"], registry=REGISTRY)
+QUEUE_DEPTH = Gauge(
+    "switchboard_queue_depth", "Jobs waiting in an arq queue", ["queue"], registry=REGISTRY
+)
+DUE_LAG = Gauge(
+    "switchboard_due_work_lag_seconds",
+    "Age of the oldest due, unclaimed work item (0 when none)",
+    registry=REGISTRY,
+)
+DUE_PENDING = Gauge("switchboard_due_work_pending", "Due, unclaimed work items", registry=REGISTRY)
+POOL_SIZE = Gauge(
+    "switchboard_db_pool_connections", "asyncpg pool connections", ["state"], registry=REGISTRY
+)
 
 DUE_WORK_LAG = """
 SELECT count(*) AS pending,
@@ -71,17 +87,27 @@ def observe(response: Response, started: float | None) -> None:
         series = (method, rule, status)
         children = _children.get(series)
         if children is None:
-            children = _children[series] = (REQUESTS.labels(method, rule, str(status)),
-                                            LATENCY.labels(method, rule))
+            children = _children[series] = (
+                REQUESTS.labels(method, rule, str(status)),
+                LATENCY.labels(method, rule),
+            )
         children[0].inc()
         children[1].observe(elapsed)
     if access_log.isEnabledFor(logging.INFO):
         # The record made directly: Logger.info would find no caller (logs.py turns that off)
         # and copy `extra` key by key, checking each against the record's own attributes.
-        record = logging.LogRecord(access_log.name, logging.INFO, "(unknown file)", 0,
-                                   "%s %s %s", (method, rule, status), None)
-        record.__dict__.update(method=method, route=rule, status=status,
-                               duration_ms=round(elapsed * 1000, 2))
+        record = logging.LogRecord(
+            access_log.name,
+            logging.INFO,
+            "(unknown file)",
+            0,
+            "%s %s %s",
+            (method, rule, status),
+            None,
+        )
+        record.__dict__.update(
+            method=method, route=rule, status=status, duration_ms=round(elapsed * 1000, 2)
+        )
         access_log.handle(record)
 
 

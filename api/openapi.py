@@ -49,10 +49,11 @@ GENERIC = {
     500: "Internal error",
     503: "A backing service is unavailable",
 }
-KEYED = {401: "Missing or invalid API key", 403: "Outside the key's scope",
-         429: "Rate limited"}
-KEYED_POST = {409: "Conflict (or the Idempotency-Key request is still running)",
-              422: "Idempotency-Key reused with a different request"}
+KEYED = {401: "Missing or invalid API key", 403: "Outside the key's scope", 429: "Rate limited"}
+KEYED_POST = {
+    409: "Conflict (or the Idempotency-Key request is still running)",
+    422: "Idempotency-Key reused with a different request",
+}
 
 COMMON_HEADERS = {
     "X-Request-ID": {"schema": {"type": "string"}},
@@ -89,18 +90,31 @@ def _page_parameters(endpoint: str) -> list[dict[str, Any]]:
     if endpoint in LENIENT_LIMIT:
         limit: dict[str, Any] = {
             "anyOf": [{"type": "integer", "minimum": 1, "maximum": maximum}, {"type": "string"}],
-            "default": 50}
-        limit_text = (f"Page size 1 to {maximum}; over {maximum} counts as {maximum}, a missing, "
-                      "non-numeric, zero or negative one as 50.")
+            "default": 50,
+        }
+        limit_text = (
+            f"Page size 1 to {maximum}; over {maximum} counts as {maximum}, a missing, "
+            "non-numeric, zero or negative one as 50."
+        )
     else:
         limit = {"type": "integer", "minimum": 1, "maximum": maximum, "default": 50}
         limit_text = f"Page size, 1 to {maximum}; anything else is 400."
     offset = {"type": "integer", "minimum": 0, "maximum": INT_ARG_MAX, "default": 0}
     return [
-        {"name": "limit", "in": "query", "required": False, "description": limit_text,
-         "schema": limit},
-        {"name": "offset", "in": "query", "required": False, "schema": offset,
-         "description": "Records to skip; a negative or non-numeric one is 400."},
+        {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "description": limit_text,
+            "schema": limit,
+        },
+        {
+            "name": "offset",
+            "in": "query",
+            "required": False,
+            "schema": offset,
+            "description": "Records to skip; a negative or non-numeric one is 400.",
+        },
     ]
 
 
@@ -130,8 +144,12 @@ def _paginated(func: Any) -> bool:
 
 # Bounds pydantic could not fold into a number type (one with its own validators) come out
 # under their Python names; JSON Schema calls them these.
-BOUND_KEYWORDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum",
-                  "le": "maximum"}
+BOUND_KEYWORDS = {
+    "gt": "exclusiveMinimum",
+    "ge": "minimum",
+    "lt": "exclusiveMaximum",
+    "le": "maximum",
+}
 
 
 def _bound(value: Any) -> Any:
@@ -160,13 +178,19 @@ def json_schema_bounds(node: Any) -> None:
 # is Unicode, and JSON exchanged between systems is UTF-8, RFC 8259 section 8.1), and regex
 # engines without UTF-16 code units (Rust's, which schemathesis validates with) cannot name it.
 STORABLE = r"^[^\u0000]*$"
-STORABLE_JSON = {"anyOf": [
-    {"type": "string", "pattern": STORABLE},
-    {"type": ["number", "boolean", "null"]},
-    {"type": "array", "items": {"$ref": "#/components/schemas/StorableJSON"}},
-    {"type": "object", "propertyNames": {"pattern": STORABLE},
-     "additionalProperties": {"$ref": "#/components/schemas/StorableJSON"}},
-], "description": "Any JSON value whose strings (keys too) hold no NUL or unpaired surrogate."}
+STORABLE_JSON = {
+    "anyOf": [
+        {"type": "string", "pattern": STORABLE},
+        {"type": ["number", "boolean", "null"]},
+        {"type": "array", "items": {"$ref": "#/components/schemas/StorableJSON"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": STORABLE},
+            "additionalProperties": {"$ref": "#/components/schemas/StorableJSON"},
+        },
+    ],
+    "description": "Any JSON value whose strings (keys too) hold no NUL or unpaired surrogate.",
+}
 STORABLE_REF = {"$ref": "#/components/schemas/StorableJSON"}
 NESTED = ("items", "contains", "then", "else")
 NESTED_LISTS = ("anyOf", "allOf", "oneOf")
@@ -199,8 +223,12 @@ def storable(schema: Any) -> None:
 def _request_components(document: dict[str, Any]) -> set[str]:
     """The component schemas request bodies use, directly or through each other."""
     found: set[str] = set()
-    pending = [operation["requestBody"] for operations in document["paths"].values()
-               for operation in operations.values() if "requestBody" in operation]
+    pending = [
+        operation["requestBody"]
+        for operations in document["paths"].values()
+        for operation in operations.values()
+        if "requestBody" in operation
+    ]
     while pending:
         node = pending.pop()
         if isinstance(node, dict):
@@ -261,10 +289,11 @@ def add_links(document: dict[str, Any]) -> None:
     """Link each create or update answer to every operation whose path ids it supplies, so that
     clients (and schemathesis' stateful phase) can follow a created record to its operations."""
     components = document["components"]["schemas"]
-    targets = [(path, method, {p["name"] for p in operation.get("parameters", [])
-                               if p["in"] == "path"})
-               for path, operations in document["paths"].items()
-               for method, operation in operations.items()]
+    targets = [
+        (path, method, {p["name"] for p in operation.get("parameters", []) if p["in"] == "path"})
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+    ]
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             if method not in ("post", "put", "patch"):
@@ -276,11 +305,14 @@ def add_links(document: dict[str, Any]) -> None:
                 ids = _returned_ids(schema, components)
                 links = {
                     f"{target_method.upper()} {target}": {
-                        "operationRef": "#/paths/" + target.replace("~", "~0").replace("/", "~1")
-                                        + f"/{target_method}",
-                        "parameters": {name: ids[name] for name in sorted(names)}}
+                        "operationRef": "#/paths/"
+                        + target.replace("~", "~0").replace("/", "~1")
+                        + f"/{target_method}",
+                        "parameters": {name: ids[name] for name in sorted(names)},
+                    }
                     for target, target_method, names in targets
-                    if names and names <= ids.keys() and (target, target_method) != (path, method)}
+                    if names and names <= ids.keys() and (target, target_method) != (path, method)
+                }
                 if links:
                     response["links"] = links
 
@@ -304,18 +336,21 @@ class SwitchboardOpenAPIProvider(AppOpenAPIProvider):
                 operation = dict(operation)
                 operation["parameters"] = [
                     _path_parameter(parameter) if parameter["in"] == "path" else parameter
-                    for parameter in operation["parameters"]]
+                    for parameter in operation["parameters"]
+                ]
                 if method == "get" and _paginated(func):
                     operation["parameters"] += _page_parameters(rule.endpoint)
                 if "requestBody" in operation:
-                    operation["requestBody"] = {**operation["requestBody"],
-                                                "required": _body_required(func, operation,
-                                                                           components)}
+                    operation["requestBody"] = {
+                        **operation["requestBody"],
+                        "required": _body_required(func, operation, components),
+                    }
                 operations[method] = self._complete(operation, method, auth, error_schema)
         return paths, components
 
-    def _complete(self, operation: dict[str, Any], method: str, auth: str | None,
-                  error_schema: str) -> dict[str, Any]:
+    def _complete(
+        self, operation: dict[str, Any], method: str, auth: str | None, error_schema: str
+    ) -> dict[str, Any]:
         responses = {str(code): value for code, value in operation["responses"].items()}
         errors = dict(GENERIC)
         if auth is not None:
@@ -327,11 +362,17 @@ class SwitchboardOpenAPIProvider(AppOpenAPIProvider):
         else:
             operation["security"] = []
         for code, description in errors.items():
-            responses.setdefault(str(code), {
-                "description": description,
-                "content": {"application/json": {
-                    "schema": {"$ref": f"#/components/schemas/{error_schema}"}}},
-            })
+            responses.setdefault(
+                str(code),
+                {
+                    "description": description,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": f"#/components/schemas/{error_schema}"}
+                        }
+                    },
+                },
+            )
         for status, response in responses.items():
             completed = dict(response)
             headers = dict(COMMON_HEADERS)
@@ -341,7 +382,8 @@ class SwitchboardOpenAPIProvider(AppOpenAPIProvider):
                 headers["Retry-After"] = {"schema": {"type": "integer"}}
             completed["headers"] = {**headers, **completed.get("headers", {})}
             completed["description"] = completed.get("description") or errors.get(
-                int(status), "Success")
+                int(status), "Success"
+            )
             responses[status] = completed
         operation["responses"] = responses
         return operation

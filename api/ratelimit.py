@@ -64,8 +64,9 @@ class _Lease:
 
 
 class RateLimiter:
-    def __init__(self, client: aioredis.Redis, limit: int, window_seconds: int,
-                 fail_open: bool) -> None:
+    def __init__(
+        self, client: aioredis.Redis, limit: int, window_seconds: int, fail_open: bool
+    ) -> None:
         self.client = client
         self.limit = limit
         self.window_ms = window_seconds * 1000
@@ -91,10 +92,14 @@ class RateLimiter:
             async with lease.lock:  # one lease request at a time per key; the others wait
                 if lease.unspent == 0:
                     try:
-                        await self._take_lease(lease, f"rl:{key_id}:{window}",
-                                               until_reset_ms + 1000)
-                    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                            OSError):
+                        await self._take_lease(
+                            lease, f"rl:{key_id}:{window}", until_reset_ms + 1000
+                        )
+                    except (
+                        redis.exceptions.ConnectionError,
+                        redis.exceptions.TimeoutError,
+                        OSError,
+                    ):
                         if self.fail_open:
                             log.warning("rate limiter unavailable; letting request through")
                             return None
@@ -103,8 +108,9 @@ class RateLimiter:
             return Verdict(allowed=False, limit=self.limit, remaining=0, reset_seconds=reset)
         lease.unspent -= 1
         used = lease.granted_total - lease.unspent
-        return Verdict(allowed=True, limit=self.limit, remaining=max(0, self.limit - used),
-                       reset_seconds=reset)
+        return Verdict(
+            allowed=True, limit=self.limit, remaining=max(0, self.limit - used), reset_seconds=reset
+        )
 
     async def _take_lease(self, lease: _Lease, key: str, expire_ms: int) -> None:
         size = max(1, min(MAX_LEASE, (self.limit - lease.granted_total) // 10))
@@ -112,8 +118,10 @@ class RateLimiter:
         try:
             # redis-py's execute_command has no annotations (its stubs leave it untyped).
             total, granted = await self.client.execute_command(  # type: ignore[no-untyped-call]
-                "EVALSHA", self._sha, *arguments)
+                "EVALSHA", self._sha, *arguments
+            )
         except redis.exceptions.NoScriptError:  # first use, or Redis restarted
             total, granted = await self.client.execute_command(  # type: ignore[no-untyped-call]
-                "EVAL", LEASE, *arguments)
+                "EVAL", LEASE, *arguments
+            )
         lease.granted_total, lease.unspent = int(total), lease.unspent + int(granted)

@@ -55,8 +55,14 @@ def _any_case(word: str) -> str:
 
 # An address email-validator accepts (no deliverability check): the format, and not under a
 # special-use domain such as .test or .local.
-EMAIL_KEYWORDS: dict[str, Any] = {"format": "email", "not": {"pattern": "@(?:.*\\.)?(?:" + "|".join(
-    _any_case(name) for name in email_validator.SPECIAL_USE_DOMAIN_NAMES) + ")\\.?$"}}
+EMAIL_KEYWORDS: dict[str, Any] = {
+    "format": "email",
+    "not": {
+        "pattern": "@(?:.*\\.)?(?:"
+        + "|".join(_any_case(name) for name in email_validator.SPECIAL_USE_DOMAIN_NAMES)
+        + ")\\.?$"
+    },
+}
 E164_PATTERN = r"^\+[1-9][0-9]{1,14}$"
 
 
@@ -156,8 +162,12 @@ class _NumberOnly:
 
 
 # A JSON number (never a string or boolean), exact as sent.
-Money = Annotated[Decimal, _NumberOnly(), BeforeValidator(_to_money),
-                  PlainSerializer(float, return_type=float, when_used="json")]
+Money = Annotated[
+    Decimal,
+    _NumberOnly(),
+    BeforeValidator(_to_money),
+    PlainSerializer(float, return_type=float, when_used="json"),
+]
 Number = Annotated[float, BeforeValidator(_no_str_or_bool), AfterValidator(_finite)]
 # An integer: JSON has one number type, and 3.0 is the integer 3 (JSON Schema's `integer`
 # says so too); 3.5, strings and booleans are refused.
@@ -171,9 +181,11 @@ NonBlank = Annotated[str, AfterValidator(_non_blank), Documented(**NON_BLANK)]
 # end the headers or split a request (CONTRACT 8, 11, 11a).
 HEADER_TEXT_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]*$"
 ENCODED_WORD_PATTERN = "=\\?[\\s\\S]*\\?="
-HeaderText = Annotated[StrictStr, AfterValidator(_header_text),
-                       Documented(pattern=HEADER_TEXT_PATTERN,
-                                  **{"not": {"pattern": ENCODED_WORD_PATTERN}})]
+HeaderText = Annotated[
+    StrictStr,
+    AfterValidator(_header_text),
+    Documented(pattern=HEADER_TEXT_PATTERN, **{"not": {"pattern": ENCODED_WORD_PATTERN}}),
+]
 
 
 def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
@@ -194,11 +206,15 @@ def _merged(schema: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def document(*, required: tuple[str, ...] = (), not_null: tuple[str, ...] = (),
-             properties: dict[str, dict[str, Any]] | None = None,
-             any_of: list[dict[str, Any]] | None = None,
-             all_of: list[dict[str, Any]] | None = None,
-             refuse: dict[str, Any] | None = None) -> Callable[[dict[str, Any]], None]:
+def document(
+    *,
+    required: tuple[str, ...] = (),
+    not_null: tuple[str, ...] = (),
+    properties: dict[str, dict[str, Any]] | None = None,
+    any_of: list[dict[str, Any]] | None = None,
+    all_of: list[dict[str, Any]] | None = None,
+    refuse: dict[str, Any] | None = None,
+) -> Callable[[dict[str, Any]], None]:
     """A model's `json_schema_extra`: the rules its route or service checks beyond the fields'
     types, so that the document says exactly what is accepted. `required`: fields the route
     checks itself; `not_null`: optional fields that
@@ -234,7 +250,6 @@ def required_one_of(*names: str) -> list[dict[str, Any]]:
     return [{"required": [name]} for name in names]
 
 
-
 # A UUID as parse_uuid takes it, in the document.
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 UUID_KEYWORDS: dict[str, Any] = {"format": "uuid", "pattern": UUID_PATTERN}
@@ -254,8 +269,9 @@ def _one_or_many(value: Any) -> Any:
 
 UUID_TEXT = re.compile(UUID_PATTERN)
 # A UUID in a query string filter (a malformed one is 400 validation_error).
-UUIDQuery = Annotated[uuid.UUID, BeforeValidator(_uuid_text),
-                      WithJsonSchema({"type": "string", **UUID_KEYWORDS})]
+UUIDQuery = Annotated[
+    uuid.UUID, BeforeValidator(_uuid_text), WithJsonSchema({"type": "string", **UUID_KEYWORDS})
+]
 # A query parameter that may be repeated (`?tag=a&tag=b`).
 Repeated = BeforeValidator(_one_or_many)
 
@@ -279,16 +295,22 @@ def parse_uuid(value: Any, field: str = "id") -> uuid.UUID:
 # goes through it. tests/contacts/test_email_fast_path.py checks both agree.
 PLAIN_EMAIL = re.compile(
     r"[A-Za-z0-9_+-]{1,64}(?:\.[A-Za-z0-9_+-]{1,64})*"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,63}")
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,63}"
+)
 
 
 def _plain_email(address: str) -> str | None:
     if len(address) > 254 or not PLAIN_EMAIL.fullmatch(address):
         return None
     local, _, domain = address.lower().partition("@")
-    if len(local) > 64 or "--" in domain or any(
+    if (
+        len(local) > 64
+        or "--" in domain
+        or any(
             domain == name or domain.endswith("." + name)
-            for name in email_validator.SPECIAL_USE_DOMAIN_NAMES):
+            for name in email_validator.SPECIAL_USE_DOMAIN_NAMES
+        )
+    ):
         return None
     return f"{local}@{domain}"
 
@@ -311,21 +333,27 @@ def pagination(args: Any, *, default: int = 50, maximum: int = 100) -> tuple[int
     """The general list rule: limit 1..maximum (default 50), offset >= 0; otherwise 400."""
     limit = _int_arg(args.get("limit"), "limit", default)
     if not 1 <= limit <= maximum:
-        raise APIError(400, "validation_error", f"limit must be between 1 and {maximum}",
-                       details=[{"field": "limit", "message": f"must be 1 to {maximum}",
-                                 "type": "range"}])
+        raise APIError(
+            400,
+            "validation_error",
+            f"limit must be between 1 and {maximum}",
+            details=[{"field": "limit", "message": f"must be 1 to {maximum}", "type": "range"}],
+        )
     return limit, offset_arg(args)
 
 
-def page_fields(key: str, items: list[Any], total: int, limit: int, offset: int
-                ) -> dict[str, Any]:
+def page_fields(key: str, items: list[Any], total: int, limit: int, offset: int) -> dict[str, Any]:
     """A page under `key`, and where it sits in the whole (total, limit, offset, has_more)."""
-    return {key: items, "total": total, "limit": limit, "offset": offset,
-            "has_more": offset + len(items) < total}
+    return {
+        key: items,
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "has_more": offset + len(items) < total,
+    }
 
 
-def page_body(key: str, items: list[Any], total: int, limit: int, offset: int
-              ) -> dict[str, Any]:
+def page_body(key: str, items: list[Any], total: int, limit: int, offset: int) -> dict[str, Any]:
     """The general list envelope of /webhooks/inbound: status, then the page."""
     return {"status": "success", **page_fields(key, items, total, limit, offset)}
 
@@ -334,9 +362,14 @@ def offset_arg(args: Any) -> int:
     """The offset of every list that pages: 0 to INT_ARG_MAX (default 0); otherwise 400."""
     offset = _int_arg(args.get("offset"), "offset", 0)
     if not 0 <= offset <= INT_ARG_MAX:
-        raise APIError(400, "validation_error", f"offset must be 0 to {INT_ARG_MAX}",
-                       details=[{"field": "offset", "message": f"must be 0 to {INT_ARG_MAX}",
-                                 "type": "range"}])
+        raise APIError(
+            400,
+            "validation_error",
+            f"offset must be 0 to {INT_ARG_MAX}",
+            details=[
+                {"field": "offset", "message": f"must be 0 to {INT_ARG_MAX}", "type": "range"}
+            ],
+        )
     return offset
 
 
@@ -351,9 +384,12 @@ def _int_arg(raw: str | None, name: str, default: int) -> int:
     if raw is None:
         return default
     if not INT_ARG.fullmatch(raw):
-        raise APIError(400, "validation_error", f"{name} must be an integer",
-                       details=[{"field": name, "message": "must be an integer",
-                                 "type": "int_parsing"}])
+        raise APIError(
+            400,
+            "validation_error",
+            f"{name} must be an integer",
+            details=[{"field": name, "message": "must be an integer", "type": "int_parsing"}],
+        )
     return int(raw)
 
 
@@ -390,5 +426,9 @@ def refuse_unstorable_text(value: Any, root: str = "body") -> None:
     field = unstorable_text_field(value, root)
     if field is not None:
         message = "text must not contain NUL characters or unpaired surrogates"
-        raise APIError(400, "validation_error", message,
-                       details=[{"field": field, "message": message, "type": "string_unicode"}])
+        raise APIError(
+            400,
+            "validation_error",
+            message,
+            details=[{"field": field, "message": message, "type": "string_unicode"}],
+        )

@@ -56,8 +56,14 @@ def _adapter(model_class: Any) -> TypeAdapter[Any]:
     return TypeAdapter(model_class)
 
 
-def load_request_model(data: Any, model_class: Any, exception_class: type[Exception], *,
-                       decamelize: bool = False, preference: str | None = None) -> Any:
+def load_request_model(
+    data: Any,
+    model_class: Any,
+    exception_class: type[Exception],
+    *,
+    decamelize: bool = False,
+    preference: str | None = None,
+) -> Any:
     """quart-schema's `model_load` for pydantic models, with one TypeAdapter per model class:
     quart-schema builds a new one for every request it validates, which costs more than the
     validation itself."""
@@ -93,24 +99,41 @@ def check_response(value: Any, status: int) -> None:
     try:
         model = adapter.validate_python(value)
     except ValidationError as error:
-        log.error("response of %s %s does not match %s: %s", request.method, request.url_rule,
-                  declared.__name__, error)
+        log.error(
+            "response of %s %s does not match %s: %s",
+            request.method,
+            request.url_rule,
+            declared.__name__,
+            error,
+        )
         raise ResponseSchemaValidationError(error) from None
     sent, modelled = _canonical(value), _canonical(adapter.dump_python(model, exclude_unset=True))
     if sent != modelled:
-        log.error("response of %s %s differs from what %s gives at %s",
-                  request.method, request.url_rule, declared.__name__,
-                  ", ".join(_differences(sent, modelled)))
+        log.error(
+            "response of %s %s differs from what %s gives at %s",
+            request.method,
+            request.url_rule,
+            declared.__name__,
+            ", ".join(_differences(sent, modelled)),
+        )
         raise ResponseSchemaValidationError(
-            ValueError(f"the body differs from its {declared.__name__} model"))
+            ValueError(f"the body differs from its {declared.__name__} model")
+        )
 
 
 def _differences(sent: Any, modelled: Any, path: str = "body") -> list[str]:
     if isinstance(sent, dict) and isinstance(modelled, dict):
-        return [found for key in sorted(set(sent) | set(modelled))
-                for found in _differences(sent.get(key, "<absent>"),
-                                          modelled.get(key, "<absent>"), f"{path}.{key}")]
+        return [
+            found
+            for key in sorted(set(sent) | set(modelled))
+            for found in _differences(
+                sent.get(key, "<absent>"), modelled.get(key, "<absent>"), f"{path}.{key}"
+            )
+        ]
     if isinstance(sent, list) and isinstance(modelled, list) and len(sent) == len(modelled):
-        return [found for index, (a, b) in enumerate(zip(sent, modelled, strict=True))
-                for found in _differences(a, b, f"{path}[{index}]")]
+        return [
+            found
+            for index, (a, b) in enumerate(zip(sent, modelled, strict=True))
+            for found in _differences(a, b, f"{path}[{index}]")
+        ]
     return [] if sent == modelled else [f"{path} (sent {sent!r:.80}, model {modelled!r:.80})"]

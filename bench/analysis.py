@@ -33,9 +33,15 @@ MESSAGES = [
     {"role": "agent", "text": "We offer a free demo next week.", "start_seconds": 3.5},
     {"role": "contact", "text": "Sounds good, goodbye.", "start_seconds": 6.0},
 ]
-ANALYSIS = {"summary": True, "success_criteria": "The contact agreed to a demo.",
-            "data_schema": {"type": "object", "required": ["interested"], "properties": {
-                "interested": {"type": "boolean"}, "note": {"type": "string"}}}}
+ANALYSIS = {
+    "summary": True,
+    "success_criteria": "The contact agreed to a demo.",
+    "data_schema": {
+        "type": "object",
+        "required": ["interested"],
+        "properties": {"interested": {"type": "boolean"}, "note": {"type": "string"}},
+    },
+}
 
 
 async def _ok(response: Any, status: int = 200) -> dict[str, Any]:
@@ -56,8 +62,14 @@ async def run(url: str, redis_url: str) -> dict[str, Any]:
 
     vendors = FakeVendors(llm_first_token_ms=LATENCY_MS)
     await vendors.start()
-    os.environ.update({**vendors.env, "DATABASE_URL": url, "REDIS_URL": redis_url,
-                       "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000"})
+    os.environ.update(
+        {
+            **vendors.env,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
+        }
+    )
     get_settings.cache_clear()
     pool = await create_pool(url, min_size=1, max_size=10)
     try:
@@ -67,47 +79,85 @@ async def run(url: str, redis_url: str) -> dict[str, Any]:
         async with app.test_app() as test_app:
             client = test_app.test_client()
             headers = {"x-api-key": key}
-            await _ok(await client.put(f"{PREFIX}/integrations/openai",
-                                       json={"api_key": "sk-bench"}, headers=headers))
-            agent = await _ok(await client.post("/functions/v1/crm-api/create-agent", json={
-                "name": "Bench agent", "voice_id": "alloy", "max_duration": 10,
-                "temperature": 0.7, "silence_timeout": 5, "voice_activity_timeout": 300,
-                "llm_model": "gpt-4o-mini", "language": "en-US", "background_noise": False,
-                "voicemail_detection": False, "backcchanneling": False, "webhook": False,
-                "recording": False, "analysis": ANALYSIS,
-                "sub_account_id": str(sub_account_id),
-                "organization_id": await _organisation(pool, sub_account_id)},
-                headers=headers), 201)
-            contact = await _ok(await client.post(f"{PREFIX}/contacts", json={
-                "name": "Bench Contact", "phone": "+14155552671"}, headers=headers), 201)
+            await _ok(
+                await client.put(
+                    f"{PREFIX}/integrations/openai", json={"api_key": "sk-bench"}, headers=headers
+                )
+            )
+            agent = await _ok(
+                await client.post(
+                    "/functions/v1/crm-api/create-agent",
+                    json={
+                        "name": "Bench agent",
+                        "voice_id": "alloy",
+                        "max_duration": 10,
+                        "temperature": 0.7,
+                        "silence_timeout": 5,
+                        "voice_activity_timeout": 300,
+                        "llm_model": "gpt-4o-mini",
+                        "language": "en-US",
+                        "background_noise": False,
+                        "voicemail_detection": False,
+                        "backcchanneling": False,
+                        "webhook": False,
+                        "recording": False,
+                        "analysis": ANALYSIS,
+                        "sub_account_id": str(sub_account_id),
+                        "organization_id": await _organisation(pool, sub_account_id),
+                    },
+                    headers=headers,
+                ),
+                201,
+            )
+            contact = await _ok(
+                await client.post(
+                    f"{PREFIX}/contacts",
+                    json={"name": "Bench Contact", "phone": "+14155552671"},
+                    headers=headers,
+                ),
+                201,
+            )
         async with tenant_transaction(pool, schema) as conn:
-            ids = [row["id"] for row in await conn.fetch(
-                "INSERT INTO calls (contact_id, agent_id, from_number, to_number, provider, "
-                "status, answered_by) SELECT $1, $2, '+14155550123', '+14155552671', "
-                "'sandbox', 'in_progress', 'human' FROM generate_series(1, $3) RETURNING id",
-                uuid.UUID(contact["contact_id"]), uuid.UUID(agent["id"]), CALLS)]
+            ids = [
+                row["id"]
+                for row in await conn.fetch(
+                    "INSERT INTO calls (contact_id, agent_id, from_number, to_number, provider, "
+                    "status, answered_by) SELECT $1, $2, '+14155550123', '+14155552671', "
+                    "'sandbox', 'in_progress', 'human' FROM generate_series(1, $3) RETURNING id",
+                    uuid.UUID(contact["contact_id"]),
+                    uuid.UUID(agent["id"]),
+                    CALLS,
+                )
+            ]
         scope = TenantScope(pool, sub_account_id, schema)
-        state = CallState("completed", duration_seconds=30, messages=MESSAGES,
-                          transcript="\n".join(f"{m['role'].title()}: {m['text']}"
-                                               for m in MESSAGES), answered_by="human")
+        state = CallState(
+            "completed",
+            duration_seconds=30,
+            messages=MESSAGES,
+            transcript="\n".join(f"{m['role'].title()}: {m['text']}" for m in MESSAGES),
+            answered_by="human",
+        )
         for call_id in ids:
             await finish_call(scope, call_id, state)
-        worker = Worker(**worker_settings(url, redis_url, burst=False, poll_delay=0.05,
-                                          handle_signals=False))
+        worker = Worker(
+            **worker_settings(url, redis_url, burst=False, poll_delay=0.05, handle_signals=False)
+        )
         started = perf_counter()
         task = asyncio.create_task(worker.async_run())
         try:
             while True:
                 async with tenant_transaction(pool, schema) as conn:
                     left = await conn.fetchval(
-                        "SELECT count(*) FROM calls WHERE analysis->>'status' = 'pending'")
+                        "SELECT count(*) FROM calls WHERE analysis->>'status' = 'pending'"
+                    )
                 if left == 0:
                     break
                 await asyncio.sleep(0.05)
             seconds = perf_counter() - started
             async with tenant_transaction(pool, schema) as conn:
                 done = await conn.fetchval(
-                    "SELECT count(*) FROM calls WHERE analysis->>'status' = 'completed'")
+                    "SELECT count(*) FROM calls WHERE analysis->>'status' = 'completed'"
+                )
         finally:
             worker.allow_pick_jobs = False
             with contextlib.suppress(asyncio.CancelledError):
@@ -120,14 +170,23 @@ async def run(url: str, redis_url: str) -> dict[str, Any]:
         await vendors.stop()
     per_minute = CALLS / seconds * 60
     ideal = ANALYSIS_CONCURRENCY * 60 / (LATENCY_MS / 1000)
-    return {"calls": CALLS, "completed": done, "seconds": seconds, "per_minute": per_minute,
-            "ideal": ideal, "concurrency": ANALYSIS_CONCURRENCY,
-            "asked": len(vendors.requests_for("openai", "llm"))}
+    return {
+        "calls": CALLS,
+        "completed": done,
+        "seconds": seconds,
+        "per_minute": per_minute,
+        "ideal": ideal,
+        "concurrency": ANALYSIS_CONCURRENCY,
+        "asked": len(vendors.requests_for("openai", "llm")),
+    }
 
 
 async def _organisation(pool: Any, sub_account_id: uuid.UUID) -> str:
-    return str(await pool.fetchval(
-        "SELECT organisation_id FROM control.sub_accounts WHERE id = $1", sub_account_id))
+    return str(
+        await pool.fetchval(
+            "SELECT organisation_id FROM control.sub_accounts WHERE id = $1", sub_account_id
+        )
+    )
 
 
 def report(result: dict[str, Any], load: float) -> str:
@@ -144,7 +203,8 @@ def report(result: dict[str, Any], load: float) -> str:
         f"{result['per_minute'] / result['ideal']:.0%} |\n\n"
         "Ideal: concurrency x 60 s / latency. Each analysis is one vendor request; the rest "
         "(claim, reload, record, the call.analyzed event, the due-work bookkeeping) is what "
-        "separates the measured rate from the ideal.\n")
+        "separates the measured rate from the ideal.\n"
+    )
 
 
 def main() -> None:

@@ -52,10 +52,18 @@ WARM_UP = 20
 TARGET_MS = 20.0
 TARGET_RATIO = 1.3
 ZONE = "America/New_York"
-CALENDAR = {"name": "Bench clinic", "timezone": ZONE, "slot_minutes": 15, "buffer_minutes": 0,
-            "min_notice_minutes": 0, "max_days_ahead": 365,
-            "availability": [{"day": day, "start": "08:00", "end": "20:00"}
-                             for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")]}
+CALENDAR = {
+    "name": "Bench clinic",
+    "timezone": ZONE,
+    "slot_minutes": 15,
+    "buffer_minutes": 0,
+    "min_notice_minutes": 0,
+    "max_days_ahead": 365,
+    "availability": [
+        {"day": day, "start": "08:00", "end": "20:00"}
+        for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+    ],
+}
 
 
 async def _post(connection: Connection, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -82,15 +90,24 @@ async def prepare(url: str, port: int) -> dict[str, Any]:
         connection = Connection(port, key)
         try:
             calendar = (await _post(connection, f"{PREFIX}/calendars", CALENDAR))["calendar"]
-            contacts = [(await _post(connection, f"{PREFIX}/contacts", {
-                "email": f"client-{n}@bench.example", "first_name": "Client"}))["contact_id"]
-                for n in range(CLIENTS)]
+            contacts = [
+                (
+                    await _post(
+                        connection,
+                        f"{PREFIX}/contacts",
+                        {"email": f"client-{n}@bench.example", "first_name": "Client"},
+                    )
+                )["contact_id"]
+                for n in range(CLIENTS)
+            ]
         finally:
             connection.close()
         async with tenant_transaction(pool, schema) as conn:
             await conn.copy_records_to_table(
-                "appointments", columns=["calendar_id", "contact_id", "start", "end"],
-                records=seed_rows(calendar, uuid.UUID(contacts[0])))
+                "appointments",
+                columns=["calendar_id", "contact_id", "start", "end"],
+                records=seed_rows(calendar, uuid.UUID(contacts[0])),
+            )
             await conn.execute("ANALYZE appointments")
     finally:
         await pool.close()
@@ -116,8 +133,9 @@ async def timed_api(connection: Connection, path: str, count: int) -> tuple[list
     return timings, found
 
 
-async def timed_direct(scope: TenantScope, calendar_id: uuid.UUID,
-                       count: int) -> tuple[list[float], int]:
+async def timed_direct(
+    scope: TenantScope, calendar_id: uuid.UUID, count: int
+) -> tuple[list[float], int]:
     timings, found = [], 0
     first, last = days()
     for _ in range(count):
@@ -134,15 +152,19 @@ async def free_slot_latency(url: str, port: int, seeded: dict[str, Any]) -> dict
     scope = TenantScope(pool, uuid.uuid4(), seeded["schema"])
     connection = Connection(port, seeded["key"])
     first, last = days()
-    path = (f"{PREFIX}/calendars/{calendar_id}/free-slots?from={first.isoformat()}"
-            f"&to={last.isoformat()}")
+    path = (
+        f"{PREFIX}/calendars/{calendar_id}/free-slots?from={first.isoformat()}"
+        f"&to={last.isoformat()}"
+    )
     results: dict[str, Any] = {"api": [], "direct": []}
     try:
         await timed_api(connection, path, WARM_UP)
         await timed_direct(scope, calendar_id, WARM_UP)
         for block in range(REQUESTS // BLOCK):
-            sides = [("api", lambda: timed_api(connection, path, BLOCK)),
-                     ("direct", lambda: timed_direct(scope, calendar_id, BLOCK))]
+            sides = [
+                ("api", lambda: timed_api(connection, path, BLOCK)),
+                ("direct", lambda: timed_direct(scope, calendar_id, BLOCK)),
+            ]
             for name, run in sides if block % 2 == 0 else sides[::-1]:
                 timings, results[f"{name}_slots"] = await run()
                 results[name] += timings
@@ -151,7 +173,8 @@ async def free_slot_latency(url: str, port: int, seeded: dict[str, Any]) -> dict
             results["booked_in_range"] = await conn.fetchval(
                 "SELECT count(*) FROM appointments WHERE start >= $1 AND start < $2",
                 datetime.combine(first, time(), tzinfo=zone),
-                datetime.combine(last + timedelta(days=1), time(), tzinfo=zone))
+                datetime.combine(last + timedelta(days=1), time(), tzinfo=zone),
+            )
     finally:
         connection.close()
         await pool.close()
@@ -170,15 +193,23 @@ async def one_slot_round(port: int, seeded: dict[str, Any], start: str) -> list[
             assert status == 200
 
         async def post(connection: Connection, contact_id: str) -> tuple[int, str]:
-            body = {"calendar_id": seeded["calendar"]["id"], "contact_id": contact_id,
-                    "start": start}
-            status, answer = await connection.request("POST", f"{PREFIX}/appointments",
-                                                      json.dumps(body).encode())
+            body = {
+                "calendar_id": seeded["calendar"]["id"],
+                "contact_id": contact_id,
+                "start": start,
+            }
+            status, answer = await connection.request(
+                "POST", f"{PREFIX}/appointments", json.dumps(body).encode()
+            )
             code = json.loads(answer)["error"]["code"] if status >= 400 else ""
             return status, code
 
-        return await asyncio.gather(*(post(connection, contact_id) for connection, contact_id
-                                      in zip(connections, seeded["contacts"], strict=True)))
+        return await asyncio.gather(
+            *(
+                post(connection, contact_id)
+                for connection, contact_id in zip(connections, seeded["contacts"], strict=True)
+            )
+        )
     finally:
         for connection in connections:
             connection.close()
@@ -189,8 +220,9 @@ async def one_slot(url: str, port: int, seeded: dict[str, Any]) -> list[dict[str
     try:
         async with tenant_transaction(pool, seeded["schema"]) as conn:
             first = days()[0] + timedelta(days=DAYS_SEEDED + 1)
-            _, found = await service.free_slots(conn, uuid.UUID(seeded["calendar"]["id"]),
-                                                first, first + timedelta(days=1))
+            _, found = await service.free_slots(
+                conn, uuid.UUID(seeded["calendar"]["id"]), first, first + timedelta(days=1)
+            )
     finally:
         await pool.close()
     rounds = []
@@ -198,12 +230,17 @@ async def one_slot(url: str, port: int, seeded: dict[str, Any]) -> list[dict[str
         start = found[number * 7].start.isoformat()
         answers = await one_slot_round(port, seeded, start)
         statuses = [status for status, _ in answers]
-        rounds.append({"start": start, "created": statuses.count(201),
-                       "slot_unavailable": sum(1 for status, code in answers
-                                               if status == 409 and code == "slot_unavailable"),
-                       "server_errors": sum(1 for status in statuses if status >= 500),
-                       "other": sorted({status for status in statuses
-                                        if status not in (201, 409)})})
+        rounds.append(
+            {
+                "start": start,
+                "created": statuses.count(201),
+                "slot_unavailable": sum(
+                    1 for status, code in answers if status == 409 and code == "slot_unavailable"
+                ),
+                "server_errors": sum(1 for status in statuses if status >= 500),
+                "other": sorted({status for status in statuses if status not in (201, 409)}),
+            }
+        )
     return rounds
 
 
@@ -213,8 +250,12 @@ async def one_slot(url: str, port: int, seeded: dict[str, Any]) -> list[dict[str
 def report(latency: dict[str, Any], rounds: list[dict[str, Any]], load: float) -> str:
     api, direct = summary(latency["api"]), summary(latency["direct"])
     ratio = api["p50"] / direct["p50"]
-    clean = all(entry["created"] == 1 and entry["slot_unavailable"] == CLIENTS - 1
-                and not entry["server_errors"] for entry in rounds)
+    clean = all(
+        entry["created"] == 1
+        and entry["slot_unavailable"] == CLIENTS - 1
+        and not entry["server_errors"]
+        for entry in rounds
+    )
     lines = [
         f"Command: `python -m bench.calendars` (one calendar, {ZONE}, 08:00-20:00 every day, "
         f"15-minute slots, holding {APPOINTMENTS} booked appointments over the next "
@@ -241,9 +282,11 @@ def report(latency: dict[str, Any], rounds: list[dict[str, Any]], load: float) -
         "",
         "| round | 201 | 409 slot_unavailable | 5xx | other statuses |",
         "|---|---|---|---|---|",
-        *[f"| {n + 1} | {entry['created']} | {entry['slot_unavailable']} | "
-          f"{entry['server_errors']} | {entry['other'] or '-'} |"
-          for n, entry in enumerate(rounds)],
+        *[
+            f"| {n + 1} | {entry['created']} | {entry['slot_unavailable']} | "
+            f"{entry['server_errors']} | {entry['other'] or '-'} |"
+            for n, entry in enumerate(rounds)
+        ],
         "",
         f"Targets: API p50 under {TARGET_MS:g} ms: "
         f"{'met' if api['p50'] < TARGET_MS else 'NOT met'} ({api['p50']:.1f} ms); API within "
@@ -263,9 +306,13 @@ def main() -> None:
     load = os.getloadavg()[0]
     with bench_servers() as (url, redis_url, _):
         upgrade_control(url)
-        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url,
-               "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
-               "SWITCHBOARD_AUTH_CACHE_SECONDS": AUTH_CACHE}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
+            "SWITCHBOARD_AUTH_CACHE_SECONDS": AUTH_CACHE,
+        }
         logs = Path(tempfile.mkdtemp(prefix="switchboard-bench-calendars-"))
         port = free_port()
         try:

@@ -67,17 +67,26 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
-            "p99": percentile(values, 99), "mean": statistics.fmean(values)}
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "mean": statistics.fmean(values),
+    }
 
 
 @contextmanager
 def serve(env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
     # The server's log goes to a file: a pipe nobody reads would fill and stall the server.
     log = tempfile.NamedTemporaryFile(prefix="switchboard-bench-", suffix=".log", delete=False)
-    process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)],
-                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=log)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

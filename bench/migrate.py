@@ -59,7 +59,13 @@ async def create_tenants(url: str, count: int) -> None:
             await conn.execute(
                 "INSERT INTO control.sub_accounts (id, organisation_id, name, slug, schema_name, "
                 "schema_version) VALUES ($1, $2, $3, $4, $5, $6)",
-                sid, organisation_id, f"Bench {i}", f"bench-{sid.hex}", schema, head)
+                sid,
+                organisation_id,
+                f"Bench {i}",
+                f"bench-{sid.hex}",
+                schema,
+                head,
+            )
             await create_tenant_schema(conn, schema)
             await conn.execute("INSERT INTO wallet (id, balance) VALUES (1, 0)")
 
@@ -99,15 +105,21 @@ def main() -> None:
         check_seconds = time.perf_counter() - started
         assert check == []
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "cli", "migrate"], env=env,
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", "migrate"],
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         noop_cli = time.perf_counter() - started
         assert done.returncode == 0 and "all tenant schemas at head" in done.stderr, done.stderr
 
         scripts = Path(tempfile.mkdtemp()) / "tenant"
         shutil.copytree(MIGRATIONS_DIR / "tenant", scripts)
         (scripts / "versions" / "2099_01_01_tbench.py").write_text(
-            NEW_MIGRATION.format(head=tenant_head()))
+            NEW_MIGRATION.format(head=tenant_head())
+        )
         started = time.perf_counter()
         report = migrate_tenants(url, concurrency=CONCURRENCY, script_location=scripts)
         apply_seconds = time.perf_counter() - started

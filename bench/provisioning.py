@@ -66,17 +66,27 @@ def main() -> None:
         smtp = Controller(sink, hostname="127.0.0.1", port=free_port())
         smtp.start()
         port = free_port()
-        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url,
-               "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp.port),
-               "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_PORT": str(smtp.port),
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+        }
         timings: list[float] = []
-        with serve(env, port), httpx.Client(base_url=f"http://127.0.0.1:{port}",
-                                            headers={"x-api-key": key}, timeout=30) as client:
+        with (
+            serve(env, port),
+            httpx.Client(
+                base_url=f"http://127.0.0.1:{port}", headers={"x-api-key": key}, timeout=30
+            ) as client,
+        ):
             for i in range(COUNT + 10):
                 started = time.perf_counter()
-                response = client.post("/functions/v1/create-subaccount-webhook",
-                                        json={"email": f"owner{i}@bench.example",
-                                              "name": f"Bench {i}"})
+                response = client.post(
+                    "/functions/v1/create-subaccount-webhook",
+                    json={"email": f"owner{i}@bench.example", "name": f"Bench {i}"},
+                )
                 elapsed = (time.perf_counter() - started) * 1000
                 assert response.status_code == 201, response.text
                 if i >= 10:  # the first requests warm connections and caches

@@ -25,11 +25,13 @@ def start_mail_catcher(data_dir: Path) -> tuple[Controller, Path]:
     """The catcher on a free loopback port, and this process's SMTP settings pointed at it."""
     maildir = data_dir / "mail"
     maildir.parent.mkdir(parents=True, exist_ok=True)
-    controller = Controller(Mailbox(maildir), hostname="127.0.0.1", port=free_port(),
-                            enable_SMTPUTF8=True)
+    controller = Controller(
+        Mailbox(maildir), hostname="127.0.0.1", port=free_port(), enable_SMTPUTF8=True
+    )
     controller.start()
-    os.environ.update({"SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(controller.port),
-                       "SMTP_STARTTLS": "false"})
+    os.environ.update(
+        {"SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(controller.port), "SMTP_STARTTLS": "false"}
+    )
     os.environ.pop("SMTP_USERNAME", None)
     os.environ.pop("SMTP_PASSWORD", None)
     return controller, maildir

@@ -20,15 +20,23 @@ from voice.fake_vendors import FakeVendors
 REAL_VENDORS = "SWITCHBOARD_DEV_REAL_VENDORS"
 # A number of the sandbox's person script (CONTRACT 6): it says "Hello?" and answers each turn.
 DEMO_CONTACT_PHONE = "+14155552671"
-DEMO_PROMPT = ("You are Sam, a friendly assistant for Demo Agency. Keep every answer to one "
-               "short sentence.")
+DEMO_PROMPT = (
+    "You are Sam, a friendly assistant for Demo Agency. Keep every answer to one short sentence."
+)
 
 # The post-call analysis the demo call shows (the fake LLM fills the data in: voice/fake_vendors).
 DEMO_ANALYSIS = {
-    "summary": True, "success_criteria": "The contact agreed to hear more.",
-    "data_schema": {"type": "object", "required": ["interested"], "properties": {
-        "interested": {"type": "boolean", "description": "Whether the contact is interested."},
-        "first_words": {"type": "string", "description": "What the contact said first."}}}}
+    "summary": True,
+    "success_criteria": "The contact agreed to hear more.",
+    "data_schema": {
+        "type": "object",
+        "required": ["interested"],
+        "properties": {
+            "interested": {"type": "boolean", "description": "Whether the contact is interested."},
+            "first_words": {"type": "string", "description": "What the contact said first."},
+        },
+    },
+}
 
 
 def wants_real_vendors() -> bool:
@@ -43,32 +51,63 @@ async def start_fake_vendors() -> FakeVendors:
     return vendors
 
 
-async def make_demo_agent(base_url: str, sub_account_id: uuid.UUID, organisation_id: uuid.UUID,
-                          sub_key: str) -> str:
+async def make_demo_agent(
+    base_url: str, sub_account_id: uuid.UUID, organisation_id: uuid.UUID, sub_key: str
+) -> str:
     """A placeholder OpenAI key, an agent with a purchased number, a contact; the curl that
     calls the contact (for the banner)."""
     headers = {"x-api-key": sub_key}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
         await _ready(http)
-        await _ok(http.put("/webhooks/inbound/integrations/openai",
-                           json={"api_key": "sk-placeholder-for-the-fake-vendors"}))
-        agent = await _ok(http.post("/functions/v1/crm-api/create-agent", json={
-            "name": "Demo agent", "voice_id": "openai/alloy", "max_duration": 5,
-            "temperature": 0.7, "silence_timeout": 10, "voice_activity_timeout": 700,
-            "llm_model": "gpt-4o-mini", "language": "en-US", "background_noise": False,
-            "voicemail_detection": False, "backcchanneling": False, "webhook": False,
-            "recording": True, "prompt": DEMO_PROMPT, "analysis": DEMO_ANALYSIS,
-            "first_message": "Hi, this is Sam from Demo Agency. Do you have a minute?",
-            "organization_id": str(organisation_id), "sub_account_id": str(sub_account_id)}))
+        await _ok(
+            http.put(
+                "/webhooks/inbound/integrations/openai",
+                json={"api_key": "sk-placeholder-for-the-fake-vendors"},
+            )
+        )
+        agent = await _ok(
+            http.post(
+                "/functions/v1/crm-api/create-agent",
+                json={
+                    "name": "Demo agent",
+                    "voice_id": "openai/alloy",
+                    "max_duration": 5,
+                    "temperature": 0.7,
+                    "silence_timeout": 10,
+                    "voice_activity_timeout": 700,
+                    "llm_model": "gpt-4o-mini",
+                    "language": "en-US",
+                    "background_noise": False,
+                    "voicemail_detection": False,
+                    "backcchanneling": False,
+                    "webhook": False,
+                    "recording": True,
+                    "prompt": DEMO_PROMPT,
+                    "analysis": DEMO_ANALYSIS,
+                    "first_message": "Hi, this is Sam from Demo Agency. Do you have a minute?",
+                    "organization_id": str(organisation_id),
+                    "sub_account_id": str(sub_account_id),
+                },
+            )
+        )
         number = await _ok(http.post("/webhooks/inbound/phone-numbers/purchase", json={}))
         number_id = number["phone_number"]["id"]
-        await _ok(http.post(f"/webhooks/inbound/phone-numbers/{number_id}/agent",
-                            json={"agent_id": agent["id"]}))
-        contact = await _ok(http.post("/webhooks/inbound/contacts", json={
-            "name": "Demo Contact", "phone": DEMO_CONTACT_PHONE}))
-    return (f"curl -X POST -H 'x-api-key: {sub_key}' -H 'content-type: application/json' "
-            f"-d '{{\"agent_id\": \"{agent['id']}\"}}' "
-            f"{base_url}/webhooks/inbound/contacts/{contact['contact_id']}/call")
+        await _ok(
+            http.post(
+                f"/webhooks/inbound/phone-numbers/{number_id}/agent", json={"agent_id": agent["id"]}
+            )
+        )
+        contact = await _ok(
+            http.post(
+                "/webhooks/inbound/contacts",
+                json={"name": "Demo Contact", "phone": DEMO_CONTACT_PHONE},
+            )
+        )
+    return (
+        f"curl -X POST -H 'x-api-key: {sub_key}' -H 'content-type: application/json' "
+        f'-d \'{{"agent_id": "{agent["id"]}"}}\' '
+        f"{base_url}/webhooks/inbound/contacts/{contact['contact_id']}/call"
+    )
 
 
 async def api_ready(base_url: str) -> None:
@@ -91,6 +130,8 @@ async def _ready(http: httpx.AsyncClient) -> None:
 async def _ok(request: Any) -> Any:
     response = await request
     if response.status_code >= 300:
-        raise RuntimeError(f"demo set-up: {response.request.url.path} answered "
-                           f"{response.status_code}: {response.text[:300]}")
+        raise RuntimeError(
+            f"demo set-up: {response.request.url.path} answered "
+            f"{response.status_code}: {response.text[:300]}"
+        )
     return response.json()

@@ -16,8 +16,16 @@ import asyncpg
 from cli.arguments import uuid_argument
 from tenancy import due
 
-FIELDS = ("id", "sub_account_id", "kind", "ref_id", "failures", "attempts", "failed_at",
-          "last_error")
+FIELDS = (
+    "id",
+    "sub_account_id",
+    "kind",
+    "ref_id",
+    "failures",
+    "attempts",
+    "failed_at",
+    "last_error",
+)
 
 
 def _run(work: Callable[[asyncpg.Pool], Awaitable[Any]]) -> Any:
@@ -52,9 +60,11 @@ def cmd_failed(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(item))
         else:
-            print(f"{item['id']}  {item['failed_at']}  sub_account={item['sub_account_id']}  "
-                  f"{item['kind']}:{item['ref_id']}  failures={item['failures']}  "
-                  f"{item['last_error']}")
+            print(
+                f"{item['id']}  {item['failed_at']}  sub_account={item['sub_account_id']}  "
+                f"{item['kind']}:{item['ref_id']}  failures={item['failures']}  "
+                f"{item['last_error']}"
+            )
     print(f"{len(rows)} failed due-work items", file=sys.stderr)
     return 0
 
@@ -65,7 +75,6 @@ def cmd_retry(args: argparse.Namespace) -> int:
         return 1
     print(f"due-work {args.due_work_id}: pending, runs now")
     return 0
-
 
 
 def add_commands(sub: Any) -> None:

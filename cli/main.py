@@ -45,8 +45,9 @@ def _shutdown_event() -> asyncio.Event:
     return event
 
 
-async def _serve_api(host: str, port: int, stop: asyncio.Event,
-                     prefork_child: bool = False) -> None:
+async def _serve_api(
+    host: str, port: int, stop: asyncio.Event, prefork_child: bool = False
+) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
@@ -55,8 +56,9 @@ async def _serve_api(host: str, port: int, stop: asyncio.Event,
 
     config = Config()
     # A child of --workers listens on its own socket of the port's SO_REUSEPORT group.
-    config.bind = ([f"fd://{prefork.listen(host, port).detach()}"] if prefork_child
-                   else [f"{host}:{port}"])
+    config.bind = (
+        [f"fd://{prefork.listen(host, port).detach()}"] if prefork_child else [f"{host}:{port}"]
+    )
     config.accesslog = None
     config.graceful_timeout = 10
     app = build_app()
@@ -89,16 +91,16 @@ def _settle_garbage_collector() -> None:
     gc.set_threshold(10_000, 20, 20)
 
 
-async def _run_worker(database_url: str, redis_url: str, stop: asyncio.Event,
-                      burst: bool = False) -> None:
+async def _run_worker(
+    database_url: str, redis_url: str, stop: asyncio.Event, burst: bool = False
+) -> None:
     from arq.worker import Worker
 
     from cli.wiring import worker_settings
     from jobs.worker import serve
 
     def make_worker() -> Worker:
-        return Worker(**worker_settings(database_url, redis_url, handle_signals=False,
-                                        burst=burst))
+        return Worker(**worker_settings(database_url, redis_url, handle_signals=False, burst=burst))
 
     # Graceful stop: no queue takes new jobs, running ones may finish within the grace period;
     # whatever is cut off is retried by arq and is idempotent by design. Redis not answering, at
@@ -114,8 +116,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and not args.prefork_child:
         from tenancy import prefork
 
-        child = ["-m", "cli", "serve", "--host", args.host, "--port", str(args.port),
-                 "--prefork-child"]
+        child = [
+            "-m",
+            "cli",
+            "serve",
+            "--host",
+            args.host,
+            "--port",
+            str(args.port),
+            "--prefork-child",
+        ]
         return prefork.run(child, args.host, args.port, args.workers, grace_seconds=10)
 
     async def main() -> None:
@@ -162,12 +172,12 @@ def cmd_voice(args: argparse.Namespace) -> int:
         from tenancy import prefork
 
         child = ["-m", "cli", "voice", "--host", host, "--port", str(port), "--prefork-child"]
-        return prefork.run(child, host, port, processes,
-                           grace_seconds=settings.voice_shutdown_grace_seconds)
+        return prefork.run(
+            child, host, port, processes, grace_seconds=settings.voice_shutdown_grace_seconds
+        )
 
     async def main() -> None:
-        await serve_voice(settings, database_url, host, port, _shutdown_event(),
-                          args.prefork_child)
+        await serve_voice(settings, database_url, host, port, _shutdown_event(), args.prefork_child)
 
     asyncio.run(main())
     return 0
@@ -194,8 +204,9 @@ def cmd_create_organisation(args: argparse.Namespace) -> int:
     async def main() -> tuple[uuid.UUID, str]:
         pool = await create_pool(database_url, min_size=1, max_size=2)
         try:
-            return await create_organisation(pool, args.name, args.plan_type,
-                                             args.max_sub_accounts, not args.inactive)
+            return await create_organisation(
+                pool, args.name, args.plan_type, args.max_sub_accounts, not args.inactive
+            )
         finally:
             await pool.close()
 
@@ -220,14 +231,18 @@ def _taken_port_message(args: argparse.Namespace) -> str | None:
     """One line naming a port dev needs that something else holds, and how to choose another;
     checked before anything starts, so nothing is left behind."""
     if _port_taken(args.host, args.port):
-        return (f"switchboard dev: port {args.port} on {args.host} is in use (another "
-                f"`switchboard dev`?); choose another with `make run PORT={args.port + 1}` or "
-                f"`switchboard dev --port {args.port + 1}`")
+        return (
+            f"switchboard dev: port {args.port} on {args.host} is in use (another "
+            f"`switchboard dev`?); choose another with `make run PORT={args.port + 1}` or "
+            f"`switchboard dev --port {args.port + 1}`"
+        )
     voice_host, voice_port = _voice_address(get_settings())
     if _port_taken(voice_host, voice_port):
-        return (f"switchboard dev: the voice runtime's port {voice_port} on {voice_host} is in "
-                f"use; choose another with SWITCHBOARD_VOICE_URL=ws://127.0.0.1:"
-                f"{voice_port + 1}")
+        return (
+            f"switchboard dev: the voice runtime's port {voice_port} on {voice_host} is in "
+            f"use; choose another with SWITCHBOARD_VOICE_URL=ws://127.0.0.1:"
+            f"{voice_port + 1}"
+        )
     return None
 
 
@@ -248,8 +263,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if not dev_mail.wants_real_server():
         catcher, maildir = dev_mail.start_mail_catcher(get_settings().data_dir)
         get_settings.cache_clear()
-        print(f"mail catcher (a stand-in; set SMTP_HOST for a real server): every email sent "
-              f"is kept in {maildir}", file=sys.stderr)
+        print(
+            f"mail catcher (a stand-in; set SMTP_HOST for a real server): every email sent "
+            f"is kept in {maildir}",
+            file=sys.stderr,
+        )
     # The embedded servers this dev starts are stopped when it ends (Ctrl-C, SIGTERM, a failure).
     try:
         servers = pin(start_servers(get_settings()))
@@ -289,12 +307,17 @@ def _run_dev(args: argparse.Namespace, database_url: str, redis_url: str) -> int
             vendors = await dev_voice.start_fake_vendors()
             get_settings.cache_clear()
             voice_settings = get_settings()
-            print(f"fake LLM and speech vendors (a stand-in; {dev_voice.REAL_VENDORS}=true for "
-                  f"real ones) at {vendors.origin}", file=sys.stderr)
+            print(
+                f"fake LLM and speech vendors (a stand-in; {dev_voice.REAL_VENDORS}=true for "
+                f"real ones) at {vendors.origin}",
+                file=sys.stderr,
+            )
         voice_host, voice_port = _voice_address(voice_settings)
-        work = [_serve_api(args.host, args.port, stop),
-                _run_worker(database_url, redis_url, stop),
-                serve_voice(voice_settings, database_url, voice_host, voice_port, stop)]
+        work = [
+            _serve_api(args.host, args.port, stop),
+            _run_worker(database_url, redis_url, stop),
+            serve_voice(voice_settings, database_url, voice_host, voice_port, stop),
+        ]
         if demo is not None:
             work.append(_announce_demo_call(args.port, stop, *demo))
         await asyncio.gather(*work)
@@ -305,8 +328,14 @@ def _run_dev(args: argparse.Namespace, database_url: str, redis_url: str) -> int
     return 0
 
 
-async def _announce_demo_call(port: int, stop: asyncio.Event, sub_account_id: uuid.UUID,
-                              organisation_id: uuid.UUID, sub_key: str, banner: str) -> None:
+async def _announce_demo_call(
+    port: int,
+    stop: asyncio.Event,
+    sub_account_id: uuid.UUID,
+    organisation_id: uuid.UUID,
+    sub_key: str,
+    banner: str,
+) -> None:
     """Once the API answers, the demo keys (printed now, so the curl they show works), then
     the demo agent, number and contact and the curl that places a first sandbox call. A stop
     signal before it is done abandons it (the API it talks to is going away)."""
@@ -327,28 +356,32 @@ async def _announce_demo_call(port: int, stop: asyncio.Event, sub_account_id: uu
     if not ready.done() or ready.exception() is not None:
         ready.cancel()
         return
-    making = asyncio.ensure_future(make_demo_agent(f"http://127.0.0.1:{port}", sub_account_id,
-                                                   organisation_id, sub_key))
+    making = asyncio.ensure_future(
+        make_demo_agent(f"http://127.0.0.1:{port}", sub_account_id, organisation_id, sub_key)
+    )
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait([making, stopping], return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
     if not making.done():
         making.cancel()
-        print("stopped before the demo agent was made (make one through the API)",
-              file=sys.stderr)
+        print("stopped before the demo agent was made (make one through the API)", file=sys.stderr)
         return
     try:
         curl = making.result()
     except (RuntimeError, OSError, httpx.HTTPError) as exc:
         print(f"the demo agent could not be made: {exc}", file=sys.stderr)
         return
-    print("\nA demo agent with a sandbox number, and a contact who answers; call them:\n"
-          f"  {curl}\n  then GET /webhooks/inbound/calls/<call_id> with the same key for the "
-          "transcript and recording.\n", file=sys.stderr)
+    print(
+        "\nA demo agent with a sandbox number, and a contact who answers; call them:\n"
+        f"  {curl}\n  then GET /webhooks/inbound/calls/<call_id> with the same key for the "
+        "transcript and recording.\n",
+        file=sys.stderr,
+    )
 
 
-async def _ensure_demo(database_url: str, port: int,
-                       data_dir: Any) -> tuple[uuid.UUID, uuid.UUID, str, str] | None:
+async def _ensure_demo(
+    database_url: str, port: int, data_dir: Any
+) -> tuple[uuid.UUID, uuid.UUID, str, str] | None:
     """On first start, a demo organisation and sub-account: their ids, the sub-account key and
     the banner that shows the keys once (None when the demo data already existed)."""
     from tenancy.db import create_pool
@@ -359,19 +392,23 @@ async def _ensure_demo(database_url: str, port: int,
     pool = await create_pool(database_url, min_size=1, max_size=4)
     try:
         if await pool.fetchval("SELECT count(*) FROM control.organisations") > 0:
-            print("demo data exists; its keys were shown once, on first start. For new keys: "
-                  "`switchboard create-organisation --name NAME` prints an agency key (then POST "
-                  "/functions/v1/create-subaccount-webhook and /functions/v1/agency/sub-accounts/"
-                  "{id}/api-keys), or `make clean && make run` starts afresh (deletes the data "
-                  "dir)", file=sys.stderr)
+            print(
+                "demo data exists; its keys were shown once, on first start. For new keys: "
+                "`switchboard create-organisation --name NAME` prints an agency key (then POST "
+                "/functions/v1/create-subaccount-webhook and /functions/v1/agency/sub-accounts/"
+                "{id}/api-keys), or `make clean && make run` starts afresh (deletes the data "
+                "dir)",
+                file=sys.stderr,
+            )
             return None
         organisation_id, agency_key = await create_organisation(pool, "Demo Agency")
         result = await provision_sub_account(
-            pool, organisation_id,
-            NewSubAccount(DEMO_OWNER_EMAIL, "Demo Sub-Account", None, None))
+            pool, organisation_id, NewSubAccount(DEMO_OWNER_EMAIL, "Demo Sub-Account", None, None)
+        )
         async with pool.acquire() as conn:
-            _, sub_key = await insert_key(conn, "sub_account", organisation_id,
-                                          result["sub_account_id"], "demo key")
+            _, sub_key = await insert_key(
+                conn, "sub_account", organisation_id, result["sub_account_id"], "demo key"
+            )
     finally:
         await pool.close()
     banner = (
@@ -383,7 +420,6 @@ async def _ensure_demo(database_url: str, port: int,
         f"  curl -H 'x-api-key: {sub_key}' http://127.0.0.1:{port}/webhooks/inbound/team-users\n"
     )
     return result["sub_account_id"], organisation_id, sub_key, banner
-
 
 
 def _tenant_op(work: Any) -> Any:
@@ -418,15 +454,22 @@ def cmd_tenants_list(args: argparse.Namespace) -> int:
 
     rows = _tenant_op(lambda pool: list_tenants(pool, args.organisation, args.status))
     if args.json:
-        print(json.dumps([{key: plain(value) for key, value in row.items()} for row in rows],
-                         indent=2))
+        print(
+            json.dumps(
+                [{key: plain(value) for key, value in row.items()} for row in rows], indent=2
+            )
+        )
         return 0
-    print(f"{'SUB_ACCOUNT_ID':36}  {'STATUS':9}  {'SCHEMA_VERSION':14}  {'SIZE_BYTES':>12}  "
-          f"{'SCHEMA':34}  NAME")
+    print(
+        f"{'SUB_ACCOUNT_ID':36}  {'STATUS':9}  {'SCHEMA_VERSION':14}  {'SIZE_BYTES':>12}  "
+        f"{'SCHEMA':34}  NAME"
+    )
     for row in rows:
         size = "-" if row["size_bytes"] is None else str(row["size_bytes"])
-        print(f"{row['id']!s:36}  {row['status']:9}  {row['schema_version'] or '-':14}  "
-              f"{size:>12}  {row['schema_name']:34}  {row['name']}")
+        print(
+            f"{row['id']!s:36}  {row['status']:9}  {row['schema_version'] or '-':14}  "
+            f"{size:>12}  {row['schema_name']:34}  {row['name']}"
+        )
     return 0
 
 
@@ -444,9 +487,12 @@ def cmd_tenants_export(args: argparse.Namespace) -> int:
     except FileRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"exported sub-account {report.sub_account_id} at tenant schema "
-          f"{report.schema_version}: {report.rows} rows and {report.recordings} call "
-          f"recordings to {args.out}", file=sys.stderr)
+    print(
+        f"exported sub-account {report.sub_account_id} at tenant schema "
+        f"{report.schema_version}: {report.rows} rows and {report.recordings} call "
+        f"recordings to {args.out}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -463,8 +509,11 @@ def cmd_tenants_import(args: argparse.Namespace) -> int:
         return 1
     with source:
         report = _tenant_op(lambda pool: import_tenant(pool, source, old_keys))
-    print(f"imported sub-account {report.sub_account_id}: {report.rows} rows and "
-          f"{report.recordings} call recordings", file=sys.stderr)
+    print(
+        f"imported sub-account {report.sub_account_id}: {report.rows} rows and "
+        f"{report.recordings} call recordings",
+        file=sys.stderr,
+    )
     if report.users_matched:
         print(f"{report.users_matched} users matched existing users by email", file=sys.stderr)
     if report.plan_dropped:
@@ -477,8 +526,9 @@ def cmd_tenants_status(args: argparse.Namespace) -> int:
     from tenancy.clock import iso
 
     if args.tenants_command == "delete":
-        change = _tenant_op(lambda pool: tenant_ops.delete(pool, args.sub_account_id,
-                                                           args.grace_days))
+        change = _tenant_op(
+            lambda pool: tenant_ops.delete(pool, args.sub_account_id, args.grace_days)
+        )
     else:
         action = getattr(tenant_ops, args.tenants_command)
         change = _tenant_op(lambda pool: action(pool, args.sub_account_id))
@@ -496,8 +546,7 @@ def cmd_tenants_purge(args: argparse.Namespace) -> int:
         print(f"purged {sub_account_id}")
     for sub_account_id, error in report.failed.items():
         print(f"FAILED {sub_account_id}: {error}", file=sys.stderr)
-    print(f"purged {len(report.purged)} sub-accounts; {len(report.failed)} failed",
-          file=sys.stderr)
+    print(f"purged {len(report.purged)} sub-accounts; {len(report.failed)} failed", file=sys.stderr)
     return 1 if report.failed else 0
 
 
@@ -518,14 +567,19 @@ def _add_tenant_commands(sub: Any) -> None:
 
     restore = commands.add_parser("import", help="recreate an exported sub-account")
     restore.add_argument("file", metavar="FILE")
-    restore.add_argument("--reencrypt", metavar="KEY_FILE",
-                         help="a file holding the exporting installation's "
-                              "SWITCHBOARD_SECRETS_KEY: its secrets are re-encrypted under ours")
+    restore.add_argument(
+        "--reencrypt",
+        metavar="KEY_FILE",
+        help="a file holding the exporting installation's "
+        "SWITCHBOARD_SECRETS_KEY: its secrets are re-encrypted under ours",
+    )
     restore.set_defaults(func=cmd_tenants_import)
 
-    for name, text in (("suspend", "its keys get 401 until resumed"),
-                       ("resume", "back to active (also undoes a delete before the purge)"),
-                       ("delete", "keys stop now; the schema is purged after the grace period")):
+    for name, text in (
+        ("suspend", "its keys get 401 until resumed"),
+        ("resume", "back to active (also undoes a delete before the purge)"),
+        ("delete", "keys stop now; the schema is purged after the grace period"),
+    ):
         command = commands.add_parser(name, help=text)
         command.add_argument("sub_account_id", type=uuid_argument, metavar="SUB_ACCOUNT_ID")
         if name == "delete":
@@ -548,10 +602,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="the API only")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=_positive, default=1,
-                       help="server processes sharing the port (about one per core)")
-    serve.add_argument("--prefork-child", action="store_true",
-                       help=argparse.SUPPRESS)  # a child of --workers
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="server processes sharing the port (about one per core)",
+    )
+    serve.add_argument(
+        "--prefork-child", action="store_true", help=argparse.SUPPRESS
+    )  # a child of --workers
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="the arq worker only")
@@ -560,13 +619,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     voice = sub.add_parser("voice", help="the voice runtime: carriers' media streams")
     voice.add_argument("--host", default=None, help="default: SWITCHBOARD_VOICE_URL's host")
-    voice.add_argument("--port", type=int, default=None,
-                       help="default: SWITCHBOARD_VOICE_URL's port (8100)")
-    voice.add_argument("--processes", type=_positive, default=None,
-                       help="voice processes sharing the port, about one per core "
-                            "(default: SWITCHBOARD_VOICE_PROCESSES, 1)")
-    voice.add_argument("--prefork-child", action="store_true",
-                       help=argparse.SUPPRESS)  # a child of --processes
+    voice.add_argument(
+        "--port", type=int, default=None, help="default: SWITCHBOARD_VOICE_URL's port (8100)"
+    )
+    voice.add_argument(
+        "--processes",
+        type=_positive,
+        default=None,
+        help="voice processes sharing the port, about one per core "
+        "(default: SWITCHBOARD_VOICE_PROCESSES, 1)",
+    )
+    voice.add_argument(
+        "--prefork-child", action="store_true", help=argparse.SUPPRESS
+    )  # a child of --processes
     voice.set_defaults(func=cmd_voice)
 
     migrate = sub.add_parser("migrate", help="control schema, then every tenant schema")
@@ -576,8 +641,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     org = sub.add_parser("create-organisation", help="create an organisation and agency key")
     org.add_argument("--name", required=True)
-    org.add_argument("--plan-type", default="white_label",
-                     choices=["white_label", "saas", "standard"])
+    org.add_argument(
+        "--plan-type", default="white_label", choices=["white_label", "saas", "standard"]
+    )
     org.add_argument("--max-sub-accounts", type=int, default=100)
     org.add_argument("--inactive", action="store_true")
     org.set_defaults(func=cmd_create_organisation)

@@ -121,26 +121,36 @@ def _jobs(settings: Settings) -> worker.Jobs:
             event_log_tasks.purge_old_events,
         ],
         cron_jobs=[
-            cron(maintenance.purge_idempotency_keys, minute={0, 15, 30, 45},
-                 run_at_startup=False),
+            cron(maintenance.purge_idempotency_keys, minute={0, 15, 30, 45}, run_at_startup=False),
             cron(maintenance.purge_deleted_tenants, minute={7, 37}, run_at_startup=False),
             # Events and finished deliveries past 30 days, every tenant, in small batches.
-            cron(event_log_tasks.purge_old_events, minute={23}, run_at_startup=False,
-                 timeout=3600),
+            cron(event_log_tasks.purge_old_events, minute={23}, run_at_startup=False, timeout=3600),
         ],
         max_jobs=20,
         due_handlers=[
-            DueHandler(campaign_tasks.SEND_KIND, campaign_tasks.send_campaign,
-                       lease_seconds=settings.campaign_lease_seconds, queue=CAMPAIGNS_QUEUE),
+            DueHandler(
+                campaign_tasks.SEND_KIND,
+                campaign_tasks.send_campaign,
+                lease_seconds=settings.campaign_lease_seconds,
+                queue=CAMPAIGNS_QUEUE,
+            ),
             DueHandler(CALL_WORK, call_tasks.advance_call, lease_seconds=60, queue=CALLS_QUEUE),
             DueHandler(RENEWAL_WORK, phone_number_tasks.renew_phone_number, lease_seconds=60),
-            DueHandler(DELIVERY_KIND, webhook_tasks.deliver_webhook,
-                       lease_seconds=webhook_tasks.LEASE_SECONDS, queue=DELIVERIES_QUEUE),
-            DueHandler(ANALYSIS_WORK, analysis_tasks.analyse_call, lease_seconds=120,
-                       queue=ANALYSIS_QUEUE),
-            DueHandler(appointment_reminders.APPOINTMENT_REMINDER,
-                       appointment_reminders.send_due_reminders, lease_seconds=120,
-                       queue=REMINDERS_QUEUE),
+            DueHandler(
+                DELIVERY_KIND,
+                webhook_tasks.deliver_webhook,
+                lease_seconds=webhook_tasks.LEASE_SECONDS,
+                queue=DELIVERIES_QUEUE,
+            ),
+            DueHandler(
+                ANALYSIS_WORK, analysis_tasks.analyse_call, lease_seconds=120, queue=ANALYSIS_QUEUE
+            ),
+            DueHandler(
+                appointment_reminders.APPOINTMENT_REMINDER,
+                appointment_reminders.send_due_reminders,
+                lease_seconds=120,
+                queue=REMINDERS_QUEUE,
+            ),
         ],
         queues=[
             worker.Queue(CALLS_QUEUE, 20),

@@ -78,8 +78,10 @@ def has_encoded_word(text: str) -> bool:
 def one_line(text: str) -> str:
     """Text from elsewhere (a CRM's location name, a stored name) made fit for a header: control
     characters become spaces, and no encoded word is left for a reader to decode ("=?" -> "= ?")."""
-    line = "".join(" " if unicodedata.category(char) == "Cc" or char in LINE_SEPARATORS
-                   else char for char in text)
+    line = "".join(
+        " " if unicodedata.category(char) == "Cc" or char in LINE_SEPARATORS else char
+        for char in text
+    )
     return line.replace("=?", "= ?")
 
 
@@ -114,11 +116,15 @@ def check_folded(name: str, folded: bytes) -> bytes:
     header, `name`, whose every further line is a continuation (begins with a space or tab);
     UnsafeHeader when a line would start a header of its own or end the headers."""
     first, *rest = folded.split(b"\r\n")
-    if (not rest or rest.pop() or not first.lower().startswith(name.lower().encode("ascii") + b":")
-            or any(b"\r" in line or b"\n" in line for line in (first, *rest))
-            # A line of its own is a header of its own; an empty one (or blank: some readers
-            # strip it) ends the headers.
-            or any(line[:1] not in (b" ", b"\t") or not line.strip(b" \t") for line in rest)):
+    if (
+        not rest
+        or rest.pop()
+        or not first.lower().startswith(name.lower().encode("ascii") + b":")
+        or any(b"\r" in line or b"\n" in line for line in (first, *rest))
+        # A line of its own is a header of its own; an empty one (or blank: some readers
+        # strip it) ends the headers.
+        or any(line[:1] not in (b" ", b"\t") or not line.strip(b" \t") for line in rest)
+    ):
         raise UnsafeHeader(f"{name} would not be written as one header")
     return folded
 
@@ -130,15 +136,22 @@ def fold_header(name: str, value: str) -> bytes:
     return check_folded(name, SMTP.fold_binary(name, header))
 
 
-def build_message(config: SMTPConfig, to: str, subject: str, text: str,
-                  html: str | None = None, message_id: str | None = None,
-                  headers: dict[str, str] | None = None) -> EmailMessage:
+def build_message(
+    config: SMTPConfig,
+    to: str,
+    subject: str,
+    text: str,
+    html: str | None = None,
+    message_id: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> EmailMessage:
     message = EmailMessage()
     message["From"] = check_header("From", config.from_address)
     message["To"] = check_header("To", to)
     message["Subject"] = check_header("Subject", subject)
-    message["Message-ID"] = check_header("Message-ID",
-                                         message_id or make_msgid(domain="switchboard.local"))
+    message["Message-ID"] = check_header(
+        "Message-ID", message_id or make_msgid(domain="switchboard.local")
+    )
     for name, value in (headers or {}).items():
         message[name] = check_header(name, value)
     message.set_content(text)
@@ -162,8 +175,13 @@ async def send_email(config: SMTPConfig, message: EmailMessage) -> None:
             timeout=config.timeout,
         )
     except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-        log.warning("email to %s via %s:%s failed: %s", message["To"], config.host, config.port,
-                    type(exc).__name__)
+        log.warning(
+            "email to %s via %s:%s failed: %s",
+            message["To"],
+            config.host,
+            config.port,
+            type(exc).__name__,
+        )
         raise EmailDeliveryError(f"email delivery failed: {type(exc).__name__}") from exc
 
 
@@ -202,9 +220,13 @@ class SmtpSession:
     async def _connected(self) -> aiosmtplib.SMTP:
         if self.client is None or not self.client.is_connected:
             self.client = aiosmtplib.SMTP(
-                hostname=self.config.host, port=self.config.port,
-                username=self.config.username, password=self.config.password,
-                start_tls=self.config.starttls, timeout=self.config.timeout)
+                hostname=self.config.host,
+                port=self.config.port,
+                username=self.config.username,
+                password=self.config.password,
+                start_tls=self.config.starttls,
+                timeout=self.config.timeout,
+            )
             await self.client.connect()
         return self.client
 

@@ -121,8 +121,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
     a dot-file beside it, which `keys` ignores)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     partial = path.with_name(f".{path.name}.{secrets.token_hex(8)}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    fd = os.open(
+        partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
@@ -159,16 +160,27 @@ class S3RecordingStore:
             from botocore.config import Config
 
             self._client = boto3.session.Session().client(
-                "s3", endpoint_url=self.config.endpoint_url, region_name=self.config.region,
-                config=Config(retries={"max_attempts": 3, "mode": "standard"},
-                              connect_timeout=5, read_timeout=30))
+                "s3",
+                endpoint_url=self.config.endpoint_url,
+                region_name=self.config.region,
+                config=Config(
+                    retries={"max_attempts": 3, "mode": "standard"},
+                    connect_timeout=5,
+                    read_timeout=30,
+                ),
+            )
         return self._client
 
     async def put(self, key: str, data: bytes) -> None:
         parse_key(key)
         with self._failures(f"cannot write recording {key}"):
-            await asyncio.to_thread(self.client.put_object, Bucket=self.config.bucket, Key=key,
-                                    Body=data, ContentType=CONTENT_TYPE)
+            await asyncio.to_thread(
+                self.client.put_object,
+                Bucket=self.config.bucket,
+                Key=key,
+                Body=data,
+                ContentType=CONTENT_TYPE,
+            )
 
     async def get(self, key: str) -> bytes | None:
         parse_key(key)
@@ -190,7 +202,8 @@ class S3RecordingStore:
 
     def _list(self, sub_account_id: uuid.UUID) -> Iterator[str]:
         pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.config.bucket, Prefix=_tenant_prefix(sub_account_id))
+            Bucket=self.config.bucket, Prefix=_tenant_prefix(sub_account_id)
+        )
         for page in pages:
             for item in page.get("Contents", ()):
                 yield item["Key"]
@@ -202,13 +215,15 @@ class S3RecordingStore:
     def _delete_tenant(self, sub_account_id: uuid.UUID) -> None:
         keys = list(self._list(sub_account_id))
         for start in range(0, len(keys), DELETE_BATCH):
-            batch = [{"Key": key} for key in keys[start:start + DELETE_BATCH]]
-            answer = self.client.delete_objects(Bucket=self.config.bucket,
-                                                Delete={"Objects": batch, "Quiet": True})
+            batch = [{"Key": key} for key in keys[start : start + DELETE_BATCH]]
+            answer = self.client.delete_objects(
+                Bucket=self.config.bucket, Delete={"Objects": batch, "Quiet": True}
+            )
             if answer.get("Errors"):
                 first = answer["Errors"][0]
-                raise RecordingStoreError(f"cannot delete recording {first.get('Key')}: "
-                                          f"{first.get('Code')}")
+                raise RecordingStoreError(
+                    f"cannot delete recording {first.get('Key')}: {first.get('Code')}"
+                )
 
     @contextlib.contextmanager
     def _failures(self, what: str) -> Iterator[None]:
@@ -224,6 +239,12 @@ class S3RecordingStore:
 
 
 __all__ = [
-    "CONTENT_TYPE", "FileRecordingStore", "RecordingStore", "RecordingStoreError", "S3Config",
-    "S3RecordingStore", "parse_key", "recording_key",
+    "CONTENT_TYPE",
+    "FileRecordingStore",
+    "RecordingStore",
+    "RecordingStoreError",
+    "S3Config",
+    "S3RecordingStore",
+    "parse_key",
+    "recording_key",
 ]

@@ -55,8 +55,9 @@ class Block:
         return f"{'outside' if self.outside else 'in'} {self.network} ({self.name}, {self.rfc})"
 
 
-def _block(network: str, name: str, rfc: str, registry: str,
-           globally_reachable: bool | None) -> Block:
+def _block(
+    network: str, name: str, rfc: str, registry: str, globally_reachable: bool | None
+) -> Block:
     return Block(ipaddress.ip_network(network), name, rfc, registry, globally_reachable)
 
 
@@ -127,32 +128,43 @@ _OTHER_ROWS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 BLOCKS: tuple[Block, ...] = (
-    *(_block(network, name, rfc, IPV4_SPECIAL, reach)
-      for network, name, rfc, reach in _IPV4_SPECIAL_ROWS),
-    *(_block(network, name, rfc, IPV6_SPECIAL, reach)
-      for network, name, rfc, reach in _IPV6_SPECIAL_ROWS),
+    *(
+        _block(network, name, rfc, IPV4_SPECIAL, reach)
+        for network, name, rfc, reach in _IPV4_SPECIAL_ROWS
+    ),
+    *(
+        _block(network, name, rfc, IPV6_SPECIAL, reach)
+        for network, name, rfc, reach in _IPV6_SPECIAL_ROWS
+    ),
     *(_block(network, name, rfc, registry, False) for network, name, rfc, registry in _OTHER_ROWS),
 )
 
 # IANA IPv6 Address Space: the only block allocated as Global Unicast (RFC 4291).
 IPV6_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
-IPV6_OUTSIDE_GLOBAL_UNICAST = Block(IPV6_GLOBAL_UNICAST, "Global Unicast", "RFC 4291", IPV6_SPACE,
-                                   False, outside=True)
+IPV6_OUTSIDE_GLOBAL_UNICAST = Block(
+    IPV6_GLOBAL_UNICAST, "Global Unicast", "RFC 4291", IPV6_SPACE, False, outside=True
+)
 
 # Where an IPv6 address carries an IPv4 address in its last 32 bits.
-_IPV4_IN_LAST_32 = tuple(ipaddress.IPv6Network(network) for network in (
-    "::ffff:0:0/96",      # IPv4-mapped (RFC 4291)
-    "::ffff:0:0:0/96",    # IPv4-translated (RFC 2765)
-    "::/96",              # IPv4-compatible, deprecated (RFC 4291)
-    "64:ff9b::/96",       # NAT64 well-known prefix (RFC 6052)
-))
+_IPV4_IN_LAST_32 = tuple(
+    ipaddress.IPv6Network(network)
+    for network in (
+        "::ffff:0:0/96",  # IPv4-mapped (RFC 4291)
+        "::ffff:0:0:0/96",  # IPv4-translated (RFC 2765)
+        "::/96",  # IPv4-compatible, deprecated (RFC 4291)
+        "64:ff9b::/96",  # NAT64 well-known prefix (RFC 6052)
+    )
+)
 _SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
 
 
 def blocks_of(address: IPAddress) -> list[Block]:
     """The table's blocks that hold the address, widest first."""
-    found = [block for block in BLOCKS
-             if block.network.version == address.version and address in block.network]
+    found = [
+        block
+        for block in BLOCKS
+        if block.network.version == address.version and address in block.network
+    ]
     return sorted(found, key=lambda block: block.network.prefixlen)
 
 
@@ -176,8 +188,11 @@ def refusing_block(address: IPAddress) -> Block | None:
     for block in reversed(held):  # the most specific that refuses it names it best
         if block.globally_reachable is not True:
             return block
-    if isinstance(address, ipaddress.IPv6Address) and address not in IPV6_GLOBAL_UNICAST \
-            and not held:
+    if (
+        isinstance(address, ipaddress.IPv6Address)
+        and address not in IPV6_GLOBAL_UNICAST
+        and not held
+    ):
         return IPV6_OUTSIDE_GLOBAL_UNICAST
     inner = embedded_ipv4(address)
     if inner is not None:

@@ -78,7 +78,7 @@ def signing_key(secret: str) -> bytes:
     """The HMAC key of a `whsec_` secret; any other string is used as its UTF-8 bytes."""
     if secret.startswith(SECRET_PREFIX):
         try:
-            return base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
+            return base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
         except (binascii.Error, ValueError):
             pass
     return secret.encode("utf-8")
@@ -90,8 +90,9 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> str:
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
-def signed_headers(secret: str, message_id: str, body: str,
-                   timestamp: int | None = None) -> dict[str, str]:
+def signed_headers(
+    secret: str, message_id: str, body: str, timestamp: int | None = None
+) -> dict[str, str]:
     stamp = int(time.time()) if timestamp is None else timestamp
     return {
         "webhook-id": message_id,
@@ -117,8 +118,10 @@ def parse_target(url: str) -> httpx.URL:
     if has_control_character(url):
         raise InvalidTarget("the URL must not contain control characters")
     if not URI_CHARACTERS.fullmatch(url):
-        raise InvalidTarget("the URL may hold only the characters RFC 3986 allows: percent-encode "
-                            "others, and write an international host in its xn-- form")
+        raise InvalidTarget(
+            "the URL may hold only the characters RFC 3986 allows: percent-encode "
+            "others, and write an international host in its xn-- form"
+        )
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
@@ -163,7 +166,8 @@ def is_local_name(host: str) -> bool:
 async def resolve(host: str, port: int) -> list[IPAddress]:
     loop = asyncio.get_running_loop()
     infos = await asyncio.wait_for(
-        loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_SECONDS)
+        loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_SECONDS
+    )
     found: list[IPAddress] = []
     for _family, _type, _proto, _name, sockaddr in infos:
         address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
@@ -188,12 +192,16 @@ async def checked_addresses(target: httpx.URL) -> list[IPAddress]:
             raise ResolutionFailed(f"the URL's host could not be resolved ({reason})") from exc
     refused = [address for address in addresses if not is_public_address(address)]
     if refused and literal is not None and (block := refusing_block(literal)) is not None:
-        raise TargetNotAllowed(f"the URL points at {literal}, {block.describe()}, which is not "
-                               "a globally reachable address")
+        raise TargetNotAllowed(
+            f"the URL points at {literal}, {block.describe()}, which is not "
+            "a globally reachable address"
+        )
     if not addresses or refused:
         # What a name resolves to is not told: the answer would map the network around us.
-        raise TargetNotAllowed("the URL points at an address that is not globally reachable "
-                               "(private, loopback, reserved or special-purpose)")
+        raise TargetNotAllowed(
+            "the URL points at an address that is not globally reachable "
+            "(private, loopback, reserved or special-purpose)"
+        )
     return addresses
 
 
@@ -218,8 +226,15 @@ async def check_target(url: str, *, allow_private: bool) -> None:
 # --- sending ----------------------------------------------------------------------------------
 
 
-async def post(url: str, secret: str, message_id: str, body: str, *, allow_private: bool,
-               timeout_seconds: float = TIMEOUT_SECONDS) -> AttemptResult:
+async def post(
+    url: str,
+    secret: str,
+    message_id: str,
+    body: str,
+    *,
+    allow_private: bool,
+    timeout_seconds: float = TIMEOUT_SECONDS,
+) -> AttemptResult:
     """One signed delivery attempt. Never raises for network or policy failures."""
     started = time.perf_counter()
     try:
@@ -237,10 +252,16 @@ async def post(url: str, secret: str, message_id: str, body: str, *, allow_priva
         headers["host"] = host_header
     try:
         async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(timeout_seconds), follow_redirects=False,
-                              trust_env=False) as client,
-            client.stream("POST", request_url, content=body.encode("utf-8"), headers=headers,
-                          extensions=extensions) as response,
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout_seconds), follow_redirects=False, trust_env=False
+            ) as client,
+            client.stream(
+                "POST",
+                request_url,
+                content=body.encode("utf-8"),
+                headers=headers,
+                extensions=extensions,
+            ) as response,
         ):
             return AttemptResult(response.status_code, None, _ms(started))
     except httpx.TimeoutException:
@@ -263,10 +284,17 @@ class ToolAnswer:
     duration_ms: int
 
 
-async def post_for_answer(url: str, secret: str, message_id: str, body: str, *,
-                          allow_private: bool, headers: dict[str, str] | None = None,
-                          timeout_seconds: float = TIMEOUT_SECONDS,
-                          limit: int = 16 * 1024) -> ToolAnswer:
+async def post_for_answer(
+    url: str,
+    secret: str,
+    message_id: str,
+    body: str,
+    *,
+    allow_private: bool,
+    headers: dict[str, str] | None = None,
+    timeout_seconds: float = TIMEOUT_SECONDS,
+    limit: int = 16 * 1024,
+) -> ToolAnswer:
     """One signed POST as `post` sends it (the same signing, SSRF guard and pinned address),
     with `headers` added (the signature, content type and Host are ours), answering with the
     response: its status and the first `limit` bytes of its body. Never raises for network or
@@ -278,28 +306,45 @@ async def post_for_answer(url: str, secret: str, message_id: str, body: str, *,
         return ToolAnswer(None, b"", "", f"target_not_allowed: {exc}", _ms(started))
     except ResolutionFailed as exc:
         return ToolAnswer(None, b"", "", f"dns_error: {exc}"[:500], _ms(started))
-    ours = {"content-type": "application/json", "user-agent": USER_AGENT,
-            **signed_headers(secret, message_id, body)}
-    sent = {name: value for name, value in (headers or {}).items()
-            if name.lower() not in {*ours, "host", "content-length"}}
+    ours = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        **signed_headers(secret, message_id, body),
+    }
+    sent = {
+        name: value
+        for name, value in (headers or {}).items()
+        if name.lower() not in {*ours, "host", "content-length"}
+    }
     sent |= ours
     if host_header is not None:
         sent["host"] = host_header
     try:
         async with (
             asyncio.timeout(timeout_seconds),
-            httpx.AsyncClient(timeout=httpx.Timeout(timeout_seconds), follow_redirects=False,
-                              trust_env=False) as client,
-            client.stream("POST", request_url, content=body.encode("utf-8"), headers=sent,
-                          extensions=extensions) as response,
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout_seconds), follow_redirects=False, trust_env=False
+            ) as client,
+            client.stream(
+                "POST",
+                request_url,
+                content=body.encode("utf-8"),
+                headers=sent,
+                extensions=extensions,
+            ) as response,
         ):
             content = bytearray()
             async for chunk in response.aiter_bytes():
                 content += chunk
                 if len(content) >= limit:
                     break
-            return ToolAnswer(response.status_code, bytes(content[:limit]),
-                              response.headers.get("content-type", ""), None, _ms(started))
+            return ToolAnswer(
+                response.status_code,
+                bytes(content[:limit]),
+                response.headers.get("content-type", ""),
+                None,
+                _ms(started),
+            )
     except (TimeoutError, httpx.TimeoutException):
         return ToolAnswer(None, b"", "", "timeout", _ms(started))
     except (httpx.HTTPError, OSError) as exc:
@@ -316,8 +361,11 @@ async def _route(url: str, allow_private: bool) -> tuple[httpx.URL, dict[str, st
         return target, {}, None
     # Always connect to the checked address, even for a literal written in another form.
     host_header = target.netloc.decode("ascii")
-    extensions = {"sni_hostname": target.raw_host.decode("ascii")} if (
-        target.scheme == "https" and literal_address(target.host) is None) else {}
+    extensions = (
+        {"sni_hostname": target.raw_host.decode("ascii")}
+        if (target.scheme == "https" and literal_address(target.host) is None)
+        else {}
+    )
     return target.copy_with(host=str(address)), extensions, host_header
 
 

@@ -94,13 +94,24 @@ def queue_of(ctx: dict[str, Any], kind: str | None) -> str:
     return registration.queue if registration is not None else BACKGROUND_QUEUE
 
 
-async def enqueue(redis: Any, due_id: uuid.UUID | str, version: int, due_at: datetime,
-                  queue: str = BACKGROUND_QUEUE) -> None:
+async def enqueue(
+    redis: Any,
+    due_id: uuid.UUID | str,
+    version: int,
+    due_at: datetime,
+    queue: str = BACKGROUND_QUEUE,
+) -> None:
     """Queue `run_due` for this version of the row on `queue`; a no-op when that job is already
     queued (on any queue)."""
     defer = due_at if due_at > utcnow() else None
-    await redis.enqueue_job("run_due", str(due_id), version, _job_id=job_id(due_id, version),
-                            _defer_until=defer, _queue_name=queue)
+    await redis.enqueue_job(
+        "run_due",
+        str(due_id),
+        version,
+        _job_id=job_id(due_id, version),
+        _defer_until=defer,
+        _queue_name=queue,
+    )
 
 
 # Work of a suspended or deleted sub-account waits (it runs again if the tenant is resumed).
@@ -118,8 +129,9 @@ async def sweep_due(ctx: dict[str, Any]) -> int:
     """Enqueue every due, unleased row (the queue dedupes the ones it still holds)."""
     rows = await ctx["db"].fetch(SELECT_SWEEP, SWEEP_LIMIT)
     for row in rows:
-        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"],
-                      queue_of(ctx, row["kind"]))
+        await enqueue(
+            ctx["redis"], row["id"], row["version"], row["due_at"], queue_of(ctx, row["kind"])
+        )
     return len(rows)
 
 
@@ -186,8 +198,9 @@ RETURNING id, version, due_at
 """
 
 
-async def claim(pool: asyncpg.Pool, handlers: dict[str, DueHandler], due_id: uuid.UUID,
-                version: int) -> DueWork | None:
+async def claim(
+    pool: asyncpg.Pool, handlers: dict[str, DueHandler], due_id: uuid.UUID, version: int
+) -> DueWork | None:
     async with pool.acquire() as conn, conn.transaction():
         kind = await conn.fetchval(SELECT_CLAIMABLE, due_id, version)
         if kind is None:
@@ -197,9 +210,18 @@ async def claim(pool: asyncpg.Pool, handlers: dict[str, DueHandler], due_id: uui
         row = await conn.fetchrow(CLAIM, due_id, lease)
     if row is None:
         return None
-    return DueWork(row["id"], row["sub_account_id"], row["schema_name"], row["kind"],
-                   row["ref_id"], row["due_at"], row["attempts"], row["version"],
-                   row["failures"], row["last_error"])
+    return DueWork(
+        row["id"],
+        row["sub_account_id"],
+        row["schema_name"],
+        row["kind"],
+        row["ref_id"],
+        row["due_at"],
+        row["attempts"],
+        row["version"],
+        row["failures"],
+        row["last_error"],
+    )
 
 
 async def finish(ctx: dict[str, Any], work: DueWork, next_at: datetime | None) -> None:
@@ -213,8 +235,9 @@ async def finish(ctx: dict[str, Any], work: DueWork, next_at: datetime | None) -
         if row is None:
             row = await conn.fetchrow(RELEASE, work.id, work.version)
     if row is not None:
-        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"],
-                      queue_of(ctx, work.kind))
+        await enqueue(
+            ctx["redis"], row["id"], row["version"], row["due_at"], queue_of(ctx, work.kind)
+        )
 
 
 def max_failures() -> int:
@@ -225,16 +248,29 @@ async def finish_failed(ctx: dict[str, Any], work: DueWork, reason: str) -> None
     """Record a failed run: retry after a capped backoff, or set the row aside as `failed`."""
     backoff = min(5 * 2 ** min(work.failures, 10), MAX_ERROR_BACKOFF_SECONDS)
     async with ctx["db"].acquire() as conn, conn.transaction():
-        row = await conn.fetchrow(FINISH_FAILED, work.id, work.version, reason[:2000],
-                                  max_failures(), utcnow() + timedelta(seconds=backoff))
+        row = await conn.fetchrow(
+            FINISH_FAILED,
+            work.id,
+            work.version,
+            reason[:2000],
+            max_failures(),
+            utcnow() + timedelta(seconds=backoff),
+        )
         if row is None:
             row = await conn.fetchrow(RELEASE, work.id, work.version)
     if row is not None and row.get("status") == "failed":
-        log.error("due work %s (%s, %s) failed for good after %d failed runs: %s",
-                  work.id, work.kind, work.ref_id, work.failures + 1, reason)
+        log.error(
+            "due work %s (%s, %s) failed for good after %d failed runs: %s",
+            work.id,
+            work.kind,
+            work.ref_id,
+            work.failures + 1,
+            reason,
+        )
     elif row is not None:
-        await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"],
-                      queue_of(ctx, work.kind))
+        await enqueue(
+            ctx["redis"], row["id"], row["version"], row["due_at"], queue_of(ctx, work.kind)
+        )
 
 
 CANCELLED = "CancelledError: the run was cancelled (worker shutdown or job timeout)"
@@ -253,8 +289,13 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
         return
     if work.failures >= max_failures():
         await ctx["db"].execute(SET_ASIDE, work.id, work.version)
-        log.error("due work %s (%s, %s) failed for good: %s", work.id, work.kind, work.ref_id,
-                  work.last_error)
+        log.error(
+            "due work %s (%s, %s) failed for good: %s",
+            work.id,
+            work.kind,
+            work.ref_id,
+            work.last_error,
+        )
         return
     registration = handlers.get(work.kind)
     lease = registration.lease.total_seconds() if registration else 0
@@ -272,8 +313,7 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
         try:
             await asyncio.shield(finish_failed(ctx, work, CANCELLED))
         except Exception:
-            log.warning("could not record the cancelled run of due work %s", work.id,
-                        exc_info=True)
+            log.warning("could not record the cancelled run of due work %s", work.id, exc_info=True)
         raise
     except Exception as exc:
         if registration is not None and isinstance(exc, TimeoutError) and timer.expired():
@@ -347,8 +387,13 @@ class Listener:
         try:
             message = json.loads(payload)
             due_at = datetime.fromtimestamp(float(message["due_at"]), tz=utcnow().tzinfo)
-            await enqueue(self.ctx["redis"], message["id"], int(message["version"]), due_at,
-                          queue_of(self.ctx, message.get("kind")))
+            await enqueue(
+                self.ctx["redis"],
+                message["id"],
+                int(message["version"]),
+                due_at,
+                queue_of(self.ctx, message.get("kind")),
+            )
         except Exception:
             log.warning("could not enqueue due work from a notification", exc_info=True)
 

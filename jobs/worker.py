@@ -50,8 +50,15 @@ log = logging.getLogger("switchboard.worker")
 GROUP = "worker_queues"
 # Options of the primary Worker that the other queues' Workers share.
 RESTART_SECONDS = 1.0
-SHARED_OPTIONS = ("burst", "poll_delay", "job_timeout", "keep_result", "max_tries",
-                  "health_check_interval", "retry_jobs")
+SHARED_OPTIONS = (
+    "burst",
+    "poll_delay",
+    "job_timeout",
+    "keep_result",
+    "max_tries",
+    "health_check_interval",
+    "retry_jobs",
+)
 
 
 @dataclass(frozen=True)
@@ -86,8 +93,9 @@ async def ping(ctx: dict[str, Any], value: str) -> str:
 
 async def startup(ctx: dict[str, Any]) -> None:
     # One pool for the jobs of every queue (SWITCHBOARD_DB_POOL_MAX, as docs/operations.md says).
-    ctx["db"] = await create_db_pool(ctx["database_url"], min_size=1,
-                                     max_size=get_settings().db_pool_max)
+    ctx["db"] = await create_db_pool(
+        ctx["database_url"], min_size=1, max_size=get_settings().db_pool_max
+    )
     await start_listener(ctx)
 
 
@@ -115,13 +123,16 @@ def _queues(jobs: Jobs) -> list[Queue]:
         raise ValueError(f"a queue is listed twice: {names}")
     for entry in jobs.due_handlers:
         if entry.queue not in names[1:]:
-            raise ValueError(f"due work {entry.kind!r} names queue {entry.queue!r}, "
-                             f"which the worker does not serve besides the default one")
+            raise ValueError(
+                f"due work {entry.kind!r} names queue {entry.queue!r}, "
+                f"which the worker does not serve besides the default one"
+            )
     return queues
 
 
-def worker_settings(database_url: str, redis_url: str, jobs: Jobs,
-                    **overrides: Any) -> dict[str, Any]:
+def worker_settings(
+    database_url: str, redis_url: str, jobs: Jobs, **overrides: Any
+) -> dict[str, Any]:
     """Keyword arguments for arq's Worker of the default queue, bound to these servers, running
     `jobs` (the other queues' Workers start and stop with it)."""
     others = _queues(jobs)
@@ -131,7 +142,8 @@ def worker_settings(database_url: str, redis_url: str, jobs: Jobs,
     functions = [_counted(task) for task in (ping, RUN_DUE, *jobs.tasks)]
     queues = [_Served(DEFAULT_QUEUE, jobs.max_jobs, functions)] + [
         _Served(queue.name, queue.max_jobs, [_counted(RUN_DUE), *map(_counted, queue.tasks)])
-        for queue in others]
+        for queue in others
+    ]
     settings: dict[str, Any] = {
         "functions": functions,
         "cron_jobs": [_counted(job) for job in (SWEEP_DUE, *jobs.cron_jobs)],
@@ -180,8 +192,13 @@ class _Served:
 class _Queues:
     """The Workers of the queues besides the default one, beside the default queue's Worker."""
 
-    def __init__(self, queues: list[_Served], redis_settings: RedisSettings,
-                 options: dict[str, Any], max_burst_jobs: int) -> None:
+    def __init__(
+        self,
+        queues: list[_Served],
+        redis_settings: RedisSettings,
+        options: dict[str, Any],
+        max_burst_jobs: int,
+    ) -> None:
         self.default, *self.others = queues
         self.redis_settings = redis_settings
         self.options = options
@@ -192,11 +209,18 @@ class _Queues:
         self.deadline: float | None = None
 
     def _worker(self, queue: _Served, ctx: dict[str, Any], **options: Any) -> Worker:
-        base = {key: value for key, value in ctx.items()
-                if key not in ("redis", "due_listener", GROUP)}
-        return Worker(queue.functions, queue_name=queue.name, max_jobs=queue.max_jobs,
-                      redis_settings=self.redis_settings, ctx=base, handle_signals=False,
-                      **{**self.options, **options})
+        base = {
+            key: value for key, value in ctx.items() if key not in ("redis", "due_listener", GROUP)
+        }
+        return Worker(
+            queue.functions,
+            queue_name=queue.name,
+            max_jobs=queue.max_jobs,
+            redis_settings=self.redis_settings,
+            ctx=base,
+            handle_signals=False,
+            **{**self.options, **options},
+        )
 
     async def start(self, ctx: dict[str, Any]) -> None:
         for queue in self.others:
@@ -227,8 +251,9 @@ class _Queues:
             worker.allow_pick_jobs = False
 
     def running(self) -> list[asyncio.Task[Any]]:
-        return [task for worker in self.workers for task in worker.tasks.values()
-                if not task.done()]
+        return [
+            task for worker in self.workers for task in worker.tasks.values() if not task.done()
+        ]
 
     async def stop(self, grace: float) -> None:
         """Stop taking jobs, give running ones until the deadline (set by `stop_gracefully`, or
@@ -241,8 +266,9 @@ class _Queues:
             try:
                 await close(worker)
             except (Exception, asyncio.CancelledError):
-                log.warning("closing the worker of queue %s failed", worker.queue_name,
-                            exc_info=True)
+                log.warning(
+                    "closing the worker of queue %s failed", worker.queue_name, exc_info=True
+                )
         for run in self.runs:
             run.cancel()
         for run in self.runs:
@@ -274,14 +300,16 @@ class _Queues:
                     await worker.async_run()
                 finally:
                     await worker.close()
-                budget = max(budget - worker.jobs_complete - worker.jobs_failed
-                             - worker.jobs_retried, 0)
+                budget = max(
+                    budget - worker.jobs_complete - worker.jobs_failed - worker.jobs_retried, 0
+                )
                 if budget == 0:
                     return
 
 
-async def serve(make_worker: Callable[[], Worker], redis_url: str, stop: asyncio.Event,
-                grace: float) -> None:
+async def serve(
+    make_worker: Callable[[], Worker], redis_url: str, stop: asyncio.Event, grace: float
+) -> None:
     """Run the worker `make_worker()` builds until `stop` is set (then gracefully, `grace`
     seconds for running jobs) or, in burst mode, until it is done. Redis not answering, at start
     or later, is no reason to exit: it waits for Redis and starts a new worker (CONTRACT 11)."""
@@ -306,8 +334,11 @@ async def serve(make_worker: Callable[[], Worker], redis_url: str, stop: asyncio
             return  # a burst that is done
         if not isinstance(error, RedisError | OSError):
             raise error
-        log.warning("the worker lost Redis (%s: %s); waiting for it to start again",
-                    type(error).__name__, error)
+        log.warning(
+            "the worker lost Redis (%s: %s); waiting for it to start again",
+            type(error).__name__,
+            error,
+        )
 
 
 async def close(worker: Worker) -> None:
@@ -350,8 +381,9 @@ async def _finished(running: Callable[[], list[asyncio.Task[Any]]], deadline: fl
 REDIS_WAIT_LOG_SECONDS = 60.0
 
 
-async def wait_for_redis(redis_url: str, stop: asyncio.Event | None = None,
-                         retry_seconds: float = 1.0) -> bool:
+async def wait_for_redis(
+    redis_url: str, stop: asyncio.Event | None = None, retry_seconds: float = 1.0
+) -> bool:
     """Until Redis answers (True), or `stop` is set first (False). While it cannot be reached,
     says so at once and then once a minute, never exits (CONTRACT 11)."""
     settings = dataclasses.replace(RedisSettings.from_dsn(redis_url), conn_retries=0)
@@ -362,9 +394,14 @@ async def wait_for_redis(redis_url: str, stop: asyncio.Event | None = None,
             redis = await create_pool(settings)
         except (TimeoutError, OSError, RedisError) as exc:
             if logged_at is None or loop.time() - logged_at >= REDIS_WAIT_LOG_SECONDS:
-                log.warning("Redis at %s:%s cannot be reached (%s: %s); waiting for it, "
-                            "trying every %g s", settings.host, settings.port,
-                            type(exc).__name__, exc, retry_seconds)
+                log.warning(
+                    "Redis at %s:%s cannot be reached (%s: %s); waiting for it, trying every %g s",
+                    settings.host,
+                    settings.port,
+                    type(exc).__name__,
+                    exc,
+                    retry_seconds,
+                )
                 logged_at = loop.time()
         else:
             await redis.aclose()

@@ -33,7 +33,7 @@ def clicks(rng: np.random.Generator, per_second: float, length_ms: float) -> np.
     size = int(RATE * length_ms / 1000)
     decay = np.exp(-np.linspace(0, 6, size))
     for start in rng.integers(0, out.size - size, int(per_second * SECONDS)):
-        out[start:start + size] += rng.standard_normal(size) * decay * rng.uniform(0.3, 1.0)
+        out[start : start + size] += rng.standard_normal(size) * decay * rng.uniform(0.3, 1.0)
     return out
 
 
@@ -53,7 +53,7 @@ def babble(rng: np.random.Generator, voices: int) -> np.ndarray:
 
 def level(signal: np.ndarray) -> np.ndarray:
     signal = signal - signal.mean()
-    rms = np.sqrt(np.mean(signal ** 2))
+    rms = np.sqrt(np.mean(signal**2))
     scaled = signal / rms * 32768 * 10 ** (TARGET_DBFS / 20)
     # Fade the loop's seam so it does not click.
     fade = int(0.05 * RATE)

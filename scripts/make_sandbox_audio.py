@@ -31,22 +31,30 @@ SPOKEN: dict[str, str] = {
 }
 # The talkative contact's lines: two halves joined by a 300 ms pause inside the recording.
 TALKATIVE: dict[str, tuple[str, str]] = {
-    "talk_1": ("I have been meaning to look into this for a while,",
-               "and I would like to hear all the details before I decide."),
-    "talk_2": ("The price matters a great deal to me this year,",
-               "so please tell me exactly what it would cost each month."),
-    "talk_3": ("That all sounds fine to me and I will think it over,",
-               "so thank you for calling, goodbye."),
+    "talk_1": (
+        "I have been meaning to look into this for a while,",
+        "and I would like to hear all the details before I decide.",
+    ),
+    "talk_2": (
+        "The price matters a great deal to me this year,",
+        "so please tell me exactly what it would cost each month.",
+    ),
+    "talk_3": (
+        "That all sounds fine to me and I will think it over,",
+        "so thank you for calling, goodbye.",
+    ),
 }
 
 
 def speak(text: str) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         raw, resampled = Path(tmp, "raw.wav"), Path(tmp, "8k.wav")
-        subprocess.run(["espeak-ng", "-v", VOICE, "-s", WORDS_PER_MINUTE, "-w", str(raw), text],
-                       check=True)
-        subprocess.run(["sox", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", str(resampled)],
-                       check=True)
+        subprocess.run(
+            ["espeak-ng", "-v", VOICE, "-s", WORDS_PER_MINUTE, "-w", str(raw), text], check=True
+        )
+        subprocess.run(
+            ["sox", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", str(resampled)], check=True
+        )
         with wave.open(str(resampled), "rb") as wav:
             pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype=np.int16)
     return trim(pcm)

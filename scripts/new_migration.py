@@ -39,8 +39,9 @@ def main() -> None:
         command.revision(cfg, message=message, autogenerate=True, rev_id=rev_id)
     finally:
         asyncio.run(_sql(admin, f'DROP DATABASE "{name}" WITH (FORCE)'))
-    subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", "-q", "migrations"],
-                   check=False)
+    subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--fix", "-q", "migrations"], check=False
+    )
 
 
 if __name__ == "__main__":

@@ -18,11 +18,18 @@ def call_token(pepper: str, sub_account_id: uuid.UUID | str, call_id: uuid.UUID 
 def token_valid(settings: Settings, sub_account_id: str, call_id: str, token: str) -> bool:
     """Made under the pepper, or the previous one while a deployment moves off it."""
     peppers = [settings.key_pepper, settings.key_pepper_previous]
-    return any(hmac.compare_digest(call_token(pepper, sub_account_id, call_id), token)
-               for pepper in peppers if pepper)
+    return any(
+        hmac.compare_digest(call_token(pepper, sub_account_id, call_id), token)
+        for pepper in peppers
+        if pepper
+    )
 
 
-def stream_parameters(settings: Settings, sub_account_id: uuid.UUID,
-                      call_id: uuid.UUID) -> dict[str, str]:
-    return {"call_id": str(call_id), "sub_account_id": str(sub_account_id),
-            "token": call_token(settings.key_pepper, sub_account_id, call_id)}
+def stream_parameters(
+    settings: Settings, sub_account_id: uuid.UUID, call_id: uuid.UUID
+) -> dict[str, str]:
+    return {
+        "call_id": str(call_id),
+        "sub_account_id": str(sub_account_id),
+        "token": call_token(settings.key_pepper, sub_account_id, call_id),
+    }

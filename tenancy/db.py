@@ -38,8 +38,9 @@ def _json_dumps(value: Any) -> str:
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for kind in ("json", "jsonb"):
         # Read with the standard library: orjson reads an integer past 64 bits as a float.
-        await conn.set_type_codec(kind, encoder=_json_dumps, decoder=json.loads,
-                                  schema="pg_catalog")
+        await conn.set_type_codec(
+            kind, encoder=_json_dumps, decoder=json.loads, schema="pg_catalog"
+        )
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -72,16 +73,21 @@ async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asy
     from tenancy.settings import get_settings
 
     pool = await asyncpg.create_pool(
-        asyncpg_dsn(url), min_size=min_size, max_size=max_size, init=_init_connection,
-        command_timeout=60, statement_cache_size=get_settings().db_statement_cache_size,
+        asyncpg_dsn(url),
+        min_size=min_size,
+        max_size=max_size,
+        init=_init_connection,
+        command_timeout=60,
+        statement_cache_size=get_settings().db_statement_cache_size,
         connection_class=PooledConnection,
     )
     assert pool is not None
     return pool
 
 
-async def fetch_one_or_404(conn: asyncpg.Connection | asyncpg.Pool, query: str, *args: Any,
-                           what: str) -> asyncpg.Record:
+async def fetch_one_or_404(
+    conn: asyncpg.Connection | asyncpg.Pool, query: str, *args: Any, what: str
+) -> asyncpg.Record:
     """The query's one row; 404 `not_found` ("<what> not found") when there is none."""
     row = await conn.fetchrow(query, *args)
     if row is None:
@@ -89,9 +95,13 @@ async def fetch_one_or_404(conn: asyncpg.Connection | asyncpg.Pool, query: str, 
     return row
 
 
-async def fetch_page(conn: asyncpg.Connection | asyncpg.Pool, query: str, count_query: str,
-                     *args: Any, count_args: tuple[Any, ...] = ()
-                     ) -> tuple[list[dict[str, Any]], int]:
+async def fetch_page(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    query: str,
+    count_query: str,
+    *args: Any,
+    count_args: tuple[Any, ...] = (),
+) -> tuple[list[dict[str, Any]], int]:
     """A page from a query that carries `count(*) OVER () AS total`, and that total; the count
     query runs only when the page is empty (past the end), where the window has no row."""
     rows = await conn.fetch(query, *args)
@@ -124,17 +134,31 @@ def where_clause(conditions: list[tuple[str, Any]], first: int = 1) -> tuple[str
     return ("WHERE " + " AND ".join(parts) if parts else ""), values
 
 
-async def fetch_newest_page(conn: asyncpg.Connection, table: str, columns: str,
-                            conditions: list[tuple[str, Any]], limit: int, offset: int
-                            ) -> tuple[list[dict[str, Any]], int]:
+async def fetch_newest_page(
+    conn: asyncpg.Connection,
+    table: str,
+    columns: str,
+    conditions: list[tuple[str, Any]],
+    limit: int,
+    offset: int,
+) -> tuple[list[dict[str, Any]], int]:
     """A page of `table` newest first (created_at, id), filtered by the `where_clause`
     conditions, and the filtered total. `table` and `columns` are constants of the caller."""
     where, values = where_clause(conditions)
     page = f"LIMIT ${len(values) + 1} OFFSET ${len(values) + 2}"
-    query = (f"SELECT {columns}, count(*) OVER () AS total FROM {table} {where} "
-             f"ORDER BY created_at DESC, id DESC {page}")
-    return await fetch_page(conn, query, f"SELECT count(*) FROM {table} {where}", *values, limit,
-                            offset, count_args=tuple(values))
+    query = (
+        f"SELECT {columns}, count(*) OVER () AS total FROM {table} {where} "
+        f"ORDER BY created_at DESC, id DESC {page}"
+    )
+    return await fetch_page(
+        conn,
+        query,
+        f"SELECT count(*) FROM {table} {where}",
+        *values,
+        limit,
+        offset,
+        count_args=tuple(values),
+    )
 
 
 # --- retrying after a schema change -----------------------------------------------------------
@@ -146,8 +170,10 @@ async def fetch_newest_page(conn: asyncpg.Connection, table: str, columns: str,
 # aborted, so the unit to retry is the transaction, or the work that holds it: a request or a
 # job. That is safe only while none of its transactions has committed, which `CommitTracker`
 # tells.
-STALE_STATEMENT_ERRORS = (asyncpg.InvalidCachedStatementError,
-                          asyncpg.exceptions.OutdatedSchemaCacheError)
+STALE_STATEMENT_ERRORS = (
+    asyncpg.InvalidCachedStatementError,
+    asyncpg.exceptions.OutdatedSchemaCacheError,
+)
 STALE_STATEMENT_ATTEMPTS = 3
 
 
@@ -167,8 +193,9 @@ def _committed() -> None:
         tracker.committed += 1
 
 
-async def retry_stale_statements(work: Callable[[], Awaitable[T]], *,
-                                 on_retry: Callable[[Exception], None] | None = None) -> T:
+async def retry_stale_statements(
+    work: Callable[[], Awaitable[T]], *, on_retry: Callable[[Exception], None] | None = None
+) -> T:
     """Run `work`, and run it again (up to STALE_STATEMENT_ATTEMPTS in all) when a statement
     cached before a schema change fails before anything of it committed."""
     attempt = 1

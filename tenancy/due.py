@@ -66,8 +66,13 @@ RETURNING id, version, due_at, kind
 DELETE_DUE = "DELETE FROM control.due_work WHERE kind = $1 AND ref_id = ANY($2::uuid[])"
 
 
-async def schedule_due(conn: asyncpg.Connection, sub_account_id: uuid.UUID, kind: str,
-                       ref_id: uuid.UUID, due_at: datetime) -> None:
+async def schedule_due(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    kind: str,
+    ref_id: uuid.UUID,
+    due_at: datetime,
+) -> None:
     """Run `kind` for `ref_id` at `due_at` (replacing any earlier time), once this commits."""
     row = await conn.fetchrow(UPSERT_DUE, sub_account_id, kind, ref_id, due_at)
     await notify(conn, row["id"], row["version"], row["due_at"], row["kind"])
@@ -77,18 +82,21 @@ async def cancel_due(conn: asyncpg.Connection, kind: str, ref_id: uuid.UUID) -> 
     await conn.execute(DELETE_DUE, kind, [ref_id])
 
 
-async def cancel_due_many(conn: asyncpg.Connection, kind: str,
-                          ref_ids: Iterable[uuid.UUID]) -> None:
+async def cancel_due_many(
+    conn: asyncpg.Connection, kind: str, ref_ids: Iterable[uuid.UUID]
+) -> None:
     ids = list(ref_ids)
     if ids:
         await conn.execute(DELETE_DUE, kind, ids)
 
 
-async def notify(conn: asyncpg.Connection, due_id: uuid.UUID, version: int,
-                 due_at: datetime, kind: str) -> None:
+async def notify(
+    conn: asyncpg.Connection, due_id: uuid.UUID, version: int, due_at: datetime, kind: str
+) -> None:
     """Tell the worker, on commit, to queue this version of the row (on its kind's queue)."""
-    payload = json.dumps({"id": str(due_id), "version": version, "due_at": due_at.timestamp(),
-                          "kind": kind})
+    payload = json.dumps(
+        {"id": str(due_id), "version": version, "due_at": due_at.timestamp(), "kind": kind}
+    )
     await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
 
 
@@ -110,8 +118,9 @@ RETURNING id, version, due_at, kind
 """
 
 
-async def list_failed(pool: asyncpg.Pool,
-                      sub_account_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+async def list_failed(
+    pool: asyncpg.Pool, sub_account_id: uuid.UUID | None = None
+) -> list[dict[str, Any]]:
     """Work set aside as `failed`, oldest failure first (of one sub-account, or all)."""
     return [dict(row) for row in await pool.fetch(SELECT_FAILED, sub_account_id)]
 
@@ -162,9 +171,15 @@ async def take_slot(redis: Any, groups: list[RunGroup], token: str, seconds: flo
     can last: its lease), or none when one of them is full. Give it back with `give_back`; a
     worker that dies first leaves it to expire."""
     now_ms = int(utcnow().timestamp() * 1000)
-    taken = await redis.eval(TAKE_SLOT, len(groups), *(group.key for group in groups), token,
-                             now_ms, now_ms + int(seconds * 1000),
-                             *(group.limit for group in groups))
+    taken = await redis.eval(
+        TAKE_SLOT,
+        len(groups),
+        *(group.key for group in groups),
+        token,
+        now_ms,
+        now_ms + int(seconds * 1000),
+        *(group.limit for group in groups),
+    )
     return bool(taken)
 
 

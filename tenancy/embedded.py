@@ -66,8 +66,10 @@ class EmbeddedPostgres:
             user=_run_as(),
         )
         if done.returncode != 0:
-            print(f"embedded PostgreSQL did not stop: {done.stderr.decode(errors='replace')}",
-                  file=sys.stderr)
+            print(
+                f"embedded PostgreSQL did not stop: {done.stderr.decode(errors='replace')}",
+                file=sys.stderr,
+            )
 
 
 def _running_port(pgdata: Path) -> int | None:
@@ -83,8 +85,13 @@ def _running_port(pgdata: Path) -> int | None:
     return port
 
 
-def start_postgres(data_dir: Path, *, fast_unsafe: bool = False,
-                   port: int | None = None, shared_buffers: str = "256MB") -> EmbeddedPostgres:
+def start_postgres(
+    data_dir: Path,
+    *,
+    fast_unsafe: bool = False,
+    port: int | None = None,
+    shared_buffers: str = "256MB",
+) -> EmbeddedPostgres:
     """Start (or find running) PostgreSQL under data_dir/postgres.
 
     fast_unsafe turns off fsync: for throwaway test clusters only. port (default: a free one)
@@ -107,8 +114,16 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False,
             entry = pwd.getpwnam(PG_SYSTEM_USER)
             os.chown(pgdata, entry.pw_uid, entry.pw_gid)
         subprocess.run(
-            [_pg_bin("initdb"), "-D", str(pgdata), "--auth=trust", "-U", "postgres",
-             "--encoding=UTF8", "--no-sync"],
+            [
+                _pg_bin("initdb"),
+                "-D",
+                str(pgdata),
+                "--auth=trust",
+                "-U",
+                "postgres",
+                "--encoding=UTF8",
+                "--no-sync",
+            ],
             check=True,
             capture_output=True,
             user=run_as,
@@ -121,8 +136,19 @@ def start_postgres(data_dir: Path, *, fast_unsafe: bool = False,
     if fast_unsafe:
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     subprocess.run(
-        [_pg_bin("pg_ctl"), "-D", str(pgdata), "-w", "-t", "60", "-l", str(pgdata / "server.log"),
-         "-o", options, "start"],
+        [
+            _pg_bin("pg_ctl"),
+            "-D",
+            str(pgdata),
+            "-w",
+            "-t",
+            "60",
+            "-l",
+            str(pgdata / "server.log"),
+            "-o",
+            options,
+            "start",
+        ],
         check=True,
         capture_output=True,
         user=run_as,
@@ -165,9 +191,25 @@ def start_redis(data_dir: Path, *, port: int | None = None) -> EmbeddedRedis:
             return EmbeddedRedis(None, known)
     port = port or free_port()
     process = subprocess.Popen(
-        [redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(folder),
-         "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-         "--protected-mode", "no", "--logfile", str(folder / "redis.log")],
+        [
+            redis_server_binary(),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dir",
+            str(folder),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--protected-mode",
+            "no",
+            "--logfile",
+            str(folder / "redis.log"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

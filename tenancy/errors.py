@@ -9,10 +9,16 @@ from typing import Any
 
 
 class APIError(Exception):
-    def __init__(self, status: int, code: str, message: str, *,
-                 details: list[dict[str, Any]] | None = None,
-                 extra: dict[str, Any] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        details: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code

@@ -37,8 +37,10 @@ def new_private_file(path: str, option: str = "--out") -> Iterator[TextIO]:
         fd = os.open(partial, _FLAGS, 0o600)
     except OSError as exc:
         if exc.errno in (errno.EEXIST, errno.ELOOP):
-            raise FileRefused(f"{partial} exists (left by an export that did not finish, or "
-                              "planted); remove it and try again") from None
+            raise FileRefused(
+                f"{partial} exists (left by an export that did not finish, or "
+                "planted); remove it and try again"
+            ) from None
         raise FileRefused(f"cannot write {path}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -46,15 +46,29 @@ RETURNING id
 """
 
 
-async def upsert_invitation(conn: asyncpg.Connection, sub_account_id: uuid.UUID, email: str,
-                            role: str, first_name: str | None = None,
-                            last_name: str | None = None, phone: str | None = None
-                            ) -> IssuedInvitation:
+async def upsert_invitation(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    email: str,
+    role: str,
+    first_name: str | None = None,
+    last_name: str | None = None,
+    phone: str | None = None,
+) -> IssuedInvitation:
     """Create the open invitation for (sub-account, email), or refresh the one there is."""
     token = str(uuid.uuid4())
     expires_at = utcnow() + timedelta(days=get_settings().invitation_ttl_days)
-    invitation_id = await conn.fetchval(UPSERT_INVITATION, sub_account_id, email, role, first_name,
-                                        last_name, phone, hash_token(token), expires_at)
+    invitation_id = await conn.fetchval(
+        UPSERT_INVITATION,
+        sub_account_id,
+        email,
+        role,
+        first_name,
+        last_name,
+        phone,
+        hash_token(token),
+        expires_at,
+    )
     return IssuedInvitation(invitation_id, token, email, role, expires_at, first_name)
 
 
@@ -64,27 +78,40 @@ FROM control.email_configs WHERE organisation_id = $1
 """
 
 
-async def email_config_for(conn: asyncpg.Connection | asyncpg.Pool,
-                           organisation_id: uuid.UUID) -> SMTPConfig:
+async def email_config_for(
+    conn: asyncpg.Connection | asyncpg.Pool, organisation_id: uuid.UUID
+) -> SMTPConfig:
     """The organisation's own SMTP server when it has one, else the platform's."""
     settings = get_settings()
     row = await conn.fetchrow(SELECT_EMAIL_CONFIG, organisation_id)
     if row is not None:
-        return SMTPConfig(host=row["host"], port=row["port"], from_address=row["from_address"],
-                          username=row["username"],
-                          password=secrets.decrypt_optional(row["password"]),
-                          starttls=row["starttls"], timeout=settings.smtp_timeout_seconds)
-    return SMTPConfig(host=settings.smtp_host, port=settings.smtp_port,
-                      from_address=settings.smtp_from, username=settings.smtp_username,
-                      password=settings.smtp_password, starttls=settings.smtp_starttls,
-                      timeout=settings.smtp_timeout_seconds)
+        return SMTPConfig(
+            host=row["host"],
+            port=row["port"],
+            from_address=row["from_address"],
+            username=row["username"],
+            password=secrets.decrypt_optional(row["password"]),
+            starttls=row["starttls"],
+            timeout=settings.smtp_timeout_seconds,
+        )
+    return SMTPConfig(
+        host=settings.smtp_host,
+        port=settings.smtp_port,
+        from_address=settings.smtp_from,
+        username=settings.smtp_username,
+        password=settings.smtp_password,
+        starttls=settings.smtp_starttls,
+        timeout=settings.smtp_timeout_seconds,
+    )
 
 
-async def email_invitation(config: SMTPConfig, invitation: IssuedInvitation,
-                           sub_account_name: str) -> None:
+async def email_invitation(
+    config: SMTPConfig, invitation: IssuedInvitation, sub_account_name: str
+) -> None:
     """Send the invitation; raises EmailDeliveryError when the server refuses or is down."""
-    accept_url = (f"{get_settings().public_url}/functions/v1/accept-invitation"
-                  f"?token={invitation.token}")
+    accept_url = (
+        f"{get_settings().public_url}/functions/v1/accept-invitation?token={invitation.token}"
+    )
     greeting = f"Hello {invitation.first_name}," if invitation.first_name else "Hello,"
     text = (
         f"{greeting}\n\n"
@@ -93,9 +120,13 @@ async def email_invitation(config: SMTPConfig, invitation: IssuedInvitation,
         f"Accept it at {accept_url} before {iso(invitation.expires_at)}.\n\n"
         f"Invitation token: {invitation.token}\n"
     )
-    message = build_message(config, invitation.email,
-                            f"You are invited to {one_line(sub_account_name)}", text,
-                            headers={"X-Switchboard-Invitation": str(invitation.id)})
+    message = build_message(
+        config,
+        invitation.email,
+        f"You are invited to {one_line(sub_account_name)}",
+        text,
+        headers={"X-Switchboard-Invitation": str(invitation.id)},
+    )
     await send_email(config, message)
 
 
@@ -158,14 +189,21 @@ async def show_invitation(pool: asyncpg.Pool, token: str) -> ShownInvitation | N
     row = await pool.fetchrow(SELECT_INVITATION_TO_SHOW, hash_token(token))
     if row is None:
         return None
-    state = ("used" if row["accepted_at"] is not None
-             else "expired" if row["expires_at"] <= utcnow() else "open")
-    return ShownInvitation(row["sub_account_name"], row["email"], row["role"], row["expires_at"],
-                           state)
+    state = (
+        "used"
+        if row["accepted_at"] is not None
+        else "expired"
+        if row["expires_at"] <= utcnow()
+        else "open"
+    )
+    return ShownInvitation(
+        row["sub_account_name"], row["email"], row["role"], row["expires_at"], state
+    )
 
 
-async def accept_invitation(pool: asyncpg.Pool, token: str, first_name: str | None,
-                            last_name: str | None) -> dict[str, object]:
+async def accept_invitation(
+    pool: asyncpg.Pool, token: str, first_name: str | None, last_name: str | None
+) -> dict[str, object]:
     async with pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(SELECT_INVITATION_FOR_UPDATE, hash_token(token))
         if row is None:
@@ -174,8 +212,13 @@ async def accept_invitation(pool: asyncpg.Pool, token: str, first_name: str | No
             raise APIError(410, "invitation_used", "the invitation was already accepted")
         if row["expires_at"] <= utcnow():
             raise APIError(410, "invitation_expired", "the invitation has expired")
-        user_id = await conn.fetchval(UPSERT_USER, row["email"], first_name or row["first_name"],
-                                      last_name or row["last_name"], row["phone"])
+        user_id = await conn.fetchval(
+            UPSERT_USER,
+            row["email"],
+            first_name or row["first_name"],
+            last_name or row["last_name"],
+            row["phone"],
+        )
         await conn.execute(UPSERT_MEMBERSHIP, user_id, row["sub_account_id"], row["role"])
         await conn.execute(MARK_ACCEPTED, row["id"], user_id)
     return {"user_id": user_id, "sub_account_id": row["sub_account_id"], "role": row["role"]}

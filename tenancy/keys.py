@@ -34,13 +34,13 @@ def peppers(settings: Settings | None = None) -> list[str]:
     """The pepper that signs and hashes now, then the previous one (which only verifies)."""
     settings = settings or get_settings()
     previous = settings.key_pepper_previous
-    return [settings.key_pepper] + ([previous] if previous and
-                                    previous != settings.key_pepper else [])
+    return [settings.key_pepper] + (
+        [previous] if previous and previous != settings.key_pepper else []
+    )
 
 
 def _hash(pepper: str, key: str) -> bytes:
-    return hmac.new(pepper.encode(), key.encode("utf-8", "surrogatepass"),
-                    hashlib.sha256).digest()
+    return hmac.new(pepper.encode(), key.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
 
 
 def looks_like_key(key: str) -> bool:

@@ -51,13 +51,18 @@ class TextFormatter(logging.Formatter):
     (a traceback, if any, on the lines below)."""
 
     def __init__(self) -> None:
-        super().__init__("%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s",
-                         datefmt="%Y-%m-%d %H:%M:%S")
+        super().__init__(
+            "%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s",
+            datefmt="%Y-%m-%d %H:%M:%S",
+        )
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
-        ids = [f"{name}={value}" for name in ("request_id", "sub_account_id")
-               if (value := getattr(record, name, None))]
+        ids = [
+            f"{name}={value}"
+            for name in ("request_id", "sub_account_id")
+            if (value := getattr(record, name, None))
+        ]
         return f"{line} [{' '.join(ids)}]" if ids else line
 
 
@@ -88,19 +93,27 @@ ALEMBIC_SETUP = ("Context impl ", "Will assume ")
 def _quiet_cron_run(record: logging.LogRecord) -> bool:
     # arq: "%6.2fs → %s(%s)%s" and "%6.2fs ← %s ● %s", the job's reference second.
     args = record.args
-    return (isinstance(args, tuple) and len(args) > 1 and isinstance(args[1], str)
-            and (args[1] in QUIET_CRON_JOBS or args[1].startswith(CRON_JOB_PREFIX))
-            and isinstance(record.msg, str) and record.msg.startswith("%6.2fs "))
+    return (
+        isinstance(args, tuple)
+        and len(args) > 1
+        and isinstance(args[1], str)
+        and (args[1] in QUIET_CRON_JOBS or args[1].startswith(CRON_JOB_PREFIX))
+        and isinstance(record.msg, str)
+        and record.msg.startswith("%6.2fs ")
+    )
 
 
 def _alembic_setup(record: logging.LogRecord) -> bool:
     return record.name == "alembic.runtime.plugins" or (
-        isinstance(record.msg, str) and record.msg.startswith(ALEMBIC_SETUP))
+        isinstance(record.msg, str) and record.msg.startswith(ALEMBIC_SETUP)
+    )
 
 
-DEMOTED = {"arq.worker": Demote(_quiet_cron_run),
-           "alembic.runtime.plugins": Demote(_alembic_setup),
-           "alembic.runtime.migration": Demote(_alembic_setup)}
+DEMOTED = {
+    "arq.worker": Demote(_quiet_cron_run),
+    "alembic.runtime.plugins": Demote(_alembic_setup),
+    "alembic.runtime.migration": Demote(_alembic_setup),
+}
 
 
 class _Buffer(logging.Handler):
@@ -173,10 +186,13 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        handler.setFormatter(OrjsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(sub_account_id)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-            timestamp=False))
+        handler.setFormatter(
+            OrjsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(sub_account_id)s",
+                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                timestamp=False,
+            )
+        )
     else:
         handler.setFormatter(TextFormatter())
     if _writer is not None:

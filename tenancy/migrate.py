@@ -44,8 +44,9 @@ def upgrade_control(url: str) -> None:
     command.upgrade(alembic_config("control", url), "head")
 
 
-def tenants_behind(url: str, head: str, only: Iterable[uuid.UUID] | None = None
-                   ) -> list[tuple[uuid.UUID, str]]:
+def tenants_behind(
+    url: str, head: str, only: Iterable[uuid.UUID] | None = None
+) -> list[tuple[uuid.UUID, str]]:
     """Sub-accounts whose schema is not at `head`: one query, cheap at any tenant count."""
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     only_list = list(only) if only is not None else None
@@ -75,8 +76,7 @@ _config: Any = None
 def _worker_init(url: str, script_location: str | None) -> None:
     global _engine, _script, _script_location, _config
     # One kept connection per worker process: the tenants it migrates reuse it.
-    _engine = create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=0,
-                            pool_pre_ping=True)
+    _engine = create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=0, pool_pre_ping=True)
     _script_location = Path(script_location) if script_location else None
     _config = alembic_config("tenant", script_location=_script_location)
     _script = ScriptDirectory.from_config(_config)
@@ -90,8 +90,12 @@ def _upgrade_schema(conn: Connection, schema: str, head: str) -> None:
         return _script._upgrade_revs(head, rev)
 
     with EnvironmentContext(cfg, _script, fn=upgrade, destination_rev=head) as env:
-        env.configure(connection=conn, target_metadata=tenant_metadata,
-                      version_table_schema=schema, transactional_ddl=True)
+        env.configure(
+            connection=conn,
+            target_metadata=tenant_metadata,
+            version_table_schema=schema,
+            transactional_ddl=True,
+        )
         env.run_migrations()
 
 
@@ -103,8 +107,10 @@ def migrate_one(sub_account_id: uuid.UUID, schema: str, head: str) -> tuple[uuid
             conn.execute(text("SELECT set_config('lock_timeout', '10s', true)"))
             _upgrade_schema(conn, schema, head)
             conn.execute(
-                text("UPDATE control.sub_accounts SET schema_version = :head, updated_at = now() "
-                     "WHERE id = :id"),
+                text(
+                    "UPDATE control.sub_accounts SET schema_version = :head, updated_at = now() "
+                    "WHERE id = :id"
+                ),
                 {"head": head, "id": sub_account_id},
             )
         return sub_account_id, None
@@ -114,6 +120,7 @@ def migrate_one(sub_account_id: uuid.UUID, schema: str, head: str) -> tuple[uuid
 
 
 # -- coordinator -------------------------------------------------------------------------------
+
 
 def migrate_tenants(
     url: str,
@@ -130,8 +137,9 @@ def migrate_tenants(
         return report
     workers = max(1, min(concurrency, len(todo)))
     location = str(script_location) if script_location else None
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                             initializer=_worker_init, initargs=(url, location)) as executor:
+    with ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), initializer=_worker_init, initargs=(url, location)
+    ) as executor:
         futures = [executor.submit(migrate_one, sid, schema, head) for sid, schema in todo]
         for future in as_completed(futures):
             sid, error = future.result()
@@ -173,6 +181,9 @@ def run_cli(url: str, concurrency: int, tenants: list[uuid.UUID] | None) -> int:
 
     report = migrate_tenants(url, concurrency=concurrency, only=tenants, on_result=on_result)
     bar.close()
-    print(f"migrated {len(report.migrated)} of {report.total} tenant schemas to {head}; "
-          f"{len(report.failed)} failed", file=sys.stderr)
+    print(
+        f"migrated {len(report.migrated)} of {report.total} tenant schemas to {head}; "
+        f"{len(report.failed)} failed",
+        file=sys.stderr,
+    )
     return 0 if report.ok else 1

@@ -15,12 +15,17 @@ RETURNING id
 """
 
 
-async def create_organisation(pool: asyncpg.Pool, name: str, plan_type: str = "white_label",
-                              max_sub_accounts: int = 100, is_active: bool = True
-                              ) -> tuple[uuid.UUID, str]:
+async def create_organisation(
+    pool: asyncpg.Pool,
+    name: str,
+    plan_type: str = "white_label",
+    max_sub_accounts: int = 100,
+    is_active: bool = True,
+) -> tuple[uuid.UUID, str]:
     """Create an organisation and its first agency key; return (id, key)."""
     async with pool.acquire() as conn, conn.transaction():
-        organisation_id = await conn.fetchval(INSERT_ORGANISATION, name, plan_type, is_active,
-                                              max_sub_accounts)
+        organisation_id = await conn.fetchval(
+            INSERT_ORGANISATION, name, plan_type, is_active, max_sub_accounts
+        )
         _, key = await insert_key(conn, "agency", organisation_id, None, "initial agency key")
     return organisation_id, key

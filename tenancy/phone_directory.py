@@ -45,8 +45,12 @@ class Holder:
         return TenantScope(pool, self.sub_account_id, self.schema_name)
 
 
-async def claim(conn: asyncpg.Connection, phone_number: str, sub_account_id: uuid.UUID,
-                phone_number_id: uuid.UUID) -> bool:
+async def claim(
+    conn: asyncpg.Connection,
+    phone_number: str,
+    sub_account_id: uuid.UUID,
+    phone_number_id: uuid.UUID,
+) -> bool:
     """Record that the sub-account holds the number; False when another one already does."""
     return await conn.fetchval(CLAIM, phone_number, sub_account_id, phone_number_id) is not None
 
@@ -60,5 +64,6 @@ async def holder(conn: asyncpg.Connection | asyncpg.Pool, phone_number: str) -> 
     row = await conn.fetchrow(SELECT_HOLDER, phone_number)
     if row is None:
         return None
-    return Holder(row["sub_account_id"], row["phone_number_id"], row["schema_name"],
-                  row["status"] == "active")
+    return Holder(
+        row["sub_account_id"], row["phone_number_id"], row["schema_name"], row["status"] == "active"
+    )

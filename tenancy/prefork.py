@@ -40,8 +40,7 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(child_command: list[str], host: str, port: int, workers: int,
-        grace_seconds: float) -> int:
+def run(child_command: list[str], host: str, port: int, workers: int, grace_seconds: float) -> int:
     """Serve with `workers` children, each started as `python *child_command` (which must
     listen with `listen(host, port)`), until a signal."""
     held = _socket(host, port)  # bound, never listening: receives no connections
@@ -63,8 +62,11 @@ def run(child_command: list[str], host: str, port: int, workers: int,
             time.sleep(0.2)
             for index, child in enumerate(children):
                 if child.poll() is not None and not stopping:
-                    log.error("server process %s exited with %s; starting another", child.pid,
-                              child.returncode)
+                    log.error(
+                        "server process %s exited with %s; starting another",
+                        child.pid,
+                        child.returncode,
+                    )
                     time.sleep(RESTART_PAUSE_SECONDS)
                     children[index] = start()
     finally:

@@ -52,8 +52,7 @@ WHERE k.key_hash = ANY($1::bytea[])
 REHASH_KEY = "UPDATE control.api_keys SET key_hash = $2 WHERE id = $1 AND key_hash = $3"
 
 
-async def principal_for_key(conn: asyncpg.Connection | asyncpg.Pool,
-                           key: str) -> Principal | None:
+async def principal_for_key(conn: asyncpg.Connection | asyncpg.Pool, key: str) -> Principal | None:
     if not looks_like_key(key):
         return None
     digests = key_hashes(key)
@@ -92,8 +91,9 @@ class PrincipalCache:
     stops working within that time. `ttl` 0 turns the cache off.
     """
 
-    def __init__(self, ttl: float, max_entries: int = 10_000,
-                 notified_ttl: float | None = None) -> None:
+    def __init__(
+        self, ttl: float, max_entries: int = 10_000, notified_ttl: float | None = None
+    ) -> None:
         self.ttl = ttl
         self.notified_ttl = max(ttl, notified_ttl or 0.0)
         self.max_entries = max_entries
@@ -145,11 +145,17 @@ class PrincipalCache:
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - logged, and retried
-                log.warning("principal cache listener failed; keys are trusted %s s until it "
-                            "is back", self.ttl, exc_info=True)
+                log.warning(
+                    "principal cache listener failed; keys are trusted %s s until it is back",
+                    self.ttl,
+                    exc_info=True,
+                )
             else:
-                log.warning("principal cache listener connection closed; keys are trusted %s s "
-                            "until it is back", self.ttl)
+                log.warning(
+                    "principal cache listener connection closed; keys are trusted %s s "
+                    "until it is back",
+                    self.ttl,
+                )
             finally:
                 self._stop_listening()
             await asyncio.sleep(self.reconnect_seconds)
@@ -183,8 +189,9 @@ class PrincipalCache:
                     self.listener_pid = conn.get_server_pid()
                     self.listening = True
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(lost.wait(),
-                                           HEARTBEAT_SECONDS - (time.monotonic() - sent))
+                    await asyncio.wait_for(
+                        lost.wait(), HEARTBEAT_SECONDS - (time.monotonic() - sent)
+                    )
         finally:
             self._stop_listening()
             if not conn.is_closed():
@@ -209,12 +216,17 @@ RETURNING id
 """
 
 
-async def insert_key(conn: asyncpg.Connection, kind: str, organisation_id: uuid.UUID,
-                     sub_account_id: uuid.UUID | None, name: str | None = None
-                     ) -> tuple[uuid.UUID, str]:
+async def insert_key(
+    conn: asyncpg.Connection,
+    kind: str,
+    organisation_id: uuid.UUID,
+    sub_account_id: uuid.UUID | None,
+    name: str | None = None,
+) -> tuple[uuid.UUID, str]:
     from tenancy.keys import display_prefix, generate_key
 
     key = generate_key()
-    key_id = await conn.fetchval(INSERT_KEY, kind, organisation_id, sub_account_id,
-                                 hash_key(key), display_prefix(key), name)
+    key_id = await conn.fetchval(
+        INSERT_KEY, kind, organisation_id, sub_account_id, hash_key(key), display_prefix(key), name
+    )
     return key_id, key

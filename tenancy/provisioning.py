@@ -79,25 +79,36 @@ def slugify(name: str) -> str:
     return slug or "sub-account"
 
 
-async def check_organisation(conn: asyncpg.Connection | asyncpg.Pool,
-                             organisation_id: uuid.UUID, *, lock: bool = False
-                             ) -> asyncpg.Record:
-    row = await fetch_one_or_404(conn, SELECT_ORGANISATION + (" FOR UPDATE" if lock else ""),
-                                 organisation_id, what="organisation")
+async def check_organisation(
+    conn: asyncpg.Connection | asyncpg.Pool, organisation_id: uuid.UUID, *, lock: bool = False
+) -> asyncpg.Record:
+    row = await fetch_one_or_404(
+        conn,
+        SELECT_ORGANISATION + (" FOR UPDATE" if lock else ""),
+        organisation_id,
+        what="organisation",
+    )
     if not row["is_active"]:
         raise APIError(403, "organisation_inactive", "the organisation is inactive")
     if row["plan_type"] not in PROVISIONING_PLAN_TYPES:
-        raise APIError(403, "plan_not_allowed",
-                       "sub-accounts need a white-label or SaaS-mode organisation plan")
+        raise APIError(
+            403,
+            "plan_not_allowed",
+            "sub-accounts need a white-label or SaaS-mode organisation plan",
+        )
     count = await conn.fetchval(COUNT_SUB_ACCOUNTS, organisation_id)
     if count >= row["max_sub_accounts"]:
-        raise APIError(403, "sub_account_limit_reached",
-                       f"the organisation already has its {row['max_sub_accounts']} sub-accounts")
+        raise APIError(
+            403,
+            "sub_account_limit_reached",
+            f"the organisation already has its {row['max_sub_accounts']} sub-accounts",
+        )
     return row
 
 
-async def find_plan(conn: asyncpg.Connection | asyncpg.Pool, organisation_id: uuid.UUID,
-                    slug: str | None) -> asyncpg.Record | None:
+async def find_plan(
+    conn: asyncpg.Connection | asyncpg.Pool, organisation_id: uuid.UUID, slug: str | None
+) -> asyncpg.Record | None:
     if slug is None:
         return None
     plan = await conn.fetchrow(SELECT_PLAN, organisation_id, slug)
@@ -106,8 +117,9 @@ async def find_plan(conn: asyncpg.Connection | asyncpg.Pool, organisation_id: uu
     return plan
 
 
-async def provision_sub_account(pool: asyncpg.Pool, organisation_id: uuid.UUID,
-                                request: NewSubAccount) -> dict[str, Any]:
+async def provision_sub_account(
+    pool: asyncpg.Pool, organisation_id: uuid.UUID, request: NewSubAccount
+) -> dict[str, Any]:
     await check_organisation(pool, organisation_id)
     await find_plan(pool, organisation_id, request.plan_slug)
     crm = crm_provider(get_settings().crm)
@@ -128,12 +140,14 @@ async def provision_sub_account(pool: asyncpg.Pool, organisation_id: uuid.UUID,
     async with pool.acquire() as conn, conn.transaction():
         organisation = await check_organisation(conn, organisation_id, lock=True)
         plan = await find_plan(conn, organisation_id, request.plan_slug)
-        slug = await _insert_sub_account(conn, sub_account_id, organisation, plan, name, schema,
-                                         timezone, request.location_id)
+        slug = await _insert_sub_account(
+            conn, sub_account_id, organisation, plan, name, schema, timezone, request.location_id
+        )
         await create_tenant_schema(conn, schema)
         await conn.execute(INSERT_WALLET)
-        invitation = await upsert_invitation(conn, sub_account_id, request.email,
-                                             "sub_account_owner")
+        invitation = await upsert_invitation(
+            conn, sub_account_id, request.email, "sub_account_owner"
+        )
         config = await email_config_for(conn, organisation_id)
 
     result: dict[str, Any] = {
@@ -174,10 +188,16 @@ async def _email_owner(config: SMTPConfig, invitation: IssuedInvitation, name: s
     return True
 
 
-async def _insert_sub_account(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                              organisation: asyncpg.Record, plan: asyncpg.Record | None,
-                              name: str, schema: str, timezone: str,
-                              location_id: str | None) -> str:
+async def _insert_sub_account(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    organisation: asyncpg.Record,
+    plan: asyncpg.Record | None,
+    name: str,
+    schema: str,
+    timezone: str,
+    location_id: str | None,
+) -> str:
     """Insert the row under the name's slug, or the slug with a timestamp suffix if taken."""
     from tenancy.schema import tenant_head
 
@@ -191,9 +211,20 @@ async def _insert_sub_account(conn: asyncpg.Connection, sub_account_id: uuid.UUI
         rebilling = organisation["default_rebilling"]
     for slug in candidates:
         inserted = await conn.fetchval(
-            INSERT_SUB_ACCOUNT, sub_account_id, organisation["id"], name, slug, schema,
-            plan["id"] if plan else None, max_users, features, rebilling, timezone, location_id,
-            tenant_head())
+            INSERT_SUB_ACCOUNT,
+            sub_account_id,
+            organisation["id"],
+            name,
+            slug,
+            schema,
+            plan["id"] if plan else None,
+            max_users,
+            features,
+            rebilling,
+            timezone,
+            location_id,
+            tenant_head(),
+        )
         if inserted is not None:
             return slug
     raise APIError(500, "internal_error", "could not allocate a slug")

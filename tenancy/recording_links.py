@@ -40,8 +40,7 @@ def _secret(pepper: str) -> bytes:
     return hmac.new(pepper.encode(), b"switchboard-recording-links-v1", hashlib.sha256).digest()
 
 
-def _signature(pepper: str, sub_account_id: uuid.UUID, call_id: uuid.UUID,
-               expires: int) -> str:
+def _signature(pepper: str, sub_account_id: uuid.UUID, call_id: uuid.UUID, expires: int) -> str:
     message = f"{recording_key(sub_account_id, call_id)}:{expires}".encode()
     return hmac.new(_secret(pepper), message, hashlib.sha256).hexdigest()
 
@@ -50,8 +49,12 @@ def recording_path(sub_account_id: uuid.UUID, call_id: uuid.UUID) -> str:
     return f"{PATH_PREFIX}/{recording_key(sub_account_id, call_id)}"
 
 
-def recording_url(settings: Settings | None, sub_account_id: uuid.UUID, call_id: uuid.UUID,
-                  now: datetime | None = None) -> str:
+def recording_url(
+    settings: Settings | None,
+    sub_account_id: uuid.UUID,
+    call_id: uuid.UUID,
+    now: datetime | None = None,
+) -> str:
     """A link to the call's recording, valid LINK_TTL from `now`."""
     settings = settings or get_settings()
     expires = int((now or utcnow()).timestamp() + LINK_TTL.total_seconds())
@@ -60,16 +63,26 @@ def recording_url(settings: Settings | None, sub_account_id: uuid.UUID, call_id:
     return f"{settings.public_url.rstrip('/')}{recording_path(sub_account_id, call_id)}?{query}"
 
 
-def verify(sub_account_id: uuid.UUID, call_id: uuid.UUID, expires: str | None,
-           signature: str | None, now: datetime | None = None,
-           settings: Settings | None = None) -> LinkCheck:
+def verify(
+    sub_account_id: uuid.UUID,
+    call_id: uuid.UUID,
+    expires: str | None,
+    signature: str | None,
+    now: datetime | None = None,
+    settings: Settings | None = None,
+) -> LinkCheck:
     """Whether a link's query signs this call's recording, and is still in time."""
-    if (expires is None or signature is None or not EXPIRES.fullmatch(expires)
-            or not SIGNATURE.fullmatch(signature)):
+    if (
+        expires is None
+        or signature is None
+        or not EXPIRES.fullmatch(expires)
+        or not SIGNATURE.fullmatch(signature)
+    ):
         return LinkCheck.INVALID
     genuine = any(
         hmac.compare_digest(signature, _signature(pepper, sub_account_id, call_id, int(expires)))
-        for pepper in peppers(settings or get_settings()))
+        for pepper in peppers(settings or get_settings())
+    )
     if not genuine:
         return LinkCheck.INVALID
     if int(expires) <= (now or utcnow()).timestamp():

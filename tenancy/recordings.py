@@ -23,10 +23,15 @@ def recording_store(settings: Settings | None = None) -> RecordingStore:
     if settings.recordings == "s3":
         if not settings.recordings_s3_bucket:
             raise RecordingsMisconfigured(
-                "SWITCHBOARD_RECORDINGS=s3 needs SWITCHBOARD_RECORDINGS_S3_BUCKET")
-        return _s3_store(S3Config(settings.recordings_s3_bucket,
-                                  settings.recordings_s3_endpoint_url,
-                                  settings.recordings_s3_region))
+                "SWITCHBOARD_RECORDINGS=s3 needs SWITCHBOARD_RECORDINGS_S3_BUCKET"
+            )
+        return _s3_store(
+            S3Config(
+                settings.recordings_s3_bucket,
+                settings.recordings_s3_endpoint_url,
+                settings.recordings_s3_region,
+            )
+        )
     return _file_store(Path(settings.data_dir).resolve() / "recordings")
 
 

@@ -32,13 +32,12 @@ def _migrations_dir() -> Path:
 MIGRATIONS_DIR = _migrations_dir()
 
 
-def alembic_config(which: str, url: str | None = None,
-                   script_location: Path | None = None) -> Config:
+def alembic_config(
+    which: str, url: str | None = None, script_location: Path | None = None
+) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(script_location or MIGRATIONS_DIR / which))
-    cfg.set_main_option(
-        "file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s"
-    )
+    cfg.set_main_option("file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s")
     if url is not None:
         cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
     return cfg

@@ -46,8 +46,9 @@ class TenantScope:
         return cls(pool, sub_account_id, schema_name_for(sub_account_id))
 
     @classmethod
-    async def of_active_sub_account(cls, pool: asyncpg.Pool,
-                                    sub_account_id: uuid.UUID) -> TenantScope | None:
+    async def of_active_sub_account(
+        cls, pool: asyncpg.Pool, sub_account_id: uuid.UUID
+    ) -> TenantScope | None:
         """The sub-account a signed link or a carrier's webhook names, while it is active;
         None when it is unknown, suspended or deleted (those get nothing done)."""
         if not await pool.fetchval(SELECT_ACTIVE, sub_account_id):
@@ -55,8 +56,7 @@ class TenantScope:
         return cls.of_sub_account(pool, sub_account_id)
 
     @classmethod
-    async def of_active_or_404(cls, pool: asyncpg.Pool,
-                               sub_account_id: uuid.UUID) -> TenantScope:
+    async def of_active_or_404(cls, pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> TenantScope:
         """`of_active_sub_account`, or 404 `not_found` (a carrier webhook naming no tenant)."""
         scope = await cls.of_active_sub_account(pool, sub_account_id)
         if scope is None:

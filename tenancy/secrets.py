@@ -60,13 +60,17 @@ def parse_keys(value: str | None, setting: str = SETTING) -> list[Fernet]:
     """The keys of a setting's value, first one first; a SecretsKeyError naming the setting
     otherwise."""
     if not value or not value.strip():
-        raise SecretsKeyError(f"{setting} is not set: give it a Fernet key (32 random bytes, "
-                              "URL-safe base64), e.g. from `switchboard secrets new-key`")
+        raise SecretsKeyError(
+            f"{setting} is not set: give it a Fernet key (32 random bytes, "
+            "URL-safe base64), e.g. from `switchboard secrets new-key`"
+        )
     try:
         return [Fernet(part.strip()) for part in value.split(",") if part.strip()]
     except ValueError:
-        raise SecretsKeyError(f"{setting} must be Fernet keys (32 random bytes in URL-safe "
-                              "base64 each), comma-separated") from None
+        raise SecretsKeyError(
+            f"{setting} must be Fernet keys (32 random bytes in URL-safe "
+            "base64 each), comma-separated"
+        ) from None
 
 
 @lru_cache(maxsize=8)
@@ -113,8 +117,10 @@ def decrypt_bytes(token: bytes) -> bytes:
     try:
         return keys().decrypt(token)
     except InvalidToken:
-        raise SecretsKeyError(f"a stored secret cannot be decrypted with {SETTING}: is the key "
-                              "that encrypted it missing from the setting?") from None
+        raise SecretsKeyError(
+            f"a stored secret cannot be decrypted with {SETTING}: is the key "
+            "that encrypted it missing from the setting?"
+        ) from None
 
 
 def decrypt_optional(token: str | None) -> str | None:
@@ -123,28 +129,36 @@ def decrypt_optional(token: str | None) -> str | None:
 
 # --- re-encryption: rotation, import under another key, the migration ---------------------------
 
+
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-async def transform_column(conn: asyncpg.Connection, qualified_table: str, spec: SecretColumn,
-                           change: Callable[[bytes], bytes]) -> int:
+async def transform_column(
+    conn: asyncpg.Connection,
+    qualified_table: str,
+    spec: SecretColumn,
+    change: Callable[[bytes], bytes],
+) -> int:
     """Rewrite every non-null value of `spec.column` with `change` (on the token's bytes), in
     the caller's transaction; returns the number of rows rewritten."""
     column = _quote(spec.column)
     key_columns = ", ".join(_quote(name) for name in spec.key)
     # NO KEY UPDATE: only a non-key column changes, so a transaction that holds a row for a
     # foreign key (a call being placed holds its agent FOR KEY SHARE) does not block rotation.
-    rows = await conn.fetch(f"SELECT {key_columns}, {column} AS value FROM {qualified_table} "
-                            f"WHERE {column} IS NOT NULL FOR NO KEY UPDATE")
+    rows = await conn.fetch(
+        f"SELECT {key_columns}, {column} AS value FROM {qualified_table} "
+        f"WHERE {column} IS NOT NULL FOR NO KEY UPDATE"
+    )
     where = " AND ".join(f"{_quote(name)} = ${index + 2}" for index, name in enumerate(spec.key))
     update = f"UPDATE {qualified_table} SET {column} = $1 WHERE {where}"
     for row in rows:
         value = row["value"]
         raw = bytes(value) if spec.binary else value.encode()
         new = change(raw)
-        await conn.execute(update, new if spec.binary else new.decode(),
-                           *(row[name] for name in spec.key))
+        await conn.execute(
+            update, new if spec.binary else new.decode(), *(row[name] for name in spec.key)
+        )
     return len(rows)
 
 
@@ -171,22 +185,31 @@ def rotation(old: list[Fernet] | None = None) -> Callable[[bytes], bytes]:
         except InvalidToken:
             if not looks_like_token(token):
                 return current.encrypt(token)
-            raise SecretsKeyError(f"a stored secret cannot be decrypted with {SETTING}"
-                                  + (" or the export's key" if old is not None else "")
-                                  ) from None
+            raise SecretsKeyError(
+                f"a stored secret cannot be decrypted with {SETTING}"
+                + (" or the export's key" if old is not None else "")
+            ) from None
 
     return change
 
 
 async def rotate_control(conn: asyncpg.Connection) -> int:
     change = rotation()
-    return sum([await transform_column(conn, f"control.{_quote(spec.table)}", spec, change)
-                for spec in CONTROL_SECRETS])
+    return sum(
+        [
+            await transform_column(conn, f"control.{_quote(spec.table)}", spec, change)
+            for spec in CONTROL_SECRETS
+        ]
+    )
 
 
-async def rotate_tenant(conn: asyncpg.Connection, schema: str,
-                        old: list[Fernet] | None = None) -> int:
+async def rotate_tenant(
+    conn: asyncpg.Connection, schema: str, old: list[Fernet] | None = None
+) -> int:
     change = rotation(old)
-    return sum([await transform_column(conn, f"{_quote(schema)}.{_quote(spec.table)}", spec,
-                                       change)
-                for spec in TENANT_SECRETS])
+    return sum(
+        [
+            await transform_column(conn, f"{_quote(schema)}.{_quote(spec.table)}", spec, change)
+            for spec in TENANT_SECRETS
+        ]
+    )

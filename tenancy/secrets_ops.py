@@ -25,11 +25,14 @@ DEV_SECRETS_FILE = "dev-secrets.json"
 
 # --- the settings serve, worker and voice refuse to start without -------------------------------
 
+
 def production_problem(settings: Settings) -> str | None:
     """One line naming the setting that is missing or unsafe; None when all is well."""
     if not settings.key_pepper or settings.key_pepper == DEFAULT_KEY_PEPPER:
-        return ("SWITCHBOARD_KEY_PEPPER is the development default: set a long random value "
-                "(see docs/operations.md, moving off the default pepper)")
+        return (
+            "SWITCHBOARD_KEY_PEPPER is the development default: set a long random value "
+            "(see docs/operations.md, moving off the default pepper)"
+        )
     return secrets_problem(settings)
 
 
@@ -54,8 +57,10 @@ def ensure_dev_secrets(data_dir: Path) -> None:
     kept: dict[str, str] = {}
     if path.exists():
         kept = json.loads(path.read_text())
-    wanted = {"SWITCHBOARD_KEY_PEPPER": lambda: token_urlsafe(32),
-              "SWITCHBOARD_SECRETS_KEY": secrets.new_key}
+    wanted = {
+        "SWITCHBOARD_KEY_PEPPER": lambda: token_urlsafe(32),
+        "SWITCHBOARD_SECRETS_KEY": secrets.new_key,
+    }
     changed = False
     for name, make in wanted.items():
         if name not in kept:
@@ -153,6 +158,7 @@ async def rotate_all(pool: asyncpg.Pool) -> RotationReport:
 
 # --- `switchboard secrets ...` ------------------------------------------------------------------
 
+
 def cmd_new_key(args: argparse.Namespace) -> int:
     print(secrets.new_key())
     return 0
@@ -191,18 +197,24 @@ def cmd_rotate(args: argparse.Namespace) -> int:
         return 1
     for sub_account_id, error in report.failed.items():
         print(f"FAILED {sub_account_id}: {error}", file=sys.stderr)
-    print(f"re-encrypted {report.control + report.tenant_values} secrets under the first key "
-          f"of SWITCHBOARD_SECRETS_KEY ({report.control} in control, {report.tenant_values} in "
-          f"{report.tenants} tenant schemas); {len(report.failed)} failed", file=sys.stderr)
+    print(
+        f"re-encrypted {report.control + report.tenant_values} secrets under the first key "
+        f"of SWITCHBOARD_SECRETS_KEY ({report.control} in control, {report.tenant_values} in "
+        f"{report.tenants} tenant schemas); {len(report.failed)} failed",
+        file=sys.stderr,
+    )
     return 1 if report.failed else 0
 
 
 def add_commands(sub: Any) -> None:
     group = sub.add_parser("secrets", help="keys for stored secrets: new key, rotate, encrypt")
     commands = group.add_subparsers(dest="secrets_command", required=True)
-    commands.add_parser("new-key", help="print a new SWITCHBOARD_SECRETS_KEY key"
-                        ).set_defaults(func=cmd_new_key)
-    commands.add_parser("rotate", help="re-encrypt every stored secret under the first key"
-                        ).set_defaults(func=cmd_rotate)
-    commands.add_parser("encrypt", help="encrypt a value read from stdin, as it is stored"
-                        ).set_defaults(func=cmd_encrypt)
+    commands.add_parser("new-key", help="print a new SWITCHBOARD_SECRETS_KEY key").set_defaults(
+        func=cmd_new_key
+    )
+    commands.add_parser(
+        "rotate", help="re-encrypt every stored secret under the first key"
+    ).set_defaults(func=cmd_rotate)
+    commands.add_parser(
+        "encrypt", help="encrypt a value read from stdin, as it is stored"
+    ).set_defaults(func=cmd_encrypt)

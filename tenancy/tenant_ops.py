@@ -55,9 +55,10 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 SECRETS_CHECK = b"switchboard-tenant-export-secrets"
 # table -> its secret columns (a tool has two: its signing secret and its header values).
-SECRET_COLUMNS = {table: tuple(spec.column for spec in secrets.TENANT_SECRETS
-                               if spec.table == table)
-                  for table in dict.fromkeys(spec.table for spec in secrets.TENANT_SECRETS)}
+SECRET_COLUMNS = {
+    table: tuple(spec.column for spec in secrets.TENANT_SECRETS if spec.table == table)
+    for table in dict.fromkeys(spec.table for spec in secrets.TENANT_SECRETS)
+}
 BATCH_ROWS = 500
 PURGE_LOCK_TIMEOUT = "10s"
 
@@ -90,8 +91,9 @@ ORDER BY s.created_at, s.id
 """
 
 
-async def list_tenants(pool: asyncpg.Pool, organisation_id: uuid.UUID | None = None,
-                       status: str | None = None) -> list[dict[str, Any]]:
+async def list_tenants(
+    pool: asyncpg.Pool, organisation_id: uuid.UUID | None = None, status: str | None = None
+) -> list[dict[str, Any]]:
     """Every sub-account with its schema, schema version, status and size (tables + indexes +
     TOAST, in bytes; None when the schema is missing)."""
     rows = await pool.fetch(LIST_TENANTS, organisation_id, status)
@@ -153,8 +155,10 @@ async def suspend(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> StatusChange
         return StatusChange(sub_account_id, "suspended", True)
     current = await _current(pool, sub_account_id)
     if current["status"] == "deleted":
-        raise TenantOpError(f"sub-account {sub_account_id} is deleted (purged after "
-                            f"{iso(current['purge_after'])}); resume it to undo the delete")
+        raise TenantOpError(
+            f"sub-account {sub_account_id} is deleted (purged after "
+            f"{iso(current['purge_after'])}); resume it to undo the delete"
+        )
     return StatusChange(sub_account_id, current["status"], False)
 
 
@@ -166,8 +170,9 @@ async def resume(pool: asyncpg.Pool, sub_account_id: uuid.UUID) -> StatusChange:
     return StatusChange(sub_account_id, current["status"], False)
 
 
-async def delete(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                 grace_days: int = 7) -> StatusChange:
+async def delete(
+    pool: asyncpg.Pool, sub_account_id: uuid.UUID, grace_days: int = 7
+) -> StatusChange:
     """Mark deleted: keys stop at once; the schema is dropped by the first purge after the
     grace period. Deleting again keeps the first purge time."""
     if grace_days < 0:
@@ -203,8 +208,9 @@ class PurgeReport:
     failed: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
-async def purge_due(pool: asyncpg.Pool, limit: int | None = None,
-                    store: RecordingStore | None = None) -> PurgeReport:
+async def purge_due(
+    pool: asyncpg.Pool, limit: int | None = None, store: RecordingStore | None = None
+) -> PurgeReport:
     """Drop the schema, the control rows and the call recordings of every deleted sub-account
     past its grace period.
 
@@ -223,8 +229,9 @@ async def purge_due(pool: asyncpg.Pool, limit: int | None = None,
     return report
 
 
-async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
-                     store: RecordingStore | None) -> bool:
+async def _purge_one(
+    pool: asyncpg.Pool, sub_account_id: uuid.UUID, store: RecordingStore | None
+) -> bool:
     async with pool.acquire() as conn, conn.transaction():
         schema = await conn.fetchval(LOCK_PURGEABLE, sub_account_id)
         if schema is None:
@@ -247,26 +254,43 @@ async def _purge_one(pool: asyncpg.Pool, sub_account_id: uuid.UUID,
 
 # (table, query) in the order an import inserts them; $1 is the sub-account id.
 CONTROL_EXPORTS: list[tuple[str, str]] = [
-    ("control.users", """
+    (
+        "control.users",
+        """
         SELECT row_to_json(u)::text FROM control.users AS u
         WHERE u.id IN (SELECT user_id FROM control.memberships WHERE sub_account_id = $1
                        UNION
                        SELECT accepted_user_id FROM control.invitations WHERE sub_account_id = $1)
-        ORDER BY u.id"""),
-    ("control.sub_accounts",
-     "SELECT row_to_json(s)::text FROM control.sub_accounts AS s WHERE s.id = $1"),
-    ("control.api_keys", """
+        ORDER BY u.id""",
+    ),
+    (
+        "control.sub_accounts",
+        "SELECT row_to_json(s)::text FROM control.sub_accounts AS s WHERE s.id = $1",
+    ),
+    (
+        "control.api_keys",
+        """
         SELECT row_to_json(k)::text FROM control.api_keys AS k WHERE k.sub_account_id = $1
-        ORDER BY k.created_at, k.id"""),
-    ("control.memberships", """
+        ORDER BY k.created_at, k.id""",
+    ),
+    (
+        "control.memberships",
+        """
         SELECT row_to_json(m)::text FROM control.memberships AS m WHERE m.sub_account_id = $1
-        ORDER BY m.created_at, m.id"""),
-    ("control.invitations", """
+        ORDER BY m.created_at, m.id""",
+    ),
+    (
+        "control.invitations",
+        """
         SELECT row_to_json(i)::text FROM control.invitations AS i WHERE i.sub_account_id = $1
-        ORDER BY i.created_at, i.id"""),
-    ("control.due_work", """
+        ORDER BY i.created_at, i.id""",
+    ),
+    (
+        "control.due_work",
+        """
         SELECT row_to_json(w)::text FROM control.due_work AS w WHERE w.sub_account_id = $1
-        ORDER BY w.due_at, w.id"""),
+        ORDER BY w.due_at, w.id""",
+    ),
 ]
 
 SELECT_SUB_ACCOUNT = """
@@ -303,13 +327,13 @@ def _ordered_tables(names: Iterable[str]) -> list[str]:
 async def _snapshot(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     # One REPEATABLE READ transaction, so the control rows and every tenant table come from the
     # same snapshot (tenant_transaction runs at READ COMMITTED, one statement's view at a time).
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read",
-                                                       readonly=True):
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         yield conn
 
 
-async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID, out: TextIO,
-                        store: RecordingStore | None = None) -> ExportReport:
+async def export_tenant(
+    pool: asyncpg.Pool, sub_account_id: uuid.UUID, out: TextIO, store: RecordingStore | None = None
+) -> ExportReport:
     """Write one sub-account's control rows, tenant rows and call recordings to `out`
     (format: module doc)."""
     async with _snapshot(pool) as conn:
@@ -322,13 +346,21 @@ async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID, out: Text
             raise TenantOpError(f"sub-account {sub_account_id} has no tenant schema to export")
         await set_search_path(conn, schema)
         version = await conn.fetchval("SELECT version_num FROM alembic_version")
-        out.write(json.dumps({
-            "format": FORMAT, "format_version": FORMAT_VERSION,
-            "sub_account_id": str(sub_account_id),
-            "organisation_id": str(sub["organisation_id"]), "schema_name": schema,
-            "schema_version": version, "exported_at": iso(utcnow()),
-            "secrets_key_check": secrets.encrypt_bytes(SECRETS_CHECK).decode(),
-        }) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "format": FORMAT,
+                    "format_version": FORMAT_VERSION,
+                    "sub_account_id": str(sub_account_id),
+                    "organisation_id": str(sub["organisation_id"]),
+                    "schema_name": schema,
+                    "schema_version": version,
+                    "exported_at": iso(utcnow()),
+                    "secrets_key_check": secrets.encrypt_bytes(SECRETS_CHECK).decode(),
+                }
+            )
+            + "\n"
+        )
         counts: dict[str, int] = {}
         for table, query in CONTROL_EXPORTS:
             counts[table] = await _write_rows(conn, out, table, query, sub_account_id)
@@ -342,16 +374,16 @@ async def export_tenant(pool: asyncpg.Pool, sub_account_id: uuid.UUID, out: Text
                 query = f"SELECT row_to_json(t)::text, {selected} FROM {_quote(table)} AS t"
                 # A cursor name per row shape: asyncpg keeps the FETCH's row shape per
                 # statement text.
-                counts[table] = await _write_rows(conn, out, table, query,
-                                                  cursor=f"export_secret_rows_{len(columns)}")
+                counts[table] = await _write_rows(
+                    conn, out, table, query, cursor=f"export_secret_rows_{len(columns)}"
+                )
     recordings = await _write_recordings(store or recording_store(), sub_account_id, out)
     total = sum(counts.values())
     out.write(json.dumps({"end": True, "rows": total, "recordings": recordings}) + "\n")
     return ExportReport(sub_account_id, version, total, counts, recordings)
 
 
-async def _write_recordings(store: RecordingStore, sub_account_id: uuid.UUID,
-                            out: TextIO) -> int:
+async def _write_recordings(store: RecordingStore, sub_account_id: uuid.UUID, out: TextIO) -> int:
     """One line per recording, read one at a time (a recording is a few megabytes)."""
     count = 0
     try:
@@ -359,16 +391,23 @@ async def _write_recordings(store: RecordingStore, sub_account_id: uuid.UUID,
             wav = await store.get(key)
             if wav is None:
                 continue
-            out.write(json.dumps({"recording": key,
-                                  "wav_base64": base64.b64encode(wav).decode()}) + "\n")
+            out.write(
+                json.dumps({"recording": key, "wav_base64": base64.b64encode(wav).decode()}) + "\n"
+            )
             count += 1
     except (RecordingStoreError, RecordingsMisconfigured) as exc:
         raise TenantOpError(f"the call recordings cannot be read: {exc}") from None
     return count
 
 
-async def _write_rows(conn: asyncpg.Connection, out: TextIO, table: str, query: str,
-                      *args: Any, cursor: str = "export_rows") -> int:
+async def _write_rows(
+    conn: asyncpg.Connection,
+    out: TextIO,
+    table: str,
+    query: str,
+    *args: Any,
+    cursor: str = "export_rows",
+) -> int:
     prefix = '{"table": ' + json.dumps(table) + ', "row": '
     count = 0
     # A cursor declared in SQL rather than asyncpg's `conn.cursor()`, which always uses a named
@@ -427,31 +466,38 @@ CONTROL_IMPORTS: dict[str, ControlTable] = {
             # A plan of the organisation that is not here is dropped (the sub-account keeps
             # its own copies of max_users, features and rebilling).
             "plan_id": "CASE WHEN EXISTS (SELECT 1 FROM control.plans AS pl WHERE pl.id ="
-                       " r.plan_id AND pl.organisation_id = r.organisation_id) THEN r.plan_id END",
+            " r.plan_id AND pl.organisation_id = r.organisation_id) THEN r.plan_id END",
             # Importing a deleted sub-account brings it back; a suspended one stays suspended.
             "status": "CASE WHEN r.status = 'deleted' THEN 'active' ELSE r.status END",
             "deleted_at": _REVIVE.format("deleted_at"),
             "purge_after": _REVIVE.format("purge_after"),
             "schema_name": "'t_' || replace(p.sub_account_id::text, '-', '')",
             "schema_version": "p.head",
-        }),
+        },
+    ),
     "control.api_keys": ControlTable(
         scope="r.sub_account_id = p.sub_account_id AND r.organisation_id = p.organisation_id"
-              " AND r.kind = 'sub_account'"),
-    "control.memberships": ControlTable(scope="r.sub_account_id = p.sub_account_id",
-                                        user_column="user_id"),
-    "control.invitations": ControlTable(scope="r.sub_account_id = p.sub_account_id",
-                                        user_column="accepted_user_id"),
+        " AND r.kind = 'sub_account'"
+    ),
+    "control.memberships": ControlTable(
+        scope="r.sub_account_id = p.sub_account_id", user_column="user_id"
+    ),
+    "control.invitations": ControlTable(
+        scope="r.sub_account_id = p.sub_account_id", user_column="accepted_user_id"
+    ),
     "control.due_work": ControlTable(scope="r.sub_account_id = p.sub_account_id"),
 }
 
 # Users already here under another id (matched by email) stand in for the exported ones.
-MATCH_USERS = _PARAMS + """
+MATCH_USERS = (
+    _PARAMS
+    + """
 SELECT r.id AS exported, u.id AS existing
 FROM p, unnest($1::text[]) AS l(line)
 CROSS JOIN LATERAL json_populate_record(NULL::control.users, (l.line::json) -> 'row') AS r
 JOIN control.users AS u ON u.email = r.email AND u.id <> r.id
 """
+)
 
 COLUMNS = """
 SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum) AS columns
@@ -506,8 +552,10 @@ def read_header(line: str) -> ExportHeader:
     except (ValueError, AttributeError):
         raise TenantOpError("not a Switchboard tenant export (no header line)") from None
     if header.get("format_version") not in READABLE_VERSIONS:
-        raise TenantOpError(f"export format version {header.get('format_version')!r} is not "
-                            f"supported (this Switchboard reads versions 1 and 2)")
+        raise TenantOpError(
+            f"export format version {header.get('format_version')!r} is not "
+            f"supported (this Switchboard reads versions 1 and 2)"
+        )
     try:
         sub_account_id = uuid.UUID(str(header["sub_account_id"]))
         organisation_id = uuid.UUID(str(header["organisation_id"]))
@@ -515,8 +563,13 @@ def read_header(line: str) -> ExportHeader:
     except (KeyError, ValueError):
         raise TenantOpError("the export header is incomplete") from None
     check = header.get("secrets_key_check")
-    return ExportHeader(sub_account_id, organisation_id, schema_name_for(sub_account_id), version,
-                        check if isinstance(check, str) else None)
+    return ExportHeader(
+        sub_account_id,
+        organisation_id,
+        schema_name_for(sub_account_id),
+        version,
+        check if isinstance(check, str) else None,
+    )
 
 
 def check_secrets_key(header: ExportHeader, reencrypt_from: list[Fernet] | None) -> None:
@@ -532,14 +585,19 @@ def check_secrets_key(header: ExportHeader, reencrypt_from: list[Fernet] | None)
             raise TenantOpError(
                 "the export's secrets are encrypted under another SWITCHBOARD_SECRETS_KEY: "
                 "import it with that key, or with --reencrypt KEY_FILE (a file holding the "
-                "exporting installation's key) to encrypt them under this one") from None
-        raise TenantOpError("the key given to --reencrypt is not the key this export's secrets "
-                            "are encrypted under") from None
+                "exporting installation's key) to encrypt them under this one"
+            ) from None
+        raise TenantOpError(
+            "the key given to --reencrypt is not the key this export's secrets are encrypted under"
+        ) from None
 
 
-async def import_tenant(pool: asyncpg.Pool, lines: Iterable[str],
-                        reencrypt_from: list[Fernet] | None = None,
-                        store: RecordingStore | None = None) -> ImportReport:
+async def import_tenant(
+    pool: asyncpg.Pool,
+    lines: Iterable[str],
+    reencrypt_from: list[Fernet] | None = None,
+    store: RecordingStore | None = None,
+) -> ImportReport:
     """Recreate an exported sub-account under its own id, in one transaction.
 
     Refused unless the export's tenant schema version is this installation's head, the
@@ -557,15 +615,20 @@ async def import_tenant(pool: asyncpg.Pool, lines: Iterable[str],
         raise TenantOpError(f"import failed and nothing was written: {exc}") from None
 
 
-async def _import(pool: asyncpg.Pool, stream: Iterator[str],
-                  reencrypt_from: list[Fernet] | None, store: RecordingStore) -> ImportReport:
+async def _import(
+    pool: asyncpg.Pool,
+    stream: Iterator[str],
+    reencrypt_from: list[Fernet] | None,
+    store: RecordingStore,
+) -> ImportReport:
     header = read_header(next(stream, ""))
     head = tenant_head()
     if header.schema_version != head:
         raise TenantOpError(
             f"the export's tenant schema is at revision {header.schema_version} but this "
             f"installation's tenant head is {head}; import it into an installation at "
-            f"{header.schema_version}, run `switchboard migrate` there and export again")
+            f"{header.schema_version}, run `switchboard migrate` there and export again"
+        )
     check_secrets_key(header, reencrypt_from)
     try:
         async with pool.acquire() as conn:
@@ -579,17 +642,22 @@ async def _import(pool: asyncpg.Pool, stream: Iterator[str],
                 raise
             return importer.report
     except asyncpg.PostgresError as exc:
-        raise TenantOpError(f"import failed and nothing was written: "
-                            f"{type(exc).__name__}: {exc}") from None
+        raise TenantOpError(
+            f"import failed and nothing was written: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 async def _check_target(conn: asyncpg.Connection, header: ExportHeader) -> None:
     if not await conn.fetchval(ORGANISATION_EXISTS, header.organisation_id):
-        raise TenantOpError(f"organisation {header.organisation_id} does not exist here; "
-                            "create it (or restore it) before importing its sub-account")
+        raise TenantOpError(
+            f"organisation {header.organisation_id} does not exist here; "
+            "create it (or restore it) before importing its sub-account"
+        )
     if await conn.fetchval(SUB_ACCOUNT_EXISTS, header.sub_account_id, header.schema_name):
-        raise TenantOpError(f"sub-account {header.sub_account_id} (or its schema) already "
-                            "exists here; delete and purge it first to replace it")
+        raise TenantOpError(
+            f"sub-account {header.sub_account_id} (or its schema) already "
+            "exists here; delete and purge it first to replace it"
+        )
 
 
 # The imported numbers another sub-account holds (none claimed is the one refusal).
@@ -609,8 +677,14 @@ ORDER BY phone_number
 class _Importer:
     """Inserts the file's rows in file order, in batches of consecutive rows of one table."""
 
-    def __init__(self, conn: asyncpg.Connection, header: ExportHeader, head: str,
-                 reencrypt_from: list[Fernet] | None, store: RecordingStore) -> None:
+    def __init__(
+        self,
+        conn: asyncpg.Connection,
+        header: ExportHeader,
+        head: str,
+        reencrypt_from: list[Fernet] | None,
+        store: RecordingStore,
+    ) -> None:
         self.conn = conn
         self.store = store
         self.reencrypt_from = reencrypt_from
@@ -626,8 +700,10 @@ class _Importer:
         self.exported_plan: str | None = None
 
     async def run(self, stream: Iterator[str]) -> None:
-        self.control_columns = {f"control.{name}": columns for name, columns in
-                                await self.conn.fetch(COLUMNS, "control")}
+        self.control_columns = {
+            f"control.{name}": columns
+            for name, columns in await self.conn.fetch(COLUMNS, "control")
+        }
         for number, line in enumerate(stream, start=2):
             if not line.strip():
                 continue
@@ -653,8 +729,10 @@ class _Importer:
         known = await self._columns(number, table)
         unknown = sorted(set(row) - set(known))
         if unknown:
-            raise TenantOpError(f"line {number}: table {table} has no column "
-                                f"{', '.join(unknown)} in this installation")
+            raise TenantOpError(
+                f"line {number}: table {table} has no column "
+                f"{', '.join(unknown)} in this installation"
+            )
         if table == "control.sub_accounts":
             self.exported_plan = row.get("plan_id")
         key = (table, tuple(column for column in known if column in row))
@@ -687,8 +765,11 @@ class _Importer:
         try:
             await self.store.delete_tenant(self.header.sub_account_id)
         except RecordingStoreError as exc:
-            log.warning("import of %s failed and its recordings could not be removed: %s",
-                        self.header.sub_account_id, exc)
+            log.warning(
+                "import of %s failed and its recordings could not be removed: %s",
+                self.header.sub_account_id,
+                exc,
+            )
 
     async def _columns(self, number: int, table: str) -> list[str]:
         if table.startswith("control."):
@@ -715,8 +796,14 @@ class _Importer:
             return
         table, columns = self.batch_key
         lines, self.batch = self.batch, []
-        params = (lines, self.header.sub_account_id, self.header.organisation_id,
-                  self.user_from, self.user_to, self.head)
+        params = (
+            lines,
+            self.header.sub_account_id,
+            self.header.organisation_id,
+            self.user_from,
+            self.user_to,
+            self.head,
+        )
         if table == "control.users":
             for exported, existing in await self.conn.fetch(MATCH_USERS, *params):
                 self.user_from.append(exported)
@@ -735,36 +822,43 @@ class _Importer:
         if self.tenant_columns is None:
             self.tenant_columns = await self._create_schema()
         if rows != self.report.rows:
-            raise TenantOpError(f"the trailer counts {rows} rows but the file has "
-                                f"{self.report.rows}: the export is damaged")
+            raise TenantOpError(
+                f"the trailer counts {rows} rows but the file has "
+                f"{self.report.rows}: the export is damaged"
+            )
         if recordings != self.report.recordings:
-            raise TenantOpError(f"the trailer counts {recordings} recordings but the file has "
-                                f"{self.report.recordings}: the export is damaged")
+            raise TenantOpError(
+                f"the trailer counts {recordings} recordings but the file has "
+                f"{self.report.recordings}: the export is damaged"
+            )
         if self.reencrypt_from:
             await secrets.rotate_tenant(self.conn, self.header.schema_name, self.reencrypt_from)
         for record in await self.conn.fetch(OWNED_SEQUENCES, self.header.schema_name):
             await self.conn.execute(
                 f"SELECT setval($1::regclass, max({_quote(record['column'])})) "
                 f"FROM {_quote(record['relname'])} HAVING max({_quote(record['column'])}) "
-                "IS NOT NULL", record["sequence"])
+                "IS NOT NULL",
+                record["sequence"],
+            )
         await self._claim_numbers()
         if self.exported_plan is not None:
             kept = await self.conn.fetchval(
-                "SELECT plan_id FROM control.sub_accounts WHERE id = $1",
-                self.header.sub_account_id)
+                "SELECT plan_id FROM control.sub_accounts WHERE id = $1", self.header.sub_account_id
+            )
             self.report.plan_dropped = kept is None
-
 
     async def _claim_numbers(self) -> None:
         """The sub-account's active numbers enter the platform-wide directory (CONTRACT 9); a
         number another sub-account here holds refuses the import."""
         taken = await self.conn.fetch(
-            CLAIM_NUMBERS.format(schema=_quote(self.header.schema_name)),
-            self.header.sub_account_id)
+            CLAIM_NUMBERS.format(schema=_quote(self.header.schema_name)), self.header.sub_account_id
+        )
         if taken:
             numbers = ", ".join(row["phone_number"] for row in taken)
-            raise TenantOpError(f"phone number(s) {numbers} are held by another sub-account "
-                                "here; release them there first")
+            raise TenantOpError(
+                f"phone number(s) {numbers} are held by another sub-account "
+                "here; release them there first"
+            )
 
 
 def _insert_sql(table: str, columns: list[str]) -> str:
@@ -785,8 +879,10 @@ def _insert_sql(table: str, columns: list[str]) -> str:
         + "AS r"
     )
     if spec.user_column is not None:
-        sql += (" LEFT JOIN unnest(p.user_from, p.user_to) AS m(exported, existing)"
-                f" ON m.exported = r.{_quote(spec.user_column)}")
+        sql += (
+            " LEFT JOIN unnest(p.user_from, p.user_to) AS m(exported, existing)"
+            f" ON m.exported = r.{_quote(spec.user_column)}"
+        )
     if spec.scope is not None:
         sql += f" WHERE {spec.scope}"
     return sql + spec.conflict

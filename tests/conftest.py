@@ -107,8 +107,9 @@ def servers() -> Iterator[Servers]:
         os.environ["SWITCHBOARD_DIRECT_DATABASE_URL"] = direct_url
     get_settings.cache_clear()
     try:
-        yield Servers(_with_database(admin_url, database), admin_url, database, redis_url,
-                      direct_url)
+        yield Servers(
+            _with_database(admin_url, database), admin_url, database, redis_url, direct_url
+        )
     finally:
         os.environ.pop("SWITCHBOARD_DIRECT_DATABASE_URL", None)
         if saved_direct is not None:
@@ -141,8 +142,9 @@ class S3Server:
     def client(self) -> Any:
         import boto3
 
-        return boto3.session.Session().client("s3", endpoint_url=self.endpoint_url,
-                                              region_name=self.region)
+        return boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint_url, region_name=self.region
+        )
 
     def new_bucket(self) -> str:
         name = f"recordings-{uuid.uuid4().hex[:12]}"
@@ -150,8 +152,11 @@ class S3Server:
         return name
 
 
-S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                  "AWS_SESSION_TOKEN": "testing"}
+S3_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
 
 
 @pytest.fixture(scope="session")
@@ -186,8 +191,9 @@ class Mailbox:
     messages: list[tuple[str, list[str], Message]] = field(default_factory=list)
 
     def to(self, address: str) -> list[Message]:
-        return [msg for _, rcpt, msg in self.messages if address.lower() in
-                [r.lower() for r in rcpt]]
+        return [
+            msg for _, rcpt, msg in self.messages if address.lower() in [r.lower() for r in rcpt]
+        ]
 
 
 class _Handler:
@@ -195,8 +201,13 @@ class _Handler:
         self.box = box
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
-        self.box.messages.append((envelope.mail_from, list(envelope.rcpt_tos),
-                                  message_from_bytes(envelope.original_content)))
+        self.box.messages.append(
+            (
+                envelope.mail_from,
+                list(envelope.rcpt_tos),
+                message_from_bytes(envelope.original_content),
+            )
+        )
         return "250 Message accepted for delivery"
 
 
@@ -305,8 +316,11 @@ async def running_worker(database_url: str, redis_url: str) -> AsyncIterator[Any
 
     from cli.wiring import worker_settings
 
-    running = Worker(**worker_settings(database_url, redis_url, burst=False,
-                                       poll_delay=0.05, handle_signals=False))
+    running = Worker(
+        **worker_settings(
+            database_url, redis_url, burst=False, poll_delay=0.05, handle_signals=False
+        )
+    )
     task = asyncio.create_task(running.async_run())
     try:
         yield running
@@ -400,8 +414,9 @@ async def fake_vendors() -> AsyncIterator[FakeVendors]:
 
 
 @pytest.fixture(scope="session")
-def voice_runtime(migrated: str, fake_vendors: FakeVendors,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[VoiceRuntime]:
+def voice_runtime(
+    migrated: str, fake_vendors: FakeVendors, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VoiceRuntime]:
     """`switchboard voice` as a subprocess, its vendors the fakes; every worker and carrier this
     session starts reaches it through SWITCHBOARD_VOICE_URL."""
     folder = tmp_path_factory.mktemp("voice")
@@ -427,8 +442,9 @@ def vendors(voice_runtime: VoiceRuntime) -> Iterator[FakeVendors]:
 
 
 @pytest.fixture
-async def worker(migrated: str, servers: Servers,
-                 voice_runtime: VoiceRuntime) -> AsyncIterator[Any]:
+async def worker(
+    migrated: str, servers: Servers, voice_runtime: VoiceRuntime
+) -> AsyncIterator[Any]:
     """The real arq worker (not burst), running in this process until the test ends; the calls
     it places reach the voice runtime."""
     async with running_worker(migrated, servers.redis_url) as running:

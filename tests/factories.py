@@ -75,13 +75,19 @@ class Tenant:
         return {"x-api-key": self.key}
 
 
-async def make_agency(pool: asyncpg.Pool, *, plan_type: str = "white_label",
-                      max_sub_accounts: int = 100, active: bool = True) -> Agency:
+async def make_agency(
+    pool: asyncpg.Pool,
+    *,
+    plan_type: str = "white_label",
+    max_sub_accounts: int = 100,
+    active: bool = True,
+) -> Agency:
     """An organisation with the given plan type, limit and state, and its agency key."""
     from tenancy.organisations import create_organisation
 
     organisation_id, key = await create_organisation(
-        pool, f"Agency {uuid.uuid4().hex[:8]}", plan_type, max_sub_accounts, active)
+        pool, f"Agency {uuid.uuid4().hex[:8]}", plan_type, max_sub_accounts, active
+    )
     return Agency(organisation_id, key)
 
 
@@ -108,8 +114,9 @@ async def issue_key(client: Any, headers: dict[str, str], sub_account_id: Any) -
     return (await response.get_json())["api_key"]  # type: ignore[no-any-return]
 
 
-async def make_tenant(client: Any, agency: Agency, *, name: str | None = None,
-                      plan: str | None = None) -> Tenant:
+async def make_tenant(
+    client: Any, agency: Agency, *, name: str | None = None, plan: str | None = None
+) -> Tenant:
     """A sub-account of `agency` (on `plan`, if given) and a sub-account key for it."""
     owner = unique_email("owner")
     body: dict[str, Any] = {"email": owner, "name": name or f"Tenant {uuid.uuid4().hex[:8]}"}
@@ -118,15 +125,18 @@ async def make_tenant(client: Any, agency: Agency, *, name: str | None = None,
     created = await create_sub_account(client, agency.headers, **body)
     sub_account_id = uuid.UUID(created["sub_account_id"])
     key = await issue_key(client, agency.headers, sub_account_id)
-    return Tenant(sub_account_id, agency, key, f"t_{sub_account_id.hex}",
-                  created["sub_account_slug"], owner)
+    return Tenant(
+        sub_account_id, agency, key, f"t_{sub_account_id.hex}", created["sub_account_slug"], owner
+    )
 
 
 async def credit(client: Any, tenant: Tenant, amount: Any) -> Any:
     """Credit the sub-account's wallet as its agency does; returns the new balance."""
     response = await client.post(
         f"{SUB_ACCOUNTS}/{tenant.id}/wallet/credit",
-        json={"amount": amount, "description": "top-up"}, headers=tenant.organisation.headers)
+        json={"amount": amount, "description": "top-up"},
+        headers=tenant.organisation.headers,
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     return (await response.get_json())["balance"]
 
@@ -134,8 +144,9 @@ async def credit(client: Any, tenant: Tenant, amount: Any) -> Any:
 _credit = credit  # `priced_tenant` takes an amount named `credit`
 
 
-async def priced_tenant(client: Any, agency: Agency, *, credit: float | None = None,
-                        **rebilling: float) -> Tenant:
+async def priced_tenant(
+    client: Any, agency: Agency, *, credit: float | None = None, **rebilling: float
+) -> Tenant:
     """A sub-account on a plan with these rebilling prices, its wallet credited."""
     plan = await create_plan(client, agency.headers, name="Priced plan", rebilling=rebilling)
     created = await make_tenant(client, agency, plan=plan["slug"])
@@ -150,8 +161,9 @@ SMS_PRICE = Decimal("0.02")
 
 async def make_priced_tenant(client: Any, agency: Agency) -> Tenant:
     """A sub-account on a plan that rebills email and SMS at EMAIL_PRICE and SMS_PRICE."""
-    return await priced_tenant(client, agency, email_per_message=float(EMAIL_PRICE),
-                               sms_per_message=float(SMS_PRICE))
+    return await priced_tenant(
+        client, agency, email_per_message=float(EMAIL_PRICE), sms_per_message=float(SMS_PRICE)
+    )
 
 
 async def make_member(client: Any, mailbox: Any, tenant: Tenant) -> uuid.UUID:
@@ -160,7 +172,8 @@ async def make_member(client: Any, mailbox: Any, tenant: Tenant) -> uuid.UUID:
     response = await client.post(
         ADD_USER,
         json={"email": email, "role": "sub_account_user", "sub_account_id": str(tenant.id)},
-        headers=tenant.organisation.headers)
+        headers=tenant.organisation.headers,
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     text = mailbox.to(email)[-1].get_payload(decode=True).decode()
     token = re.search(r"Invitation token: (\S+)", text).group(1)  # type: ignore[union-attr]
@@ -181,26 +194,35 @@ async def create_contact(client: Any, tenant: Any, **body: Any) -> str:
     return str((await response.get_json())["contact_id"])
 
 
-async def add_contact(client: Any, tenant: Any, *, email: str | None = None,
-                      phone: str | None = None, tags: list[str] | None = None,
-                      first_name: str | None = None) -> str:
+async def add_contact(
+    client: Any,
+    tenant: Any,
+    *,
+    email: str | None = None,
+    phone: str | None = None,
+    tags: list[str] | None = None,
+    first_name: str | None = None,
+) -> str:
     """A recipient: a contact by email (unique unless given) or phone, then tagged."""
-    body: dict[str, Any] = {"email": email or unique_email("rcpt")} if phone is None else {
-        "phone": phone}
+    body: dict[str, Any] = (
+        {"email": email or unique_email("rcpt")} if phone is None else {"phone": phone}
+    )
     if email and phone:
         body["email"] = email
     if first_name:
         body["first_name"] = first_name
     contact_id = await create_contact(client, tenant, **body)
     if tags:
-        response = await client.post(f"{CONTACTS}/{contact_id}/tags", json={"tags": tags},
-                                     headers=tenant.headers)
+        response = await client.post(
+            f"{CONTACTS}/{contact_id}/tags", json={"tags": tags}, headers=tenant.headers
+        )
         assert response.status_code == 200, await response.get_data(as_text=True)
     return contact_id
 
 
-async def make_contact(client: Any, tenant: Any, phone: str | None = "+14155552671",
-                       email: str | None = None) -> str:
+async def make_contact(
+    client: Any, tenant: Any, phone: str | None = "+14155552671", email: str | None = None
+) -> str:
     """A callable contact: named, with a phone (unless None) and a unique email."""
     body: dict[str, Any] = {"name": "Ada Lovelace"}
     if phone is not None:
@@ -209,13 +231,17 @@ async def make_contact(client: Any, tenant: Any, phone: str | None = "+141555526
     return await create_contact(client, tenant, **body)
 
 
-async def insert_contact(pool: asyncpg.Pool, tenant: Any, email: str | None = None, *,
-                         phone: str | None = None) -> uuid.UUID:
+async def insert_contact(
+    pool: asyncpg.Pool, tenant: Any, email: str | None = None, *, phone: str | None = None
+) -> uuid.UUID:
     """A contact written straight into the tenant's schema (no API, no events)."""
     async with tenant_transaction(pool, tenant.schema) as conn:
         contact_id: uuid.UUID = await conn.fetchval(
             "INSERT INTO contacts (name, email, phone) VALUES ($1, $2, $3) RETURNING id",
-            "Ada Lovelace", email or f"ada-{uuid.uuid4().hex[:10]}@example.com", phone)
+            "Ada Lovelace",
+            email or f"ada-{uuid.uuid4().hex[:10]}@example.com",
+            phone,
+        )
     return contact_id
 
 
@@ -228,8 +254,7 @@ async def define_custom_field(client: Any, tenant: Any, **body: Any) -> dict[str
 
 
 async def create_company(client: Any, tenant: Any, name: str = "Acme") -> dict[str, Any]:
-    response = await client.post(f"{BASE}/companies", json={"name": name},
-                                 headers=tenant.headers)
+    response = await client.post(f"{BASE}/companies", json={"name": name}, headers=tenant.headers)
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["company"]  # type: ignore[no-any-return]
 
@@ -240,11 +265,21 @@ async def create_company(client: Any, tenant: Any, name: str = "Acme") -> dict[s
 def agent_body(tenant: Any, **overrides: Any) -> dict[str, Any]:
     """A valid create-agent body; an override of `...` drops that field."""
     body: dict[str, Any] = {
-        "name": "Sales agent", "voice_id": "alloy", "max_duration": 10, "temperature": 0.7,
-        "silence_timeout": 5, "voice_activity_timeout": 300, "llm_model": "gpt-4o",
-        "language": "en-US", "background_noise": False, "voicemail_detection": False,
-        "backcchanneling": True, "organization_id": str(tenant.organisation.id),
-        "sub_account_id": str(tenant.id), "webhook": False, "recording": True,
+        "name": "Sales agent",
+        "voice_id": "alloy",
+        "max_duration": 10,
+        "temperature": 0.7,
+        "silence_timeout": 5,
+        "voice_activity_timeout": 300,
+        "llm_model": "gpt-4o",
+        "language": "en-US",
+        "background_noise": False,
+        "voicemail_detection": False,
+        "backcchanneling": True,
+        "organization_id": str(tenant.organisation.id),
+        "sub_account_id": str(tenant.id),
+        "webhook": False,
+        "recording": True,
     }
     body.update(overrides)
     return {key: value for key, value in body.items() if value is not ...}
@@ -252,43 +287,55 @@ def agent_body(tenant: Any, **overrides: Any) -> dict[str, Any]:
 
 async def connect(client: Any, tenant: Any, provider: str = "openai") -> None:
     """Connect an LLM provider integration with a made-up key."""
-    response = await client.put(f"{BASE}/integrations/{provider}",
-                                json={"api_key": f"sk-{uuid.uuid4().hex}"},
-                                headers=tenant.headers)
+    response = await client.put(
+        f"{BASE}/integrations/{provider}",
+        json={"api_key": f"sk-{uuid.uuid4().hex}"},
+        headers=tenant.headers,
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
 
 
 async def make_agent(client: Any, tenant: Any, **overrides: Any) -> str:
     await connect(client, tenant)
-    response = await client.post("/functions/v1/crm-api/create-agent",
-                                 json=agent_body(tenant, **overrides), headers=tenant.headers)
+    response = await client.post(
+        "/functions/v1/crm-api/create-agent",
+        json=agent_body(tenant, **overrides),
+        headers=tenant.headers,
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     return str((await response.get_json())["id"])
 
 
 async def import_number(client: Any, tenant: Any, number: str) -> str:
-    response = await client.post(f"{BASE}/phone-numbers/import",
-                                 json={"phone_number": number}, headers=tenant.headers)
+    response = await client.post(
+        f"{BASE}/phone-numbers/import", json={"phone_number": number}, headers=tenant.headers
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     return str((await response.get_json())["phone_number"]["id"])
 
 
 async def assign(client: Any, tenant: Any, number_id: str, agent_id: str) -> Any:
     """Assign the number to the agent; returns the response (tests check refusals too)."""
-    return await client.post(f"{BASE}/phone-numbers/{number_id}/agent",
-                             json={"agent_id": agent_id}, headers=tenant.headers)
+    return await client.post(
+        f"{BASE}/phone-numbers/{number_id}/agent",
+        json={"agent_id": agent_id},
+        headers=tenant.headers,
+    )
 
 
 # --- invoices and campaigns ---------------------------------------------------------------------
 
 DUE = "2026-12-31"
 ITEMS = [{"item": "Consulting", "quantity": 2, "amount": 50}]
-HTML = ('<html><body><h1>Hello</h1><p>See <a href="https://example.com/offer?a=1&amp;b=2">'
-        'the offer</a>.</p></body></html>')
+HTML = (
+    '<html><body><h1>Hello</h1><p>See <a href="https://example.com/offer?a=1&amp;b=2">'
+    "the offer</a>.</p></body></html>"
+)
 
 
-async def create_invoice(client: Any, tenant: Any, contact_id: uuid.UUID,
-                         **fields: Any) -> dict[str, Any]:
+async def create_invoice(
+    client: Any, tenant: Any, contact_id: uuid.UUID, **fields: Any
+) -> dict[str, Any]:
     body = {"contact_id": str(contact_id), "items": ITEMS, "due_date": DUE, **fields}
     response = await client.post(INVOICES, json=body, headers=tenant.headers)
     assert response.status_code == 201, await response.get_data(as_text=True)
@@ -296,8 +343,13 @@ async def create_invoice(client: Any, tenant: Any, contact_id: uuid.UUID,
 
 
 async def create_campaign(client: Any, tenant: Any, **fields: Any) -> dict[str, Any]:
-    body = {"name": "Spring sale", "campaign_type": "email", "subject": "Spring sale",
-            "message_content": HTML, **fields}
+    body = {
+        "name": "Spring sale",
+        "campaign_type": "email",
+        "subject": "Spring sale",
+        "message_content": HTML,
+        **fields,
+    }
     response = await client.post(CAMPAIGNS, json=body, headers=tenant.headers)
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["campaign"]  # type: ignore[no-any-return]
@@ -305,27 +357,38 @@ async def create_campaign(client: Any, tenant: Any, **fields: Any) -> dict[str, 
 
 # --- webhook subscriptions and events -----------------------------------------------------------
 
-CONTACT_EVENT = {"sub_account_id": None, "contact": {"id": "c1", "tags": ["vip"]},
-                 "changes": {"tags": {"added": ["vip"], "removed": []}}}
+CONTACT_EVENT = {
+    "sub_account_id": None,
+    "contact": {"id": "c1", "tags": ["vip"]},
+    "changes": {"tags": {"added": ["vip"], "removed": []}},
+}
 
 
-async def subscribe(client: Any, tenant: Any, url: str,
-                    events: list[str] | None = None) -> dict[str, Any]:
-    response = await client.post(SUBSCRIPTIONS, json={"url": url,
-                                                      "events": events or ["contact.updated"]},
-                                 headers=tenant.headers)
+async def subscribe(
+    client: Any, tenant: Any, url: str, events: list[str] | None = None
+) -> dict[str, Any]:
+    response = await client.post(
+        SUBSCRIPTIONS,
+        json={"url": url, "events": events or ["contact.updated"]},
+        headers=tenant.headers,
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["subscription"]  # type: ignore[no-any-return]
 
 
-async def emit_event(pool: asyncpg.Pool, tenant: Any, event_type: str = "contact.updated",
-                     data: dict[str, Any] | None = None) -> None:
+async def emit_event(
+    pool: asyncpg.Pool,
+    tenant: Any,
+    event_type: str = "contact.updated",
+    data: dict[str, Any] | None = None,
+) -> None:
     async with tenant_transaction(pool, tenant.schema) as conn:
         await emit(conn, event_type, data or {**CONTACT_EVENT, "sub_account_id": tenant.id})
 
 
-async def emit_target(pool: asyncpg.Pool, tenant: Any, url: str, secret: str,
-                      data: dict[str, Any]) -> uuid.UUID:
+async def emit_target(
+    pool: asyncpg.Pool, tenant: Any, url: str, secret: str, data: dict[str, Any]
+) -> uuid.UUID:
     async with tenant_transaction(pool, tenant.schema) as conn:
         return await emit_to(conn, await emit(conn, "call.completed", data), url, secret)
 
@@ -344,19 +407,23 @@ async def populate(client: Any, pool: asyncpg.Pool) -> Populated:
     """A sub-account on a plan, with a member, wallet credits, a webhook subscription, and a
     contact with a conversation and messages (arrays, jsonb, numeric, an identity column)."""
     agency = await make_agency(pool)
-    plan = await create_plan(client, agency.headers, slug=f"gold-{uuid.uuid4().hex[:8]}",
-                             name="Gold", max_users=5)
+    plan = await create_plan(
+        client, agency.headers, slug=f"gold-{uuid.uuid4().hex[:8]}", name="Gold", max_users=5
+    )
     owner = unique_email("owner")
-    created = await create_sub_account(client, agency.headers, email=owner, name="Ops Tenant",
-                                       plan=plan["slug"])
+    created = await create_sub_account(
+        client, agency.headers, email=owner, name="Ops Tenant", plan=plan["slug"]
+    )
     sub_account_id = uuid.UUID(created["sub_account_id"])
     key = await issue_key(client, agency.headers, sub_account_id)
-    response = await client.post(ACCEPT, json={"token": created["invitation_token"],
-                                               "first_name": "Ada"})
+    response = await client.post(
+        ACCEPT, json={"token": created["invitation_token"], "first_name": "Ada"}
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     owner_user_id = uuid.UUID((await response.get_json())["user_id"])
-    tenant = Tenant(sub_account_id, agency, key, f"t_{sub_account_id.hex}",
-                    created["sub_account_slug"], owner)
+    tenant = Tenant(
+        sub_account_id, agency, key, f"t_{sub_account_id.hex}", created["sub_account_slug"], owner
+    )
     for amount in (12.34, 0.66):
         await credit(client, tenant, amount)
     await subscribe(client, tenant, "https://hooks.example.com/in")
@@ -370,24 +437,33 @@ async def _conversation(pool: asyncpg.Pool, schema: str) -> None:
         contact = await conn.fetchval(
             "INSERT INTO contacts (name, email, tags, custom_field_values, company_id) "
             "VALUES ('Grace', 'grace@example.com', ARRAY['vip', 'a \"quoted\" tag'], "
-            "'{\"score\": 0.1, \"big\": 12345678901234567890.123, \"nested\": [1, null]}'::jsonb,"
-            " $1) RETURNING id", company)
+            '\'{"score": 0.1, "big": 12345678901234567890.123, "nested": [1, null]}\'::jsonb,'
+            " $1) RETURNING id",
+            company,
+        )
         conversation = await conn.fetchval(
             "INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now()) "
-            "RETURNING id", contact)
+            "RETURNING id",
+            contact,
+        )
         for content in ("hello", "again"):
             await conn.execute(
                 "INSERT INTO messages (conversation_id, direction, sender_type, message_type, "
                 "content, status) VALUES ($1, 'outbound', 'user', 'sms', $2, 'sent')",
-                conversation, content)
+                conversation,
+                content,
+            )
 
 
-async def send_message(client: Any, tenant: Any, contact_id: str, content: str = "On my way",
-                       message_type: str = "sms") -> dict[str, Any]:
+async def send_message(
+    client: Any, tenant: Any, contact_id: str, content: str = "On my way", message_type: str = "sms"
+) -> dict[str, Any]:
     """POST /contacts/{id}/messages; the message as answered (201)."""
-    response = await client.post(f"{BASE}/contacts/{contact_id}/messages",
-                                 json={"message_type": message_type, "content": content},
-                                 headers=tenant.headers)
+    response = await client.post(
+        f"{BASE}/contacts/{contact_id}/messages",
+        json={"message_type": message_type, "content": content},
+        headers=tenant.headers,
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["message"]  # type: ignore[no-any-return]
 
@@ -400,13 +476,18 @@ TOOLS = f"{BASE}/tools"
 def tool_body(**overrides: Any) -> dict[str, Any]:
     """A valid http tool (a unique name); an override of `...` drops that field."""
     body: dict[str, Any] = {
-        "name": f"lookup_{uuid.uuid4().hex[:8]}", "type": "http",
+        "name": f"lookup_{uuid.uuid4().hex[:8]}",
+        "type": "http",
         "description": "Look up the contact's order status.",
-        "parameters": {"type": "object", "properties": {
-            "order_id": {"type": "string", "description": "The order number"}},
-            "required": ["order_id"]},
-        "config": {"url": "https://tools.example.com/orders",
-                   "headers": {"Authorization": "Bearer tool-token"}},
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string", "description": "The order number"}},
+            "required": ["order_id"],
+        },
+        "config": {
+            "url": "https://tools.example.com/orders",
+            "headers": {"Authorization": "Bearer tool-token"},
+        },
     }
     body.update(overrides)
     return {key: value for key, value in body.items() if value is not ...}
@@ -429,24 +510,33 @@ ALL_DAY = [{"day": day, "start": "00:00", "end": "24:00"} for day in WEEKDAYS]
 
 async def create_calendar(client: Any, tenant: Any, **fields: Any) -> dict[str, Any]:
     """A calendar (UTC, bookable all day every day, 30-minute slots, no notice unless given)."""
-    body = {"name": "Consultations", "timezone": "UTC", "availability": ALL_DAY,
-            "min_notice_minutes": 0, **fields}
+    body = {
+        "name": "Consultations",
+        "timezone": "UTC",
+        "availability": ALL_DAY,
+        "min_notice_minutes": 0,
+        **fields,
+    }
     response = await client.post(CALENDARS, json=body, headers=tenant.headers)
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["calendar"]  # type: ignore[no-any-return]
 
 
-async def free_slots(client: Any, tenant: Any, calendar_id: str, from_day: str,
-                     to_day: str | None = None) -> list[dict[str, Any]]:
-    response = await client.get(f"{CALENDARS}/{calendar_id}/free-slots",
-                                query_string={"from": from_day, "to": to_day or from_day},
-                                headers=tenant.headers)
+async def free_slots(
+    client: Any, tenant: Any, calendar_id: str, from_day: str, to_day: str | None = None
+) -> list[dict[str, Any]]:
+    response = await client.get(
+        f"{CALENDARS}/{calendar_id}/free-slots",
+        query_string={"from": from_day, "to": to_day or from_day},
+        headers=tenant.headers,
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     return (await response.get_json())["slots"]  # type: ignore[no-any-return]
 
 
-async def book(client: Any, tenant: Any, calendar_id: str, contact_id: str, start: str,
-               **fields: Any) -> dict[str, Any]:
+async def book(
+    client: Any, tenant: Any, calendar_id: str, contact_id: str, start: str, **fields: Any
+) -> dict[str, Any]:
     """POST /appointments (asserting 201); the appointment."""
     body = {"calendar_id": calendar_id, "contact_id": contact_id, "start": start, **fields}
     response = await client.post(APPOINTMENTS, json=body, headers=tenant.headers)

@@ -80,8 +80,9 @@ async def balance(pool: asyncpg.Pool, tenant: Any) -> Decimal:
 
 async def contact_email(pool: asyncpg.Pool, tenant: Any, contact_id: str) -> str:
     async with tenant_transaction(pool, tenant.schema) as conn:
-        return str(await conn.fetchval("SELECT email FROM contacts WHERE id = $1",
-                                       uuid.UUID(contact_id)))
+        return str(
+            await conn.fetchval("SELECT email FROM contacts WHERE id = $1", uuid.UUID(contact_id))
+        )
 
 
 async def stored_invoice(pool: asyncpg.Pool, tenant: Any, invoice_id: str) -> asyncpg.Record:
@@ -92,18 +93,26 @@ async def stored_invoice(pool: asyncpg.Pool, tenant: Any, invoice_id: str) -> as
 async def count_sub_accounts(pool: asyncpg.Pool, organisation_id: uuid.UUID | None = None) -> int:
     if organisation_id is None:
         return int(await pool.fetchval("SELECT count(*) FROM control.sub_accounts"))
-    return int(await pool.fetchval(
-        "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = $1", organisation_id))
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = $1", organisation_id
+        )
+    )
 
 
-async def set_email_config(pool: asyncpg.Pool, organisation_id: uuid.UUID, host: str, port: int,
-                           from_address: str) -> None:
+async def set_email_config(
+    pool: asyncpg.Pool, organisation_id: uuid.UUID, host: str, port: int, from_address: str
+) -> None:
     await pool.execute(
         """INSERT INTO control.email_configs (organisation_id, host, port, from_address)
            VALUES ($1, $2, $3, $4)
            ON CONFLICT (organisation_id) DO UPDATE
            SET host = EXCLUDED.host, port = EXCLUDED.port, from_address = EXCLUDED.from_address""",
-        organisation_id, host, port, from_address)
+        organisation_id,
+        host,
+        port,
+        from_address,
+    )
 
 
 async def schema_exists(pool: asyncpg.Pool, schema: str) -> bool:
@@ -112,33 +121,45 @@ async def schema_exists(pool: asyncpg.Pool, schema: str) -> bool:
 
 async def deliveries(pool: asyncpg.Pool, tenant: Any) -> list[dict[str, Any]]:
     rows = await tenant_sql(
-        pool, tenant,
+        pool,
+        tenant,
         "SELECT id, subscription_id, event_type, message_id, status, attempt_count,"
-        " last_status_code, last_error FROM webhook_deliveries ORDER BY created_at, id")
+        " last_status_code, last_error FROM webhook_deliveries ORDER BY created_at, id",
+    )
     return [dict(row) for row in rows]
 
 
 async def attempts(pool: asyncpg.Pool, tenant: Any, delivery_id: uuid.UUID) -> list[dict[str, Any]]:
     rows = await tenant_sql(
-        pool, tenant,
+        pool,
+        tenant,
         "SELECT attempt_number, status_code, error, duration_ms FROM webhook_attempts"
-        " WHERE delivery_id = $1 ORDER BY attempt_number", delivery_id)
+        " WHERE delivery_id = $1 ORDER BY attempt_number",
+        delivery_id,
+    )
     return [dict(row) for row in rows]
 
 
 async def due_rows(pool: asyncpg.Pool, ref_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
-    rows = await pool.fetch("SELECT id, kind, ref_id, version, due_at, last_error"
-                            " FROM control.due_work WHERE ref_id = ANY($1::uuid[])", ref_ids)
+    rows = await pool.fetch(
+        "SELECT id, kind, ref_id, version, due_at, last_error"
+        " FROM control.due_work WHERE ref_id = ANY($1::uuid[])",
+        ref_ids,
+    )
     return [dict(row) for row in rows]
 
 
 async def next_attempt_delay(pool: asyncpg.Pool, tenant: Any, delivery_id: uuid.UUID) -> float:
     """Seconds between the delivery's last recorded attempt and its next one."""
     async with tenant_transaction(pool, tenant.schema) as conn:
-        return float(await conn.fetchval(
-            "SELECT extract(epoch FROM d.next_attempt_at - max(a.attempted_at))"
-            " FROM webhook_deliveries AS d JOIN webhook_attempts AS a ON a.delivery_id = d.id"
-            " WHERE d.id = $1 GROUP BY d.next_attempt_at", delivery_id))
+        return float(
+            await conn.fetchval(
+                "SELECT extract(epoch FROM d.next_attempt_at - max(a.attempted_at))"
+                " FROM webhook_deliveries AS d JOIN webhook_attempts AS a ON a.delivery_id = d.id"
+                " WHERE d.id = $1 GROUP BY d.next_attempt_at",
+                delivery_id,
+            )
+        )
 
 
 async def snapshot(pool: asyncpg.Pool, tenant: Any) -> dict[str, list[str]]:
@@ -152,8 +173,12 @@ async def snapshot(pool: asyncpg.Pool, tenant: Any) -> dict[str, list[str]]:
         for table in tenant_metadata.sorted_tables:
             rows = await conn.fetch(f'SELECT * FROM "{table.name}"')
             state[table.name] = sorted(repr(sorted(dict(row).items())) for row in rows)
-    for name, column in (("sub_accounts", "id"), ("api_keys", "sub_account_id"),
-                         ("invitations", "sub_account_id"), ("memberships", "sub_account_id")):
+    for name, column in (
+        ("sub_accounts", "id"),
+        ("api_keys", "sub_account_id"),
+        ("invitations", "sub_account_id"),
+        ("memberships", "sub_account_id"),
+    ):
         rows = await pool.fetch(f"SELECT * FROM control.{name} WHERE {column} = $1", tenant.id)
         state[f"control.{name}"] = sorted(repr(sorted(dict(row).items())) for row in rows)
     return state
@@ -163,11 +188,11 @@ CONTROL_ROWS = {
     "sub_accounts": "SELECT row_to_json(x)::text FROM control.sub_accounts AS x WHERE id = $1",
     "api_keys": "SELECT row_to_json(x)::text FROM control.api_keys AS x WHERE sub_account_id = $1",
     "memberships": "SELECT row_to_json(x)::text FROM control.memberships AS x "
-                   "WHERE sub_account_id = $1",
+    "WHERE sub_account_id = $1",
     "invitations": "SELECT row_to_json(x)::text FROM control.invitations AS x "
-                   "WHERE sub_account_id = $1",
+    "WHERE sub_account_id = $1",
     "users": "SELECT row_to_json(x)::text FROM control.users AS x WHERE id IN "
-             "(SELECT user_id FROM control.memberships WHERE sub_account_id = $1)",
+    "(SELECT user_id FROM control.memberships WHERE sub_account_id = $1)",
 }
 
 
@@ -180,10 +205,13 @@ async def printed_rows(pool: asyncpg.Pool, tenant: Any) -> dict[str, list[str]]:
     async with tenant_transaction(pool, tenant.schema) as conn:
         tables = await conn.fetch(
             "SELECT relname FROM pg_class WHERE relnamespace = to_regnamespace($1) "
-            "AND relkind = 'r'", tenant.schema)
+            "AND relkind = 'r'",
+            tenant.schema,
+        )
         for (table,) in tables:
-            rows[table] = sorted(r[0] for r in await conn.fetch(
-                f'SELECT row_to_json(t)::text FROM "{table}" AS t'))
+            rows[table] = sorted(
+                r[0] for r in await conn.fetch(f'SELECT row_to_json(t)::text FROM "{table}" AS t')
+            )
     return rows
 
 
@@ -191,8 +219,11 @@ async def printed_rows(pool: asyncpg.Pool, tenant: Any) -> dict[str, list[str]]:
 
 
 async def schedule(client: Any, tenant: Any, campaign_id: str, start: datetime) -> Any:
-    return await client.post(f"{CAMPAIGNS}/{campaign_id}/schedule",
-                             json={"start_date": start.isoformat()}, headers=tenant.headers)
+    return await client.post(
+        f"{CAMPAIGNS}/{campaign_id}/schedule",
+        json={"start_date": start.isoformat()},
+        headers=tenant.headers,
+    )
 
 
 async def get_campaign(client: Any, tenant: Any, campaign_id: str) -> dict[str, Any]:
@@ -201,8 +232,9 @@ async def get_campaign(client: Any, tenant: Any, campaign_id: str) -> dict[str, 
     return (await response.get_json())["campaign"]  # type: ignore[no-any-return]
 
 
-async def wait_for_status(client: Any, tenant: Any, campaign_id: str,
-                          *statuses: str) -> dict[str, Any]:
+async def wait_for_status(
+    client: Any, tenant: Any, campaign_id: str, *statuses: str
+) -> dict[str, Any]:
     """Poll until the campaign reaches one of `statuses` (a generous bound, not a timing)."""
     async with asyncio.timeout(90):
         while True:
@@ -219,17 +251,22 @@ def soon(seconds: float = 2.0) -> datetime:
 async def ledger(pool: asyncpg.Pool, tenant: Any) -> list[asyncpg.Record]:
     """The wallet charges of campaign recipients, oldest first."""
     return await tenant_sql(
-        pool, tenant,
+        pool,
+        tenant,
         "SELECT amount, kind, status, reference_type, reference_id FROM wallet_transactions "
-        "WHERE reference_type = 'campaign_recipient' ORDER BY created_at")
+        "WHERE reference_type = 'campaign_recipient' ORDER BY created_at",
+    )
 
 
 async def recipients(pool: asyncpg.Pool, tenant: Any, campaign_id: str) -> list[asyncpg.Record]:
     return await tenant_sql(
-        pool, tenant,
+        pool,
+        tenant,
         "SELECT r.id, r.contact_id, r.state, r.charged_amount, r.sent_at, r.error, c.email "
         "FROM campaign_recipients AS r JOIN contacts AS c ON c.id = r.contact_id "
-        "WHERE r.campaign_id = $1", uuid.UUID(campaign_id))
+        "WHERE r.campaign_id = $1",
+        uuid.UUID(campaign_id),
+    )
 
 
 # --- mail ---------------------------------------------------------------------------------------
@@ -284,36 +321,54 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def switchboard(servers: Any, *args: str, env: dict[str, str] | None = None,
-                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def switchboard(
+    servers: Any, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run `switchboard ARGS...` as an operator would, against the test servers."""
-    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-           **(env or {})}
-    return subprocess.run([*SWITCHBOARD, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        **(env or {}),
+    }
+    return subprocess.run(
+        [*SWITCHBOARD, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def wait_for_http(url: str, process: subprocess.Popen[bytes], log: Path,
-                  seconds: float = 60) -> None:
+def wait_for_http(
+    url: str, process: subprocess.Popen[bytes], log: Path, seconds: float = 60
+) -> None:
     """Until `url` answers 200; the process's output in the failure when it exits first."""
     deadline = time.monotonic() + seconds
     while True:
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(url, timeout=1).status_code == 200:
                 return
-        assert process.poll() is None and time.monotonic() < deadline, \
+        assert process.poll() is None and time.monotonic() < deadline, (
             f"{url} did not come up:\n" + log.read_text(errors="replace")
+        )
         time.sleep(0.2)
 
 
 @contextlib.contextmanager
-def voice_process(port: int, values: dict[str, str],
-                  log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def voice_process(
+    port: int, values: dict[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     """`switchboard voice --port PORT` with `values` added to the environment, answering its
     health check, until the block ends (SIGTERM, then a kill after 30 s)."""
     process = subprocess.Popen(
-        [*SWITCHBOARD, "voice", "--port", str(port)], env={**os.environ, **values},
-        stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        [*SWITCHBOARD, "voice", "--port", str(port)],
+        env={**os.environ, **values},
+        stdin=subprocess.DEVNULL,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/health", process, log)
         yield process
@@ -348,13 +403,20 @@ class Live:
 
 
 @contextlib.contextmanager
-def live_system(servers: Any, mailbox: Any, folder: Path, *, with_worker: bool = True,
-                **extra_env: str) -> Iterator[Live]:
+def live_system(
+    servers: Any, mailbox: Any, folder: Path, *, with_worker: bool = True, **extra_env: str
+) -> Iterator[Live]:
     """The API (and the worker) as the production commands run them, output kept in files."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-           "SMTP_HOST": mailbox.host, "SMTP_PORT": str(mailbox.port),
-           "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000", **extra_env}
+    env = {
+        **os.environ,
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        "SMTP_HOST": mailbox.host,
+        "SMTP_PORT": str(mailbox.port),
+        "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+        **extra_env,
+    }
     commands = {"serve": ["serve", "--port", str(port)]}
     if with_worker:
         commands["worker"] = ["worker"]
@@ -362,9 +424,15 @@ def live_system(servers: Any, mailbox: Any, folder: Path, *, with_worker: bool =
     for name, arguments in commands.items():
         out, err = folder / f"{name}.stdout", folder / f"{name}.stderr"
         logs += [out, err]
-        processes.append(subprocess.Popen(
-            [*SWITCHBOARD, *arguments], env=env, stdin=subprocess.DEVNULL,
-            stdout=out.open("wb"), stderr=err.open("wb")))
+        processes.append(
+            subprocess.Popen(
+                [*SWITCHBOARD, *arguments],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out.open("wb"),
+                stderr=err.open("wb"),
+            )
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -372,8 +440,9 @@ def live_system(servers: Any, mailbox: Any, folder: Path, *, with_worker: bool =
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
                     break
-            assert processes[0].poll() is None and time.monotonic() < deadline, \
+            assert processes[0].poll() is None and time.monotonic() < deadline, (
                 "server did not start:\n" + (folder / "serve.stderr").read_text()
+            )
             time.sleep(0.2)
         yield Live(base, logs)
     finally:
@@ -396,6 +465,7 @@ async def get_contact(client: Any, tenant: Any, contact_id: str) -> dict[str, An
 
 async def stored_events(pool: asyncpg.Pool, tenant: Any) -> list[dict[str, Any]]:
     """The tenant's event log, oldest first."""
-    rows = await tenant_sql(pool, tenant, "SELECT id, type, timestamp, data FROM events"
-                                          " ORDER BY timestamp, id")
+    rows = await tenant_sql(
+        pool, tenant, "SELECT id, type, timestamp, data FROM events ORDER BY timestamp, id"
+    )
     return [dict(row) for row in rows]

@@ -109,10 +109,14 @@ class Receiver:
             if isinstance(answer, tuple) and answer[0] == "sleep":
                 await asyncio.sleep(answer[1])
                 answer = 200
-            status, extra, content = (answer + (b"",))[:3] if isinstance(answer, tuple) \
-                else (answer, {}, b"")
-            lines_out = [f"HTTP/1.1 {status} Scripted", f"content-length: {len(content)}",
-                         "connection: close"]
+            status, extra, content = (
+                (answer + (b"",))[:3] if isinstance(answer, tuple) else (answer, {}, b"")
+            )
+            lines_out = [
+                f"HTTP/1.1 {status} Scripted",
+                f"content-length: {len(content)}",
+                "connection: close",
+            ]
             lines_out += [f"{name}: {value}" for name, value in extra.items()]
             writer.write(("\r\n".join(lines_out) + "\r\n\r\n").encode("latin-1") + content)
             await writer.drain()
@@ -138,8 +142,11 @@ def signature_verifies(secret: str, headers: dict[str, str], body: bytes) -> boo
     key = base64.b64decode(secret.removeprefix("whsec_"))
     signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
     expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
-    return any(hmac.compare_digest(expected, part.split(",", 1)[1])
-               for part in headers["webhook-signature"].split() if part.startswith("v1,"))
+    return any(
+        hmac.compare_digest(expected, part.split(",", 1)[1])
+        for part in headers["webhook-signature"].split()
+        if part.startswith("v1,")
+    )
 
 
 class RecordingReceiver:
@@ -162,13 +169,16 @@ class RecordingReceiver:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-            headers = {name.strip().lower(): value.strip() for name, _, value in
-                       (line.partition(":") for line in head[1:] if ":" in line)}
+            headers = {
+                name.strip().lower(): value.strip()
+                for name, _, value in (line.partition(":") for line in head[1:] if ":" in line)
+            }
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.requests.append((headers, body))
             status = self.statuses.pop(0) if self.statuses else 200
-            writer.write(f"HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                         .encode())
+            writer.write(
+                f"HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".encode()
+            )
             await writer.drain()
         finally:
             writer.close()
@@ -233,8 +243,12 @@ async def post_box() -> AsyncIterator[PostBox]:
 
     @app.post("/hook")
     async def hook() -> Response:
-        box.received.append(({k.lower(): v for k, v in request.headers.items()},
-                             await request.get_data(as_text=False)))
+        box.received.append(
+            (
+                {k.lower(): v for k, v in request.headers.items()},
+                await request.get_data(as_text=False),
+            )
+        )
         box.arrived.set()
         return Response("", status=204)
 

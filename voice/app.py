@@ -52,22 +52,38 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
 
     async def health(_request: Request) -> JSONResponse:
         runtime: CallRuntime | None = state.get("runtime")
-        return JSONResponse({"status": "ok", "calls": len(runtime.active) if runtime else 0,
-                             "max_calls": settings.voice_max_calls,
-                             "pending": runtime.pending if runtime else 0})
+        return JSONResponse(
+            {
+                "status": "ok",
+                "calls": len(runtime.active) if runtime else 0,
+                "max_calls": settings.voice_max_calls,
+                "pending": runtime.pending if runtime else 0,
+            }
+        )
 
     async def metrics_page(_request: Request) -> Response:
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
 
-    return Starlette(routes=[WebSocketRoute(STREAM_PATH, stream),
-                             Route(TWIML_PATH, twilio_twiml, methods=["POST"]),
-                             Route("/health", health), Route("/metrics", metrics_page)],
-                     lifespan=lifespan)
+    return Starlette(
+        routes=[
+            WebSocketRoute(STREAM_PATH, stream),
+            Route(TWIML_PATH, twilio_twiml, methods=["POST"]),
+            Route("/health", health),
+            Route("/metrics", metrics_page),
+        ],
+        lifespan=lifespan,
+    )
 
 
-async def serve_voice(settings: Settings, database_url: str, host: str, port: int,
-                      stop: asyncio.Event, prefork_child: bool = False) -> None:
+async def serve_voice(
+    settings: Settings,
+    database_url: str,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    prefork_child: bool = False,
+) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
@@ -75,13 +91,14 @@ async def serve_voice(settings: Settings, database_url: str, host: str, port: in
 
     config = Config()
     # A child of --processes listens on its own socket of the port's SO_REUSEPORT group.
-    config.bind = ([f"fd://{prefork.listen(host, port).detach()}"] if prefork_child
-                   else [f"{host}:{port}"])
+    config.bind = (
+        [f"fd://{prefork.listen(host, port).detach()}"] if prefork_child else [f"{host}:{port}"]
+    )
     config.accesslog = None
     # Media Streams messages are small (a 20 ms media message is about 300 bytes): a larger one
     # closes the connection (1009), so connections that never name a call hold little memory.
     config.websocket_max_message_size = MAX_MESSAGE_BYTES
     # On SIGTERM no new call is taken; running calls get this long to finish (CONTRACT 9).
     config.graceful_timeout = settings.voice_shutdown_grace_seconds
-    await serve(build_voice_app(settings, database_url), config,  # type: ignore[arg-type]
-                shutdown_trigger=stop.wait)
+    app = build_voice_app(settings, database_url)
+    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]

@@ -82,8 +82,10 @@ from voice.vendors import (
 log = logging.getLogger("switchboard.voice")
 
 SILENCES_BEFORE_HANGUP = 3
-FOLLOW_UP = ("The contact has been silent for a while. Ask them briefly, in one short sentence, "
-             "whether they are still there.")
+FOLLOW_UP = (
+    "The contact has been silent for a while. Ask them briefly, in one short sentence, "
+    "whether they are still there."
+)
 # The telephone's own rate: no resampling of the carrier's audio, Silero runs at 8 kHz.
 PIPELINE_RATE = 8000
 FRAME_SECONDS = 0.02
@@ -110,9 +112,7 @@ TOOLS_SETTLE_SECONDS = 25.0
 # Silero's confidence alone decides (docs/decisions.md).
 VAD_MIN_VOLUME = 0.0
 
-SELECT_SCHEMA = ("SELECT schema_name FROM control.sub_accounts "
-                 "WHERE id = $1 AND status = 'active'")
-
+SELECT_SCHEMA = "SELECT schema_name FROM control.sub_accounts WHERE id = $1 AND status = 'active'"
 
 
 @dataclass(frozen=True)
@@ -134,10 +134,12 @@ async def read_start(websocket: WebSocket) -> StreamStart | None:
             if event == "start":
                 start = message.get("start") or {}
                 parameters = start.get("customParameters") or {}
-                return StreamStart(str(message.get("streamSid") or start.get("streamSid")),
-                                   str(start.get("callSid", "")),
-                                   str(start.get("accountSid", "")),
-                                   {str(k): str(v) for k, v in parameters.items()})
+                return StreamStart(
+                    str(message.get("streamSid") or start.get("streamSid")),
+                    str(start.get("callSid", "")),
+                    str(start.get("accountSid", "")),
+                    {str(k): str(v) for k, v in parameters.items()},
+                )
             if event == "stop":
                 return None
     except (WebSocketDisconnect, ValueError, KeyError, TypeError, AttributeError, RuntimeError):
@@ -173,8 +175,9 @@ class Conversation:
 
     def add(self, role: str, text: str | None, started: float | None) -> None:
         if text and text.strip():
-            self.messages.append({"role": role, "text": text.strip(),
-                                  "start_seconds": self.since_answer(started)})
+            self.messages.append(
+                {"role": role, "text": text.strip(), "start_seconds": self.since_answer(started)}
+            )
 
     def transcript(self) -> str:
         names = {"agent": "Agent", "contact": "Contact"}
@@ -268,8 +271,9 @@ class CallRuntime:
             return POLICY_VIOLATION
         call_id = start.parameters.get("call_id", "")
         sub_account_id = start.parameters.get("sub_account_id", "")
-        if not token_valid(self.settings, sub_account_id, call_id,
-                           start.parameters.get("token", "")):
+        if not token_valid(
+            self.settings, sub_account_id, call_id, start.parameters.get("token", "")
+        ):
             log.warning("media stream refused: bad token for call %s", call_id[:40])
             return POLICY_VIOLATION
         try:  # the token signed them: UUIDs of ours
@@ -300,8 +304,9 @@ class CallRuntime:
         except Exception:  # the refusal stands; the status follows at the next attempt
             log.exception("call %s: could not mark it queued after a refused stream", call_id)
 
-    async def _take_call(self, websocket: WebSocket, start: StreamStart, tenant: uuid.UUID,
-                         call_id: uuid.UUID) -> None:
+    async def _take_call(
+        self, websocket: WebSocket, start: StreamStart, tenant: uuid.UUID, call_id: uuid.UUID
+    ) -> None:
         await CallSession(self.settings, self.pool, websocket, start, tenant, call_id).take()
 
 
@@ -323,8 +328,15 @@ class CallSession:
     user: LLMUserAggregator
     first: FirstMessage | None = None
 
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, websocket: WebSocket,
-                 start: StreamStart, tenant: uuid.UUID, call_id: uuid.UUID) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        websocket: WebSocket,
+        start: StreamStart,
+        tenant: uuid.UUID,
+        call_id: uuid.UUID,
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.websocket = websocket
@@ -378,14 +390,26 @@ class CallSession:
         record, keys = answered.record, answered.keys
         # The agent's fields, read once; its prompt and first message with the call's context
         # filled in (CONTRACT 10).
-        self.agent = replace(AgentConfig.from_record(record), prompt=answered.prompt,
-                             first_message=answered.first_message)
+        self.agent = replace(
+            AgentConfig.from_record(record),
+            prompt=answered.prompt,
+            first_message=answered.first_message,
+        )
         self.spoken = asyncio.Event()
         self.tools = CallTools(
             self.settings,
-            CallFacts(scope, self.call_id, record["agent_id"], record["contact_id"],
-                      record["provider"], record["provider_call_id"]),
-            answered.tools, say=self.say, leave=self.leave)
+            CallFacts(
+                scope,
+                self.call_id,
+                record["agent_id"],
+                record["contact_id"],
+                record["provider"],
+                record["provider_call_id"],
+            ),
+            answered.tools,
+            say=self.say,
+            leave=self.leave,
+        )
         machine = self.answered_by == "machine" and self.agent.voicemail_detection
         if machine and self.agent.voicemail_type == "hangup":
             self.conversation.end("voicemail")
@@ -409,8 +433,9 @@ class CallSession:
 
     async def leave_message(self, tts: Any) -> None:
         """An answering machine: the voicemail_message after its beep, then hang up."""
-        await self.run([VoicemailMessage(self.agent.voicemail_message, self.on_voicemail_left),
-                        tts])
+        await self.run(
+            [VoicemailMessage(self.agent.voicemail_message, self.on_voicemail_left), tts]
+        )
 
     async def talk(self, llm: Any, stt: Any, tts: Any) -> None:
         """The conversation: the contact's turns transcribed, answered by the model, spoken."""
@@ -424,9 +449,15 @@ class CallSession:
         stages: list[Any] = []
         if self.agent.backchanneling:
             stages.append(Backchannel(turn_end_seconds=self.agent.turn_end_seconds))
-        stages += [stt, self.user, ResponseTimer(str(self.call_id)),
-                   *([self.first] if self.first else []),
-                   AfterHangUp(lambda: self.conversation.line_closed), llm, tts]
+        stages += [
+            stt,
+            self.user,
+            ResponseTimer(str(self.call_id)),
+            *([self.first] if self.first else []),
+            AfterHangUp(lambda: self.conversation.line_closed),
+            llm,
+            tts,
+        ]
         opener = asyncio.create_task(self.silent_from_the_answer())
         try:
             await self.run(stages, after=[assistant], errors=True)
@@ -439,12 +470,19 @@ class CallSession:
         # A pause of voice_activity_timeout ends the contact's speech and, with it, the turn:
         # one transcription per finished turn (CONTRACT 9). The process's one Silero session
         # (built off the loop when the runtime started).
-        vad = SharedSileroVAD(params=VADParams(stop_secs=self.agent.turn_end_seconds,
-                                               min_volume=VAD_MIN_VOLUME))
-        user, assistant = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
-            vad_analyzer=vad, user_idle_timeout=self.agent.silence_seconds,
-            user_turn_strategies=UserTurnStrategies(
-                stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.0)])))
+        vad = SharedSileroVAD(
+            params=VADParams(stop_secs=self.agent.turn_end_seconds, min_volume=VAD_MIN_VOLUME)
+        )
+        user, assistant = LLMContextAggregatorPair(
+            context,
+            user_params=LLMUserAggregatorParams(
+                vad_analyzer=vad,
+                user_idle_timeout=self.agent.silence_seconds,
+                user_turn_strategies=UserTurnStrategies(
+                    stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.0)]
+                ),
+            ),
+        )
         user.add_event_handler("on_user_turn_started", self.on_turn_started)
         user.add_event_handler("on_user_turn_stopped", self.on_turn_stopped)
         user.add_event_handler("on_user_turn_idle", self.on_silence)
@@ -452,15 +490,17 @@ class CallSession:
         assistant.add_event_handler("on_assistant_turn_stopped", self.on_agent_stopped)
         return user, assistant
 
-    async def run(self, stages: list[Any], after: list[Any] | None = None,
-                  errors: bool = False) -> None:
+    async def run(
+        self, stages: list[Any], after: list[Any] | None = None, errors: bool = False
+    ) -> None:
         """The call's pipeline, run to its end: the line in, `stages`, the line out (the
         agent's background bed mixed in), the recorder, `after`; ended by max_duration, the
         contact hanging up, and with `errors`, a vendor's error."""
         transport = _transport(self.websocket, self.start, self.agent)
         recorder = AudioBufferProcessor(num_channels=1)
-        self.worker = _worker([transport.input(), *stages, transport.output(), recorder,
-                               *(after or [])])
+        self.worker = _worker(
+            [transport.input(), *stages, transport.output(), recorder, *(after or [])]
+        )
         transport.add_event_handler("on_client_disconnected", self.on_hang_up)
         self.worker.add_reached_downstream_filter((BotStoppedSpeakingFrame,))
         self.worker.add_event_handler("on_frame_reached_downstream", self.on_agent_quiet)
@@ -513,8 +553,9 @@ class CallSession:
         if opening:  # nobody has spoken yet: the agent opens with its first message
             await self.worker.queue_frame(TTSSpeakFrame(opening))
             return
-        await self.user.push_frame(LLMMessagesAppendFrame(
-            [{"role": "system", "content": FOLLOW_UP}], run_llm=True))
+        await self.user.push_frame(
+            LLMMessagesAppendFrame([{"role": "system", "content": FOLLOW_UP}], run_llm=True)
+        )
 
     async def silent_from_the_answer(self) -> None:
         # Pipecat's idle timer runs from the agent's last words; a line silent from the answer
@@ -555,11 +596,13 @@ class CallSession:
             # so the turn ends (and is transcribed) as it would have on the call.
             pause = self.agent.turn_end_seconds
             for _ in range(int((pause + 0.2) / FRAME_SECONDS)):
-                await self.worker.queue_frame(InputAudioRawFrame(
-                    SILENT_FRAME, sample_rate=PIPELINE_RATE, num_channels=1))
+                await self.worker.queue_frame(
+                    InputAudioRawFrame(SILENT_FRAME, sample_rate=PIPELINE_RATE, num_channels=1)
+                )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.conversation.turn_done.wait(),
-                                       pause + LAST_WORDS_SECONDS)
+                await asyncio.wait_for(
+                    self.conversation.turn_done.wait(), pause + LAST_WORDS_SECONDS
+                )
         self.conversation.hung_up = True
         await self.worker.cancel()
 
@@ -575,8 +618,9 @@ class CallSession:
         self.conversation.end("max_duration")
         await self.worker.queue_frame(EndFrame())
 
-    async def on_recording(self, _buffer: Any, audio: bytes, sample_rate: int,
-                           channels: int) -> None:
+    async def on_recording(
+        self, _buffer: Any, audio: bytes, sample_rate: int, channels: int
+    ) -> None:
         if audio:
             self.conversation.recording = _wav(audio, sample_rate, channels)
 
@@ -593,12 +637,18 @@ class CallSession:
             await self.tools.settle(TOOLS_SETTLE_SECONDS)
         state = CallState(
             "failed" if reason in ("failed", "no_answer", "busy") else "completed",
-            started_at=conversation.answered_wall, ended_at=ended,
-            duration_seconds=duration, transcript=conversation.transcript() or None,
-            error=conversation.error, ended_reason=reason, answered_by=self.answered_by,
-            messages=conversation.messages, recording=conversation.recording,
+            started_at=conversation.answered_wall,
+            ended_at=ended,
+            duration_seconds=duration,
+            transcript=conversation.transcript() or None,
+            error=conversation.error,
+            ended_reason=reason,
+            answered_by=self.answered_by,
+            messages=conversation.messages,
+            recording=conversation.recording,
             tool_calls=list(self.tools.calls) if self.tools is not None else None,
-            transferred_to=self.tools.transferred_to if self.tools is not None else None)
+            transferred_to=self.tools.transferred_to if self.tools is not None else None,
+        )
         await calls.finish_call(scope, self.call_id, state)
 
 
@@ -607,18 +657,30 @@ async def _close(websocket: WebSocket, code: int) -> None:
         await websocket.close(code=code)
 
 
-def _transport(websocket: WebSocket, start: StreamStart,
-               agent: AgentConfig) -> MediaStreamTransport:
+def _transport(
+    websocket: WebSocket, start: StreamStart, agent: AgentConfig
+) -> MediaStreamTransport:
     """The carrier's Media Streams connection, the agent's background bed mixed under its voice."""
     serializer = MediaStreamSerializer(
-        start.stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+        start.stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False)
+    )
     mixer = None
     if agent.background in AMBIENCE:
-        mixer = SoundfileMixer(sound_files={agent.background: str(AMBIENCE[agent.background])},
-                               default_sound=agent.background, volume=AMBIENCE_VOLUME)
-    return MediaStreamTransport(websocket, FastAPIWebsocketParams(
-        audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False,
-        serializer=serializer, audio_out_mixer=mixer))
+        mixer = SoundfileMixer(
+            sound_files={agent.background: str(AMBIENCE[agent.background])},
+            default_sound=agent.background,
+            volume=AMBIENCE_VOLUME,
+        )
+    return MediaStreamTransport(
+        websocket,
+        FastAPIWebsocketParams(
+            audio_in_enabled=True,
+            audio_out_enabled=True,
+            add_wav_header=False,
+            serializer=serializer,
+            audio_out_mixer=mixer,
+        ),
+    )
 
 
 def _worker(stages: list[Any]) -> PipelineWorker:
@@ -628,6 +690,10 @@ def _worker(stages: list[Any]) -> PipelineWorker:
     # bench/RESULTS.md). The response time is our own ResponseTimer.
     return PipelineWorker(
         Pipeline(stages),
-        params=PipelineParams(audio_in_sample_rate=PIPELINE_RATE,
-                              audio_out_sample_rate=PIPELINE_RATE),
-        idle_timeout_secs=None, enable_rtvi=False, enable_turn_tracking=False)
+        params=PipelineParams(
+            audio_in_sample_rate=PIPELINE_RATE, audio_out_sample_rate=PIPELINE_RATE
+        ),
+        idle_timeout_secs=None,
+        enable_rtvi=False,
+        enable_turn_tracking=False,
+    )

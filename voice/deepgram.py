@@ -13,8 +13,9 @@ from pipecat.utils.time import time_now_iso8601
 
 
 class DeepgramHttpSTTService(SegmentedSTTService):
-    def __init__(self, *, api_key: str, base_url: str, language: str,
-                 model: str = "nova-3", **kwargs: Any) -> None:
+    def __init__(
+        self, *, api_key: str, base_url: str, language: str, model: str = "nova-3", **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._api_key = api_key
         self._url = f"{base_url.rstrip('/')}/v1/listen"
@@ -24,9 +25,14 @@ class DeepgramHttpSTTService(SegmentedSTTService):
         try:
             async with httpx.AsyncClient(timeout=15) as client:
                 answer = await client.post(
-                    self._url, params=self._query, content=audio,
-                    headers={"Authorization": f"Token {self._api_key}",
-                             "Content-Type": "audio/wav"})
+                    self._url,
+                    params=self._query,
+                    content=audio,
+                    headers={
+                        "Authorization": f"Token {self._api_key}",
+                        "Content-Type": "audio/wav",
+                    },
+                )
             answer.raise_for_status()
             alternatives = answer.json()["results"]["channels"][0]["alternatives"]
             text = str(alternatives[0]["transcript"]).strip() if alternatives else ""

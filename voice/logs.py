@@ -16,10 +16,16 @@ def route_pipecat_logs(level: int = logging.INFO) -> None:
     def sink(message: object) -> None:
         record = message.record  # type: ignore[attr-defined]
         logging.getLogger(record["name"] or "pipecat").log(
-            record["level"].no, "%s", record["message"],
-            exc_info=record["exception"] and (record["exception"].type,
-                                              record["exception"].value,
-                                              record["exception"].traceback))
+            record["level"].no,
+            "%s",
+            record["message"],
+            exc_info=record["exception"]
+            and (
+                record["exception"].type,
+                record["exception"].value,
+                record["exception"].traceback,
+            ),
+        )
 
     logger.remove()
     logger.add(sink, level=level, format="{message}")

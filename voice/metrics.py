@@ -38,30 +38,54 @@ from prometheus_client import (
 log = logging.getLogger("switchboard.voice.turns")
 
 REGISTRY = CollectorRegistry(auto_describe=True)
-CALLS_ACTIVE = Gauge("switchboard_voice_calls_active", "Calls on the line in this process",
-                     registry=REGISTRY)
-CALLS_ENDED = Counter("switchboard_voice_calls_total", "Calls ended, by ended_reason",
-                      ["ended_reason"], registry=REGISTRY)
-STREAMS_BUSY = Counter("switchboard_voice_streams_busy_total",
-                       "Media streams of a valid call refused (1013) at the process's call limit",
-                       registry=REGISTRY)
-STREAMS_PENDING = Gauge("switchboard_voice_streams_pending",
-                        "Connections that have not yet named a call with a valid token",
-                        registry=REGISTRY)
-STREAMS_EVICTED = Counter("switchboard_voice_streams_evicted_total",
-                          "Connections that had not named a call, closed (1013) to make room "
-                          "for a new one beyond the pending limit", registry=REGISTRY)
-MALFORMED_FRAMES = Counter("switchboard_voice_malformed_frames_total",
-                           "Carrier messages dropped during a call as malformed (not a JSON "
-                           "object in a text frame, or media without valid base64 audio)",
-                           registry=REGISTRY)
+CALLS_ACTIVE = Gauge(
+    "switchboard_voice_calls_active", "Calls on the line in this process", registry=REGISTRY
+)
+CALLS_ENDED = Counter(
+    "switchboard_voice_calls_total",
+    "Calls ended, by ended_reason",
+    ["ended_reason"],
+    registry=REGISTRY,
+)
+STREAMS_BUSY = Counter(
+    "switchboard_voice_streams_busy_total",
+    "Media streams of a valid call refused (1013) at the process's call limit",
+    registry=REGISTRY,
+)
+STREAMS_PENDING = Gauge(
+    "switchboard_voice_streams_pending",
+    "Connections that have not yet named a call with a valid token",
+    registry=REGISTRY,
+)
+STREAMS_EVICTED = Counter(
+    "switchboard_voice_streams_evicted_total",
+    "Connections that had not named a call, closed (1013) to make room "
+    "for a new one beyond the pending limit",
+    registry=REGISTRY,
+)
+MALFORMED_FRAMES = Counter(
+    "switchboard_voice_malformed_frames_total",
+    "Carrier messages dropped during a call as malformed (not a JSON "
+    "object in a text frame, or media without valid base64 audio)",
+    registry=REGISTRY,
+)
 RESPONSE = Histogram(
     "switchboard_voice_response_seconds",
     "End of the contact's turn (as decided) to the agent's first audio sent, vendors included",
     registry=REGISTRY,
-    buckets=(0.1, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 2, 3, 5, 10))
-ENDED_REASONS = ("customer_hangup", "agent_hangup", "silence_timeout", "max_duration",
-                 "voicemail", "no_answer", "busy", "failed", "refused")
+    buckets=(0.1, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 2, 3, 5, 10),
+)
+ENDED_REASONS = (
+    "customer_hangup",
+    "agent_hangup",
+    "silence_timeout",
+    "max_duration",
+    "voicemail",
+    "no_answer",
+    "busy",
+    "failed",
+    "refused",
+)
 
 
 def exposition() -> tuple[bytes, str]:
@@ -91,6 +115,9 @@ class ResponseTimer(FrameProcessor):
             seconds = time.monotonic() - self._turn_ended
             self._turn_ended = None
             RESPONSE.observe(seconds)
-            log.info("agent responded %.1f ms after the turn ended (call %s)", seconds * 1000,
-                     self._call_id)
+            log.info(
+                "agent responded %.1f ms after the turn ended (call %s)",
+                seconds * 1000,
+                self._call_id,
+            )
         await self.push_frame(frame, direction)

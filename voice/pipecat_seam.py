@@ -55,8 +55,7 @@ class WebsocketTransport(FastAPIWebsocketTransport):
 
     def __init__(self, websocket: WebSocket, params: FastAPIWebsocketParams) -> None:
         super().__init__(websocket=websocket, params=params)
-        self._output = self.output_class(self, self._client, self._params,
-                                         name=self._output_name)
+        self._output = self.output_class(self, self._client, self._params, name=self._output_name)
 
 
 class SileroModelOverSession(SileroOnnxModel):

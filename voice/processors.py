@@ -82,9 +82,14 @@ class Backchannel(FrameProcessor):
 
     PHRASES = ("Mm-hmm.", "I see.", "Right.")
 
-    def __init__(self, turn_end_seconds: float, after_seconds: float = 1.5,
-                 pause_seconds: float = 0.2, gap_seconds: float = 4.0,
-                 said: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        turn_end_seconds: float,
+        after_seconds: float = 1.5,
+        pause_seconds: float = 0.2,
+        gap_seconds: float = 4.0,
+        said: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__()
         self._turn_end = turn_end_seconds
         self._after = after_seconds
@@ -118,8 +123,11 @@ class Backchannel(FrameProcessor):
             return
         quiet = now - self._last_sound
         spoken = self._last_sound - self._speech_started
-        if self._pause <= quiet < self._turn_end and spoken >= self._after \
-                and now - self._last_backchannel >= self._gap:
+        if (
+            self._pause <= quiet < self._turn_end
+            and spoken >= self._after
+            and now - self._last_backchannel >= self._gap
+        ):
             self._last_backchannel = now
             self._speech_started = None
             phrase = self.PHRASES[self._count % len(self.PHRASES)]
@@ -138,8 +146,13 @@ class VoicemailMessage(FrameProcessor):
     an EndFrame queued after the message lets the output play it to its end).
     """
 
-    def __init__(self, message: str, spoken: Callable[[str], Awaitable[None]],
-                 quiet_seconds: float = 1.0, give_up_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        message: str,
+        spoken: Callable[[str], Awaitable[None]],
+        quiet_seconds: float = 1.0,
+        give_up_seconds: float = 10.0,
+    ) -> None:
         super().__init__()
         self._message = message
         self._spoken = spoken
@@ -156,8 +169,9 @@ class VoicemailMessage(FrameProcessor):
             now = time.monotonic()
             if is_sound(frame.audio):
                 self._heard_sound, self._last_sound = True, now
-            elif (self._heard_sound and now - self._last_sound >= self._quiet) \
-                    or now - self._started >= self._give_up:
+            elif (
+                self._heard_sound and now - self._last_sound >= self._quiet
+            ) or now - self._started >= self._give_up:
                 self._left = True
                 await self.push_frame(TTSSpeakFrame(self._message), FrameDirection.DOWNSTREAM)
                 await self._spoken(self._message)

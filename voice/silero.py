@@ -38,8 +38,9 @@ def shared_session() -> onnxruntime.InferenceSession:
     options.inter_op_num_threads = 1
     options.intra_op_num_threads = 1
     with resources.as_file(SILERO_MODEL) as path:
-        return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"],
-                                            sess_options=options)
+        return onnxruntime.InferenceSession(
+            str(path), providers=["CPUExecutionProvider"], sess_options=options
+        )
 
 
 class SharedSileroVAD(SileroOverModel):

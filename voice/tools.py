@@ -45,7 +45,9 @@ log = logging.getLogger("switchboard.voice.tools")
 END_CALL = FunctionSchema(
     name="end_call",
     description="Hang up the phone call. Use it once the conversation has come to an end.",
-    properties={}, required=[])
+    properties={},
+    required=[],
+)
 OFFERED_TYPES = ("http", "transfer_call", "send_sms")
 RESULT_LIMIT = 16 * 1024
 DEFAULT_TIMEOUT_SECONDS = 10
@@ -77,9 +79,14 @@ class CallTools:
     `say` speaks a sentence and returns once it has been spoken; `leave` ends the call with a
     reason (after a transfer)."""
 
-    def __init__(self, settings: Settings, facts: CallFacts, tools: list[dict[str, Any]],
-                 say: Callable[[str], Awaitable[None]],
-                 leave: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        facts: CallFacts,
+        tools: list[dict[str, Any]],
+        say: Callable[[str], Awaitable[None]],
+        leave: Callable[[str], Awaitable[None]],
+    ) -> None:
         self.settings = settings
         self.facts = facts
         self.tools = [tool for tool in tools if tool["type"] in OFFERED_TYPES]
@@ -94,29 +101,42 @@ class CallTools:
         out: list[FunctionEntry] = [(END_CALL, self.end_call, None)]
         for tool in self.tools:
             parameters = tool.get("parameters") or {}
-            schema = FunctionSchema(name=tool["name"], description=tool["description"],
-                                    properties=dict(parameters.get("properties") or {}),
-                                    required=list(parameters.get("required") or []))
-            timeout = float((tool.get("config") or {}).get("timeout_seconds")
-                            or DEFAULT_TIMEOUT_SECONDS)
+            schema = FunctionSchema(
+                name=tool["name"],
+                description=tool["description"],
+                properties=dict(parameters.get("properties") or {}),
+                required=list(parameters.get("required") or []),
+            )
+            timeout = float(
+                (tool.get("config") or {}).get("timeout_seconds") or DEFAULT_TIMEOUT_SECONDS
+            )
             out.append((schema, self._handler(tool), timeout + WAIT_SLACK_SECONDS))
         return out
 
     # --- the record ---------------------------------------------------------------------------
 
     def _begin(self, tool_id: str | None, name: str, arguments: Any) -> dict[str, Any]:
-        entry = {"id": str(uuid.uuid4()), "tool_id": tool_id, "name": name,
-                 "arguments": arguments if isinstance(arguments, dict) else {},
-                 "result": None, "status": "failed",
-                 "at": datetime.now(UTC).isoformat().replace("+00:00", "Z"), "duration_ms": 0}
+        entry = {
+            "id": str(uuid.uuid4()),
+            "tool_id": tool_id,
+            "name": name,
+            "arguments": arguments if isinstance(arguments, dict) else {},
+            "result": None,
+            "status": "failed",
+            "at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "duration_ms": 0,
+        }
         self.calls.append(entry)
         return entry
 
     @staticmethod
     def _settle_entry(entry: dict[str, Any], started: float, result: Any) -> None:
         failed = isinstance(result, dict) and "error" in result
-        entry.update(result=result, status="failed" if failed else "succeeded",
-                     duration_ms=int((time.monotonic() - started) * 1000))
+        entry.update(
+            result=result,
+            status="failed" if failed else "succeeded",
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
 
     async def settle(self, seconds: float) -> None:
         """Wait (at most `seconds`) for tools still running, so their results are in
@@ -132,8 +152,7 @@ class CallTools:
         result = {"status": "ending the call"}
         self._settle_entry(entry, time.monotonic(), result)
         await self.leave("agent_hangup")
-        await params.result_callback(result,
-                                     properties=FunctionCallResultProperties(run_llm=False))
+        await params.result_callback(result, properties=FunctionCallResultProperties(run_llm=False))
         await params.llm.push_frame(EndWorkerFrame(), FrameDirection.UPSTREAM)
 
     def _handler(self, tool: dict[str, Any]) -> FunctionCallHandler:
@@ -143,6 +162,7 @@ class CallTools:
             task.add_done_callback(self._running.discard)
             # The model's wait may be cancelled (the contact hung up): the tool runs on.
             await asyncio.shield(task)
+
         return handle
 
     async def _call(self, tool: dict[str, Any], params: FunctionCallParams) -> None:
@@ -163,23 +183,34 @@ class CallTools:
         transferred = tool["type"] == "transfer_call" and "error" not in result
         with contextlib.suppress(Exception):  # the call may be over already
             await params.result_callback(
-                result, properties=FunctionCallResultProperties(run_llm=not transferred))
+                result, properties=FunctionCallResultProperties(run_llm=not transferred)
+            )
             if transferred:
                 await params.llm.push_frame(EndWorkerFrame(), FrameDirection.UPSTREAM)
 
-    async def _http(self, tool: dict[str, Any], entry_id: str,
-                    arguments: dict[str, Any]) -> Any:
+    async def _http(self, tool: dict[str, Any], entry_id: str, arguments: dict[str, Any]) -> Any:
         config = tool.get("config") or {}
         facts = self.facts
-        body = json.dumps({"tool_call_id": entry_id, "call_id": str(facts.call_id),
-                           "agent_id": str(facts.agent_id), "contact_id": str(facts.contact_id),
-                           "tool": tool["name"], "arguments": arguments})
+        body = json.dumps(
+            {
+                "tool_call_id": entry_id,
+                "call_id": str(facts.call_id),
+                "agent_id": str(facts.agent_id),
+                "contact_id": str(facts.contact_id),
+                "tool": tool["name"],
+                "arguments": arguments,
+            }
+        )
         answer = await post_for_answer(
-            config["url"], tool["secret"], entry_id, body,
+            config["url"],
+            tool["secret"],
+            entry_id,
+            body,
             allow_private=self.settings.allow_private_webhooks,
             headers=dict(config.get("headers") or {}),
             timeout_seconds=float(config.get("timeout_seconds") or DEFAULT_TIMEOUT_SECONDS),
-            limit=RESULT_LIMIT)
+            limit=RESULT_LIMIT,
+        )
         if answer.error is not None:
             return {"error": answer.error}
         assert answer.status_code is not None
@@ -201,7 +232,8 @@ class CallTools:
         providers = Providers(self.settings.telephony)
         try:
             await providers.get(self.facts.provider).transfer_call(
-                self.facts.provider_call_id, number)
+                self.facts.provider_call_id, number
+            )
         except (TelephonyError, ValueError) as exc:
             return {"error": f"transfer_failed: {exc}"[:500]}
         finally:
@@ -217,8 +249,9 @@ class CallTools:
         scope = self.facts.scope
         organisation_id = await scope.pool.fetchval(SELECT_ORGANISATION, scope.sub_account_id)
         try:
-            message = await send_to_contact(scope, organisation_id, self.facts.contact_id,
-                                            Outgoing("sms", content, None))
+            message = await send_to_contact(
+                scope, organisation_id, self.facts.contact_id, Outgoing("sms", content, None)
+            )
         except APIError as exc:
             return {"error": exc.code}
         return {"message_id": str(message["id"])}

@@ -36,8 +36,9 @@ LEAD_SECONDS = 0.2
 INPUT_FRAME_SECONDS = 0.04
 
 
-def pace(now: float, playout: float, chunk_seconds: float,
-         lead: float = LEAD_SECONDS) -> tuple[float, float]:
+def pace(
+    now: float, playout: float, chunk_seconds: float, lead: float = LEAD_SECONDS
+) -> tuple[float, float]:
     """After a chunk of `chunk_seconds` was sent at `now`: how long to wait before the next,
     and when the far end will have played everything sent. `playout` is that moment before this
     chunk (0 or past: nothing left to play, so this chunk plays from now)."""
@@ -86,16 +87,20 @@ class MediaStreamSerializer(TwilioFrameSerializer):
         if len(self._held_audio) < size:
             return None
         audio, self._held_audio = self._held_audio, b""
-        return InputAudioRawFrame(audio=audio, sample_rate=frame.sample_rate,
-                                  num_channels=frame.num_channels)
+        return InputAudioRawFrame(
+            audio=audio, sample_rate=frame.sample_rate, num_channels=frame.num_channels
+        )
 
     def _drop(self, problem: str) -> None:
         metrics.MALFORMED_FRAMES.inc()
         self.malformed += 1
         if self.malformed == 1:  # once per stream: a carrier gone wrong would flood the log
-            log.warning("stream %s: dropped a malformed carrier message (%s); further ones are "
-                        "counted in switchboard_voice_malformed_frames_total", self.stream_sid,
-                        problem)
+            log.warning(
+                "stream %s: dropped a malformed carrier message (%s); further ones are "
+                "counted in switchboard_voice_malformed_frames_total",
+                self.stream_sid,
+                problem,
+            )
 
 
 def malformed(data: str | bytes) -> str | None:

@@ -55,8 +55,9 @@ def media_stream_url(settings: Settings) -> str:
 
 def connect_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
     response = ElementTree.Element("Response")
-    stream = ElementTree.SubElement(ElementTree.SubElement(response, "Connect"), "Stream",
-                                    url=stream_url)
+    stream = ElementTree.SubElement(
+        ElementTree.SubElement(response, "Connect"), "Stream", url=stream_url
+    )
     for name, value in parameters.items():
         ElementTree.SubElement(stream, "Parameter", name=name, value=value)
     return XML_DECLARATION + ElementTree.tostring(response, encoding="unicode")
@@ -82,8 +83,9 @@ def signed_urls(request: Request, settings: Settings) -> list[str]:
 
 
 class TwilioBridge:
-    def __init__(self, settings: Settings, pool: asyncpg.Pool,
-                 busy: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, busy: Callable[[], bool] = lambda: False
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.busy = busy  # the process is at SWITCHBOARD_VOICE_MAX_CALLS
@@ -91,42 +93,58 @@ class TwilioBridge:
     async def twiml(self, request: Request) -> Response:
         # Twilio posts application/x-www-form-urlencoded (Starlette's form() would need
         # python-multipart for this alone).
-        params = parse_qsl((await request.body()).decode("utf-8", "replace"),
-                           keep_blank_values=True)
-        if not signature_valid(self.settings.twilio_auth_token,
-                               signed_urls(request, self.settings), params,
-                               request.headers.get(SIGNATURE_HEADER)):
+        params = parse_qsl(
+            (await request.body()).decode("utf-8", "replace"), keep_blank_values=True
+        )
+        if not signature_valid(
+            self.settings.twilio_auth_token,
+            signed_urls(request, self.settings),
+            params,
+            request.headers.get(SIGNATURE_HEADER),
+        ):
             log.warning("twilio webhook refused: missing or wrong signature")
             return Response("invalid signature", status_code=403, media_type="text/plain")
         if self.busy():  # held until this process has a free place for the stream
             return self._hold(request)
         fields = dict(params)
         query = request.query_params
-        parameters = (self._outbound(query, fields) if "call_id" in query
-                      else await self._inbound(fields, query.get("agent_id")))
+        parameters = (
+            self._outbound(query, fields)
+            if "call_id" in query
+            else await self._inbound(fields, query.get("agent_id"))
+        )
         if parameters is None:
             return Response(REJECT, media_type="application/xml")
         if isinstance(parameters, str):  # held until the sub-account has a free place
             return self._hold(request)
-        return Response(connect_twiml(media_stream_url(self.settings), parameters),
-                        media_type="application/xml")
+        return Response(
+            connect_twiml(media_stream_url(self.settings), parameters), media_type="application/xml"
+        )
 
     def _hold(self, request: Request) -> Response:
-        return Response(hold_twiml(signed_urls(request, self.settings)[-1]),
-                        media_type="application/xml")
+        return Response(
+            hold_twiml(signed_urls(request, self.settings)[-1]), media_type="application/xml"
+        )
 
-    def _outbound(self, query: Mapping[str, str],
-                  fields: Mapping[str, str]) -> dict[str, str] | None:
-        call_id, sub_account_id, token = (query.get(name, "") for name in
-                                          ("call_id", "sub_account_id", "token"))
+    def _outbound(
+        self, query: Mapping[str, str], fields: Mapping[str, str]
+    ) -> dict[str, str] | None:
+        call_id, sub_account_id, token = (
+            query.get(name, "") for name in ("call_id", "sub_account_id", "token")
+        )
         if not token_valid(self.settings, sub_account_id, call_id, token):
             log.warning("twilio webhook for call %s without a valid token", call_id[:40])
             return None
-        return {"call_id": call_id, "sub_account_id": sub_account_id, "token": token,
-                "answered_by": answered_by(fields.get("AnsweredBy"))}
+        return {
+            "call_id": call_id,
+            "sub_account_id": sub_account_id,
+            "token": token,
+            "answered_by": answered_by(fields.get("AnsweredBy")),
+        }
 
-    async def _inbound(self, fields: Mapping[str, str],
-                       agent: str | None) -> dict[str, str] | str | None:
+    async def _inbound(
+        self, fields: Mapping[str, str], agent: str | None
+    ) -> dict[str, str] | str | None:
         """The number's VoiceUrl names its agent (the adapter's assign_number), which tells
         apart sub-accounts that hold the same number."""
         caller, number = valid_phone(fields.get("From", "")), valid_phone(fields.get("To", ""))
@@ -138,11 +156,15 @@ class TwilioBridge:
         if caller is None or number is None or not call_sid:
             return None
         call = await inbound.answer_twilio(
-            self.pool, inbound.Ringing(caller, number, "twilio", call_sid), agent_id)
+            self.pool, inbound.Ringing(caller, number, "twilio", call_sid), agent_id
+        )
         if call is None:
             return None
         if call.waiting:
             return "hold"
-        return {"call_id": str(call.call_id), "sub_account_id": str(call.sub_account_id),
-                "token": call_token(self.settings.key_pepper, call.sub_account_id, call.call_id),
-                "answered_by": "unknown"}
+        return {
+            "call_id": str(call.call_id),
+            "sub_account_id": str(call.sub_account_id),
+            "token": call_token(self.settings.key_pepper, call.sub_account_id, call.call_id),
+            "answered_by": "unknown",
+        }

@@ -52,8 +52,11 @@ VENDOR_TIMEOUT = openai.Timeout(VENDOR_READ_SECONDS, connect=VENDOR_CONNECT_SECO
 
 def vendor_session() -> aiohttp.ClientSession:
     """The HTTP session of a call's aiohttp-based vendors, with the same bound on a read."""
-    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
-        total=None, sock_connect=VENDOR_CONNECT_SECONDS, sock_read=VENDOR_READ_SECONDS))
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=VENDOR_CONNECT_SECONDS, sock_read=VENDOR_READ_SECONDS
+        )
+    )
 
 
 def _openai_http() -> openai.DefaultAsyncHttpxClient:
@@ -111,19 +114,29 @@ def llm_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
     if vendor == "anthropic":
         anthropic_settings = AnthropicLLMService.Settings(
             model=ANTHROPIC_NAMES.get(agent.llm_model, agent.llm_model),
-            temperature=agent.temperature, system_instruction=prompt)
+            temperature=agent.temperature,
+            system_instruction=prompt,
+        )
         timeout = anthropic.Timeout(VENDOR_READ_SECONDS, connect=VENDOR_CONNECT_SECONDS)
         client = AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
         return AnthropicLLMService(api_key=key, settings=anthropic_settings, client=client)
     if vendor == "google":
         google_settings = GoogleLLMService.Settings(
-            model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt)
-        return GoogleLLMService(api_key=key, settings=google_settings,
-                                http_options=HttpOptions(
-                                    base_url=base_url, timeout=int(VENDOR_READ_SECONDS * 1000)))
+            model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt
+        )
+        return GoogleLLMService(
+            api_key=key,
+            settings=google_settings,
+            http_options=HttpOptions(base_url=base_url, timeout=int(VENDOR_READ_SECONDS * 1000)),
+        )
     kind: Any = {"deepseek": _DeepSeekLLM, "grok": _GrokLLM}.get(vendor, _OpenAILLM)
-    return kind(api_key=key, base_url=base_url, settings=kind.Settings(
-        model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt))
+    return kind(
+        api_key=key,
+        base_url=base_url,
+        settings=kind.Settings(
+            model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt
+        ),
+    )
 
 
 def stt_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) -> STTService:
@@ -131,15 +144,24 @@ def stt_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
     key = _key(keys, vendor, "speech_provider_not_connected")
     if vendor == "deepgram":
         from voice.deepgram import DeepgramHttpSTTService
-        return DeepgramHttpSTTService(api_key=key, base_url=settings.vendor_base_url("deepgram"),
-                                      language=deepgram_language(agent.language))
-    return _OpenAISTT(api_key=key, base_url=settings.vendor_base_url("openai"),
-                      settings=OpenAISTTService.Settings(model=OPENAI_TRANSCRIPTION_MODEL,
-                                                         language=iso_639_1(agent.language)))
+
+        return DeepgramHttpSTTService(
+            api_key=key,
+            base_url=settings.vendor_base_url("deepgram"),
+            language=deepgram_language(agent.language),
+        )
+    return _OpenAISTT(
+        api_key=key,
+        base_url=settings.vendor_base_url("openai"),
+        settings=OpenAISTTService.Settings(
+            model=OPENAI_TRANSCRIPTION_MODEL, language=iso_639_1(agent.language)
+        ),
+    )
 
 
-def tts_service(settings: Settings, agent: AgentConfig, keys: dict[str, str],
-                http: Any) -> TTSService:
+def tts_service(
+    settings: Settings, agent: AgentConfig, keys: dict[str, str], http: Any
+) -> TTSService:
     vendor, voice = speech_vendor_of(agent.voice_id)
     key = _key(keys, vendor, "speech_provider_not_connected")
     base_url = settings.vendor_base_url(vendor)
@@ -150,17 +172,30 @@ def tts_service(settings: Settings, agent: AgentConfig, keys: dict[str, str],
     language = iso_639_1(agent.language)
     if vendor == "elevenlabs":
         return ElevenLabsHttpTTSService(
-            api_key=key, aiohttp_session=http, base_url=base_url,
-            settings=ElevenLabsHttpTTSService.Settings(voice=voice, language=language))
+            api_key=key,
+            aiohttp_session=http,
+            base_url=base_url,
+            settings=ElevenLabsHttpTTSService.Settings(voice=voice, language=language),
+        )
     if vendor == "cartesia":
         return CartesiaHttpTTSService(
-            api_key=key, base_url=base_url, aiohttp_session=http,
-            settings=CartesiaHttpTTSService.Settings(voice=voice, language=language))
+            api_key=key,
+            base_url=base_url,
+            aiohttp_session=http,
+            settings=CartesiaHttpTTSService.Settings(voice=voice, language=language),
+        )
     if vendor == "deepgram":
         from pipecat.services.deepgram.tts import DeepgramHttpTTSService
-        return DeepgramHttpTTSService(api_key=key, voice=voice, aiohttp_session=http,
-                                      base_url=base_url)
+
+        return DeepgramHttpTTSService(
+            api_key=key, voice=voice, aiohttp_session=http, base_url=base_url
+        )
     # OpenAI speaks 24 kHz PCM; the output resamples it to the line's rate.
-    return _OpenAITTS(api_key=key, base_url=base_url, sample_rate=OPENAI_SPEECH_RATE,
-                      settings=OpenAITTSService.Settings(model=OPENAI_SPEECH_MODEL, voice=voice,
-                                                         language=language))
+    return _OpenAITTS(
+        api_key=key,
+        base_url=base_url,
+        sample_rate=OPENAI_SPEECH_RATE,
+        settings=OpenAITTSService.Settings(
+            model=OPENAI_SPEECH_MODEL, voice=voice, language=language
+        ),
+    )

@@ -45,25 +45,33 @@ document.getElementById("accept").addEventListener("submit", async (event) => {{
 
 GONE = {
     "used": ("Invitation already accepted", "This invitation was already accepted."),
-    "expired": ("Invitation expired",
-                "This invitation has expired. Ask whoever invited you to send a new one."),
+    "expired": (
+        "Invitation expired",
+        "This invitation has expired. Ask whoever invited you to send a new one.",
+    ),
 }
-UNKNOWN = ("Invitation not found",
-           "This invitation link is not valid: it may have been replaced by a newer invitation.")
+UNKNOWN = (
+    "Invitation not found",
+    "This invitation link is not valid: it may have been replaced by a newer invitation.",
+)
 
 
 def _json_string(text: str) -> str:
     """A JavaScript string literal of `text`, safe inside a <script> element."""
-    return '"' + "".join(c if c.isalnum() or c in "-_.:/?=&" else f"\\u{ord(c):04x}"
-                         for c in text) + '"'
+    return (
+        '"'
+        + "".join(c if c.isalnum() or c in "-_.:/?=&" else f"\\u{ord(c):04x}" for c in text)
+        + '"'
+    )
 
 
 def page(title: str, body: str) -> str:
     return PAGE.format(title=escape(title), body=body)
 
 
-def invitation_page(shown: ShownInvitation | None, token: str, path: str,
-                    public_url: str) -> tuple[str, int]:
+def invitation_page(
+    shown: ShownInvitation | None, token: str, path: str, public_url: str
+) -> tuple[str, int]:
     """The page and its status: 200 with the form (posting to `path`, this origin), 410 used or
     expired, 404 unknown."""
     if shown is None:
@@ -72,9 +80,14 @@ def invitation_page(shown: ShownInvitation | None, token: str, path: str,
     if shown.state in GONE:
         title, text = GONE[shown.state]
         return page(title, f"<p>{escape(text)}</p>"), 410
-    body = FORM.format(sub_account=escape(shown.sub_account_name),
-                       role=escape(shown.role.replace("_", " ")), email=escape(shown.email),
-                       expires=escape(iso(shown.expires_at) or ""), url=escape(public_url + path),
-                       token=escape(token), token_json=_json_string(token),
-                       url_json=_json_string(path))
+    body = FORM.format(
+        sub_account=escape(shown.sub_account_name),
+        role=escape(shown.role.replace("_", " ")),
+        email=escape(shown.email),
+        expires=escape(iso(shown.expires_at) or ""),
+        url=escape(public_url + path),
+        token=escape(token),
+        token_json=_json_string(token),
+        url_json=_json_string(path),
+    )
     return page("Accept your invitation", body), 200

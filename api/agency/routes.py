@@ -42,8 +42,12 @@ def _pool() -> asyncpg.Pool:
 
 
 def _missing(field: str, message: str) -> APIError:
-    return APIError(400, "validation_error", message,
-                    details=[{"field": field, "message": message, "type": "missing"}])
+    return APIError(
+        400,
+        "validation_error",
+        message,
+        details=[{"field": field, "message": message, "type": "missing"}],
+    )
 
 
 def _email(raw: str | None) -> str:
@@ -51,9 +55,12 @@ def _email(raw: str | None) -> str:
         raise _missing("email", "email is required")
     email = normalise_email(raw)
     if email is None:
-        raise APIError(400, "validation_error", "email is not a valid address",
-                       details=[{"field": "email", "message": "invalid email address",
-                                 "type": "email"}])
+        raise APIError(
+            400,
+            "validation_error",
+            "email is not a valid address",
+            details=[{"field": "email", "message": "invalid email address", "type": "email"}],
+        )
     return email
 
 
@@ -72,7 +79,8 @@ async def create_subaccount_webhook(data: CreateSubAccountRequest) -> tuple[dict
         raise _missing("name", "name is required when locationID is absent")
     plan = data.plan.strip() if data.plan and data.plan.strip() else None
     result = await provision_sub_account(
-        _pool(), principal().organisation_id, NewSubAccount(email, name, location_id, plan))
+        _pool(), principal().organisation_id, NewSubAccount(email, name, location_id, plan)
+    )
     return {"success": True, **result}, 201
 
 
@@ -92,8 +100,15 @@ async def add_subaccount_user(data: AddSubAccountUserRequest) -> tuple[dict[str,
         raise _missing("sub_account_id", "sub_account_id is required")
     sub_account_id = parse_uuid(data.sub_account_id, "sub_account_id")
     result = await service.invite_user(
-        _pool(), principal().organisation_id, sub_account_id, email, data.role.strip(),
-        data.first_name, data.last_name, data.phone)
+        _pool(),
+        principal().organisation_id,
+        sub_account_id,
+        email,
+        data.role.strip(),
+        data.first_name,
+        data.last_name,
+        data.phone,
+    )
     return {"success": True, **result}, 201
 
 
@@ -104,8 +119,12 @@ async def invitation_link() -> Response:
     token = request.args.get("token", "").strip()
     shown = await show_invitation(_pool(), token) if 0 < len(token) <= 64 else None
     html, status = invitation_page(shown, token, request.path, get_settings().public_url)
-    return Response(html, status=status, content_type="text/html; charset=utf-8",
-                    headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+    return Response(
+        html,
+        status=status,
+        content_type="text/html; charset=utf-8",
+        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+    )
 
 
 @blueprint.post("/accept-invitation")
@@ -138,8 +157,9 @@ async def create_plan(data: CreatePlanRequest) -> tuple[dict[str, Any], int]:
 async def list_sub_accounts() -> dict[str, Any]:
     """List the agency's sub-accounts, newest first."""
     limit, offset = pagination(request.args)
-    items, total = await service.list_sub_accounts(_pool(), principal().organisation_id, limit,
-                                                   offset)
+    items, total = await service.list_sub_accounts(
+        _pool(), principal().organisation_id, limit, offset
+    )
     return {"success": True, **page_fields("sub_accounts", items, total, limit, offset)}
 
 
@@ -151,7 +171,8 @@ async def list_sub_accounts() -> dict[str, Any]:
 async def create_api_key(sub_account_id: str) -> tuple[dict[str, Any], int]:
     """Issue a sub-account API key; it is shown only in this response."""
     key_id, key = await service.issue_sub_account_key(
-        _pool(), principal().organisation_id, parse_uuid(sub_account_id))
+        _pool(), principal().organisation_id, parse_uuid(sub_account_id)
+    )
     return {"success": True, "key_id": key_id, "api_key": key}, 201
 
 
@@ -164,6 +185,10 @@ async def create_api_key(sub_account_id: str) -> tuple[dict[str, Any], int]:
 async def credit_wallet(sub_account_id: str, data: WalletCreditRequest) -> dict[str, Any]:
     """Credit a sub-account's prepaid wallet."""
     balance = await service.credit_wallet(
-        _pool(), principal().organisation_id, parse_uuid(sub_account_id), data.amount,
-        data.description)
+        _pool(),
+        principal().organisation_id,
+        parse_uuid(sub_account_id),
+        data.amount,
+        data.description,
+    )
     return {"success": True, "balance": balance}

@@ -31,10 +31,16 @@ class Strict(BaseModel):
 
 class CreateSubAccountRequest(Strict):
     # An owner's email, and a name or a CRM location (or both).
-    model_config = ConfigDict(json_schema_extra=document(
-        required=("email",), properties={"email": EMAIL},
-        any_of=[{"required": ["name"], "properties": {"name": NAMED}},
-                {"required": ["locationID"], "properties": {"locationID": NAMED}}]))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            required=("email",),
+            properties={"email": EMAIL},
+            any_of=[
+                {"required": ["name"], "properties": {"name": NAMED}},
+                {"required": ["locationID"], "properties": {"locationID": NAMED}},
+            ],
+        )
+    )
 
     email: StrictStr | None = None
     name: HeaderText | None = Field(default=None, max_length=200)
@@ -55,10 +61,16 @@ class CreateSubAccountResponse(BaseModel):
 
 
 class AddSubAccountUserRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(
-        required=("email", "role", "sub_account_id"),
-        properties={"email": EMAIL, "role": {"enum": list(ROLES)},
-                    "sub_account_id": UUID_KEYWORDS}))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            required=("email", "role", "sub_account_id"),
+            properties={
+                "email": EMAIL,
+                "role": {"enum": list(ROLES)},
+                "sub_account_id": UUID_KEYWORDS,
+            },
+        )
+    )
 
     email: StrictStr | None = None
     role: StrictStr | None = None
@@ -149,8 +161,9 @@ class SubAccountList(BaseModel):
 
 
 class WalletCreditRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(properties={"amount": {
-        "multipleOf": 0.01}}))
+    model_config = ConfigDict(
+        json_schema_extra=document(properties={"amount": {"multipleOf": 0.01}})
+    )
 
     amount: Money = Field(gt=0, le=1_000_000)
     description: StrictStr | None = Field(default=None, max_length=500)
@@ -163,8 +176,6 @@ class WalletCreditResponse(BaseModel):
 
 class InvitationEmailFailed(FunctionsError):
     invitation_token: str
-
-
 
 
 __all__ = ["StrictBool"]

@@ -43,9 +43,9 @@ SELECT EXISTS (SELECT 1 FROM control.memberships AS m JOIN control.users AS u ON
 """
 
 
-async def sub_account_of_organisation(conn: asyncpg.Connection | asyncpg.Pool,
-                                      sub_account_id: uuid.UUID,
-                                      organisation_id: uuid.UUID) -> asyncpg.Record:
+async def sub_account_of_organisation(
+    conn: asyncpg.Connection | asyncpg.Pool, sub_account_id: uuid.UUID, organisation_id: uuid.UUID
+) -> asyncpg.Record:
     """The sub-account if this organisation owns it; another organisation's behaves as missing."""
     row = await conn.fetchrow(SELECT_SUB_ACCOUNT, sub_account_id)
     if row is None or row["organisation_id"] != organisation_id:
@@ -53,16 +53,28 @@ async def sub_account_of_organisation(conn: asyncpg.Connection | asyncpg.Pool,
     return row
 
 
-async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_account_id: uuid.UUID,
-                      email: str, role: str, first_name: str | None, last_name: str | None,
-                      phone: str | None) -> dict[str, Any]:
+async def invite_user(
+    pool: asyncpg.Pool,
+    organisation_id: uuid.UUID,
+    sub_account_id: uuid.UUID,
+    email: str,
+    role: str,
+    first_name: str | None,
+    last_name: str | None,
+    phone: str | None,
+) -> dict[str, Any]:
     if role not in ROLES:
-        raise APIError(400, "validation_error", "role must be one of " + ", ".join(ROLES),
-                       details=[{"field": "role", "message": "unknown role", "type": "enum"}])
+        raise APIError(
+            400,
+            "validation_error",
+            "role must be one of " + ", ".join(ROLES),
+            details=[{"field": "role", "message": "unknown role", "type": "enum"}],
+        )
     async with pool.acquire() as conn, conn.transaction():
         # The row lock serialises invitations to one sub-account, so the limit holds.
-        row = await fetch_one_or_404(conn, SELECT_SUB_ACCOUNT + " FOR UPDATE", sub_account_id,
-                                     what="sub-account")
+        row = await fetch_one_or_404(
+            conn, SELECT_SUB_ACCOUNT + " FOR UPDATE", sub_account_id, what="sub-account"
+        )
         if row["organisation_id"] != organisation_id:
             raise APIError(403, "forbidden", "the sub-account belongs to another organisation")
         if await conn.fetchval(IS_ACTIVE_MEMBER, sub_account_id, email):
@@ -71,10 +83,14 @@ async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_accoun
         if not refreshing and row["max_users"] is not None:
             seats = await conn.fetchval(COUNT_SEATS, sub_account_id, email)
             if seats >= row["max_users"]:
-                raise APIError(403, "user_limit_reached",
-                               f"the sub-account already has its {row['max_users']} users")
-        invitation = await upsert_invitation(conn, sub_account_id, email, role, first_name,
-                                             last_name, phone)
+                raise APIError(
+                    403,
+                    "user_limit_reached",
+                    f"the sub-account already has its {row['max_users']} users",
+                )
+        invitation = await upsert_invitation(
+            conn, sub_account_id, email, role, first_name, last_name, phone
+        )
         config = await email_config_for(conn, organisation_id)
     try:
         await email_invitation(config, invitation, row["name"])
@@ -83,9 +99,12 @@ async def invite_user(pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_accoun
         # (a retry refreshes the same invitation), never a bare 500.
         if not isinstance(exc, EmailDeliveryError):
             log.exception("invitation email for %s failed", invitation.id)
-        raise APIError(502, "email_delivery_failed",
-                       "the invitation was created but its email could not be sent",
-                       extra={"invitation_token": invitation.token}) from None
+        raise APIError(
+            502,
+            "email_delivery_failed",
+            "the invitation was created but its email could not be sent",
+            extra={"invitation_token": invitation.token},
+        ) from None
     return {
         "message": ("invitation refreshed and sent" if refreshing else "invitation sent")
         + f" to {email}",
@@ -103,13 +122,20 @@ RETURNING id, slug, name, max_users, features, rebilling, max_concurrent_calls, 
 """
 
 
-async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID,
-                      data: CreatePlanRequest) -> dict[str, Any]:
+async def create_plan(
+    pool: asyncpg.Pool, organisation_id: uuid.UUID, data: CreatePlanRequest
+) -> dict[str, Any]:
     rebilling = data.rebilling.model_dump(exclude_none=True) if data.rebilling else {}
-    row = await pool.fetchrow(INSERT_PLAN, organisation_id, data.slug, data.name, data.max_users,
-                              data.features or {},
-                              {key: str(value) for key, value in rebilling.items()},
-                              data.max_concurrent_calls)
+    row = await pool.fetchrow(
+        INSERT_PLAN,
+        organisation_id,
+        data.slug,
+        data.name,
+        data.max_users,
+        data.features or {},
+        {key: str(value) for key, value in rebilling.items()},
+        data.max_concurrent_calls,
+    )
     if row is None:
         raise APIError(409, "plan_slug_taken", f"a plan with slug {data.slug!r} already exists")
     return plan_out(row)
@@ -117,7 +143,10 @@ async def create_plan(pool: asyncpg.Pool, organisation_id: uuid.UUID,
 
 def plan_out(row: asyncpg.Record) -> dict[str, Any]:
     return {
-        "id": row["id"], "slug": row["slug"], "name": row["name"], "max_users": row["max_users"],
+        "id": row["id"],
+        "slug": row["slug"],
+        "name": row["name"],
+        "max_users": row["max_users"],
         "max_concurrent_calls": row["max_concurrent_calls"],
         "features": row["features"],
         "rebilling": {key: float(value) for key, value in row["rebilling"].items()},
@@ -125,8 +154,9 @@ def plan_out(row: asyncpg.Record) -> dict[str, Any]:
     }
 
 
-async def issue_sub_account_key(pool: asyncpg.Pool, organisation_id: uuid.UUID,
-                                sub_account_id: uuid.UUID) -> tuple[uuid.UUID, str]:
+async def issue_sub_account_key(
+    pool: asyncpg.Pool, organisation_id: uuid.UUID, sub_account_id: uuid.UUID
+) -> tuple[uuid.UUID, str]:
     async with pool.acquire() as conn, conn.transaction():
         await sub_account_of_organisation(conn, sub_account_id, organisation_id)
         return await insert_key(conn, "sub_account", organisation_id, sub_account_id)
@@ -147,19 +177,36 @@ COUNT_ORGANISATION_SUB_ACCOUNTS = (
 )
 
 
-async def list_sub_accounts(pool: asyncpg.Pool, organisation_id: uuid.UUID, limit: int,
-                            offset: int) -> tuple[list[dict[str, Any]], int]:
-    return await fetch_page(pool, LIST_SUB_ACCOUNTS, COUNT_ORGANISATION_SUB_ACCOUNTS,
-                            organisation_id, limit, offset, count_args=(organisation_id,))
+async def list_sub_accounts(
+    pool: asyncpg.Pool, organisation_id: uuid.UUID, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    return await fetch_page(
+        pool,
+        LIST_SUB_ACCOUNTS,
+        COUNT_ORGANISATION_SUB_ACCOUNTS,
+        organisation_id,
+        limit,
+        offset,
+        count_args=(organisation_id,),
+    )
 
 
-async def credit_wallet(pool: asyncpg.Pool, organisation_id: uuid.UUID,
-                        sub_account_id: uuid.UUID, amount: Decimal,
-                        description: str | None) -> Decimal:
+async def credit_wallet(
+    pool: asyncpg.Pool,
+    organisation_id: uuid.UUID,
+    sub_account_id: uuid.UUID,
+    amount: Decimal,
+    description: str | None,
+) -> Decimal:
     if amount != amount.quantize(Decimal("0.01")):
-        raise APIError(400, "validation_error", "amount has more than 2 decimal places",
-                       details=[{"field": "amount", "message": "at most 2 decimal places",
-                                 "type": "decimal_places"}])
+        raise APIError(
+            400,
+            "validation_error",
+            "amount has more than 2 decimal places",
+            details=[
+                {"field": "amount", "message": "at most 2 decimal places", "type": "decimal_places"}
+            ],
+        )
     row = await sub_account_of_organisation(pool, sub_account_id, organisation_id)
     async with tenant_transaction(pool, row["schema_name"]) as conn:
         return await wallet.credit(conn, amount, "agency_credit", description)

@@ -19,4 +19,3 @@ PLACEHOLDER = re.compile(r"\{\{[ \t]*([A-Za-z0-9_.\-]*)[ \t]*\}\}")
 def render(template: str, values: Mapping[str, str]) -> str:
     """`template` with every placeholder replaced by its value in `values` ("" when absent)."""
     return PLACEHOLDER.sub(lambda match: values.get(match.group(1), ""), template)
-

@@ -29,8 +29,11 @@ blueprint = Blueprint("agents", __name__)
 
 def _with_scope(agent: dict[str, Any]) -> dict[str, Any]:
     caller = principal()
-    return {**agent, "organization_id": caller.organisation_id,
-            "sub_account_id": caller.sub_account_id}
+    return {
+        **agent,
+        "organization_id": caller.organisation_id,
+        "sub_account_id": caller.sub_account_id,
+    }
 
 
 @blueprint.post("/functions/v1/crm-api/create-agent")
@@ -42,16 +45,23 @@ def _with_scope(agent: dict[str, Any]) -> dict[str, Any]:
 async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
     """Create an AI voice agent in the key's sub-account."""
     await service.check_fields(
-        data, allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks)
+        data, allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks
+    )
     organization_id = parse_uuid(data.organization_id, "organization_id")
     sub_account_id = parse_uuid(data.sub_account_id, "sub_account_id")
     caller = principal()
     if organization_id != caller.organisation_id or sub_account_id != caller.sub_account_id:
-        raise APIError(403, "forbidden",
-                       "organization_id and sub_account_id must be those of the API key")
+        raise APIError(
+            403, "forbidden", "organization_id and sub_account_id must be those of the API key"
+        )
     agent = await service.create_agent(tenant_scope(), data)
-    return {"success": True, "id": agent["id"], "name": agent["name"],
-            "is_active": agent["is_active"], "created_at": agent["created_at"]}, 201
+    return {
+        "success": True,
+        "id": agent["id"],
+        "name": agent["name"],
+        "is_active": agent["is_active"],
+        "created_at": agent["created_at"],
+    }, 201
 
 
 @blueprint.get("/webhooks/inbound/agents")
@@ -88,8 +98,11 @@ async def update_agent(agent_id: str, data: UpdateAgentRequest) -> dict[str, Any
     hold for the agent as it is afterwards."""
     parsed_id = parse_uuid(agent_id)
     agent = await service.update_agent(
-        tenant_scope(), parsed_id, data,
-        allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks)
+        tenant_scope(),
+        parsed_id,
+        data,
+        allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks,
+    )
     return {"status": "success", "agent": _with_scope(agent)}
 
 

@@ -31,12 +31,32 @@ from api.types import (
 )
 
 MODELS: dict[str, tuple[str, ...]] = {
-    "openai": ("gpt-5.1", "gpt-5", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4o",
-               "gpt-4o-mini"),
-    "anthropic": ("claude-opus-4.5", "claude-opus-4", "claude-sonnet-4", "claude-3.5-sonnet",
-                  "claude-3.5-haiku", "claude-3-opus", "claude-3-haiku"),
-    "google": ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "gemini-2.0-flash",
-               "gemini-1.5-pro", "gemini-1.5-flash"),
+    "openai": (
+        "gpt-5.1",
+        "gpt-5",
+        "gpt-4.1",
+        "gpt-4.1-mini",
+        "gpt-4.1-nano",
+        "gpt-4o",
+        "gpt-4o-mini",
+    ),
+    "anthropic": (
+        "claude-opus-4.5",
+        "claude-opus-4",
+        "claude-sonnet-4",
+        "claude-3.5-sonnet",
+        "claude-3.5-haiku",
+        "claude-3-opus",
+        "claude-3-haiku",
+    ),
+    "google": (
+        "gemini-2.5-pro",
+        "gemini-2.5-flash",
+        "gemini-2.5-flash-lite",
+        "gemini-2.0-flash",
+        "gemini-1.5-pro",
+        "gemini-1.5-flash",
+    ),
     "deepseek": ("deepseek-chat", "deepseek-reasoner", "deepseek-coder"),
     "grok": ("grok-3", "grok-3-mini", "grok-2", "grok-2-vision"),
 }
@@ -97,49 +117,73 @@ class AgentAnalysis(BaseModel):
     summary: StrictBool = True
     success_criteria: Annotated[NonBlank, Field(max_length=MAX_SUCCESS_CRITERIA)] | None = None
     data_schema: JSONSchemaObject | None = None
-    custom_field_map: Annotated[dict[PropertyName, CustomFieldKey],
-                                Field(max_length=MAX_TOOLS),
-                                Documented(propertyNames={"pattern": PROPERTY_NAME})] | None = None
+    custom_field_map: (
+        Annotated[
+            dict[PropertyName, CustomFieldKey],
+            Field(max_length=MAX_TOOLS),
+            Documented(propertyNames={"pattern": PROPERTY_NAME}),
+        ]
+        | None
+    ) = None
 
     def stored(self) -> dict[str, Any]:
         """As kept and shown: every key, null where not given."""
-        return {"summary": self.summary, "success_criteria": self.success_criteria,
-                "data_schema": self.data_schema.stored() if self.data_schema else None,
-                "custom_field_map": self.custom_field_map}
+        return {
+            "summary": self.summary,
+            "success_criteria": self.success_criteria,
+            "data_schema": self.data_schema.stored() if self.data_schema else None,
+            "custom_field_map": self.custom_field_map,
+        }
 
 
 def _needs(field: str) -> dict[str, object]:
     return {"required": [field], "properties": {field: {"type": "string"}}}
 
 
-HTTP_URL = {"format": "uri", "pattern": r"^[hH][tT][tT][pP][sS]?://",
-            "description": "An absolute http(s) URL whose host resolves to public addresses."}
+HTTP_URL = {
+    "format": "uri",
+    "pattern": r"^[hH][tT][tT][pP][sS]?://",
+    "description": "An absolute http(s) URL whose host resolves to public addresses.",
+}
 
 
 # A known vendor prefix needs a voice after it ("elevenlabs/" names none).
-VOICE_ID: dict[str, Any] = {"not": {"pattern": "^(?:" + "|".join(VOICE_VENDORS) + ")/$"},
-            "description": "provider/voice: openai/alloy, elevenlabs/<voice id>, "
-                           "deepgram/aura-2-thalia-en, cartesia/<voice id>; without a known "
-                           "prefix, an OpenAI voice. Its vendor must be connected."}
+VOICE_ID: dict[str, Any] = {
+    "not": {"pattern": "^(?:" + "|".join(VOICE_VENDORS) + ")/$"},
+    "description": "provider/voice: openai/alloy, elevenlabs/<voice id>, "
+    "deepgram/aura-2-thalia-en, cartesia/<voice id>; without a known "
+    "prefix, an OpenAI voice. Its vendor must be connected.",
+}
 FIELD_KEYWORDS: dict[str, dict[str, Any]] = {
     "llm_model": {"enum": list(PROVIDER_OF_MODEL)},
     "voice_id": VOICE_ID,
     "background_type": {"enum": [*BACKGROUND_TYPES, None]},
     "voicemail_type": {"enum": [*VOICEMAIL_TYPES, None]},
     "webhook_url": HTTP_URL,
-    "transcriber": {"description": "openai or deepgram, connected; null or absent: the first "
-                                   "of them connected (null if neither is)."},
+    "transcriber": {
+        "description": "openai or deepgram, connected; null or absent: the first "
+        "of them connected (null if neither is)."
+    },
 }
 
 
 class CreateAgentRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={**FIELD_KEYWORDS,
-                    "organization_id": UUID_KEYWORDS, "sub_account_id": UUID_KEYWORDS},
-        all_of=[when("background_noise", [True], _needs("background_type")),
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            properties={
+                **FIELD_KEYWORDS,
+                "organization_id": UUID_KEYWORDS,
+                "sub_account_id": UUID_KEYWORDS,
+            },
+            all_of=[
+                when("background_noise", [True], _needs("background_type")),
                 when("voicemail_detection", [True], _needs("voicemail_type")),
                 when("voicemail_type", ["leave_message"], _needs("voicemail_message")),
-                when("webhook", [True], _needs("webhook_url"))]))
+                when("webhook", [True], _needs("webhook_url")),
+            ],
+        ),
+    )
 
     name: Name
     voice_id: VoiceId
@@ -170,12 +214,34 @@ class CreateAgentRequest(BaseModel):
 
 
 # Fields PATCH may send as null (clearing them; a null transcriber is the default one).
-NULLABLE = ("background_type", "voicemail_type", "voicemail_message", "webhook_url",
-            "first_message", "transcriber", "analysis")
-NOT_NULL = ("name", "voice_id", "max_duration", "temperature", "silence_timeout",
-            "voice_activity_timeout", "llm_model", "language", "background_noise",
-            "voicemail_detection", "backcchanneling", "is_active", "webhook", "recording",
-            "prompt", "timezone", "tool_ids")
+NULLABLE = (
+    "background_type",
+    "voicemail_type",
+    "voicemail_message",
+    "webhook_url",
+    "first_message",
+    "transcriber",
+    "analysis",
+)
+NOT_NULL = (
+    "name",
+    "voice_id",
+    "max_duration",
+    "temperature",
+    "silence_timeout",
+    "voice_activity_timeout",
+    "llm_model",
+    "language",
+    "background_noise",
+    "voicemail_detection",
+    "backcchanneling",
+    "is_active",
+    "webhook",
+    "recording",
+    "prompt",
+    "timezone",
+    "tool_ids",
+)
 EDITABLE = NOT_NULL + NULLABLE
 
 
@@ -184,8 +250,12 @@ class UpdateAgentRequest(BaseModel):
     to the agent as it is after the change (so a field the stored agent already has need not
     be sent again)."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        not_null=NOT_NULL, properties=FIELD_KEYWORDS, any_of=required_one_of(*EDITABLE)))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            not_null=NOT_NULL, properties=FIELD_KEYWORDS, any_of=required_one_of(*EDITABLE)
+        ),
+    )
 
     name: Name | None = None
     voice_id: VoiceId | None = None

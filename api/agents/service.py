@@ -101,12 +101,34 @@ DELETE_AGENT = "UPDATE agents SET deleted_at = now(), updated_at = now() WHERE i
 
 # The stored fields in the order of INSERT_AGENT ($1..$25 without webhook_secret) and
 # UPDATE_AGENT ($2..$25).
-FIELDS = ("name", "voice_id", "max_duration", "temperature", "silence_timeout",
-          "voice_activity_timeout", "llm_model", "language", "background_noise",
-          "background_type", "voicemail_detection", "voicemail_type", "voicemail_message",
-          "backcchanneling", "is_active", "webhook", "webhook_url")
-LATER_FIELDS = ("recording", "prompt", "first_message", "transcriber", "timezone", "tool_ids",
-                "analysis")
+FIELDS = (
+    "name",
+    "voice_id",
+    "max_duration",
+    "temperature",
+    "silence_timeout",
+    "voice_activity_timeout",
+    "llm_model",
+    "language",
+    "background_noise",
+    "background_type",
+    "voicemail_detection",
+    "voicemail_type",
+    "voicemail_message",
+    "backcchanneling",
+    "is_active",
+    "webhook",
+    "webhook_url",
+)
+LATER_FIELDS = (
+    "recording",
+    "prompt",
+    "first_message",
+    "transcriber",
+    "timezone",
+    "tool_ids",
+    "analysis",
+)
 
 # KEY SHARE: a tool's deletion (FOR UPDATE) either sees this agent naming it or makes us wait
 # and find the tool gone (api/tools/service.py).
@@ -159,19 +181,23 @@ def field_problems(agent: RuleFields) -> list[dict[str, str]]:
     if not speech_vendor_of(agent.voice_id)[1]:
         problems.append(_problem("voice_id", "names a vendor but no voice", "value"))
     if agent.background_type is not None and agent.background_type not in BACKGROUND_TYPES:
-        problems.append(_problem("background_type", "must be office, cafe or call_center",
-                                 "enum"))
+        problems.append(_problem("background_type", "must be office, cafe or call_center", "enum"))
     elif agent.background_noise and agent.background_type is None:
-        problems.append(_problem("background_type", "required when background_noise is true",
-                                 "missing"))
+        problems.append(
+            _problem("background_type", "required when background_noise is true", "missing")
+        )
     if agent.voicemail_type is not None and agent.voicemail_type not in VOICEMAIL_TYPES:
         problems.append(_problem("voicemail_type", "must be leave_message or hangup", "enum"))
     elif agent.voicemail_detection and agent.voicemail_type is None:
-        problems.append(_problem("voicemail_type", "required when voicemail_detection is true",
-                                 "missing"))
+        problems.append(
+            _problem("voicemail_type", "required when voicemail_detection is true", "missing")
+        )
     if agent.voicemail_type == "leave_message" and agent.voicemail_message is None:
-        problems.append(_problem("voicemail_message",
-                                 "required when voicemail_type is leave_message", "missing"))
+        problems.append(
+            _problem(
+                "voicemail_message", "required when voicemail_type is leave_message", "missing"
+            )
+        )
     if agent.webhook_url is not None and (problem := _url_problem(agent.webhook_url)):
         problems.append(_problem("webhook_url", problem, "url"))
     elif agent.webhook and agent.webhook_url is None:
@@ -216,9 +242,15 @@ def analysis_problems(analysis: AgentAnalysis | None) -> list[dict[str, str]]:
     if analysis is None or not analysis.custom_field_map:
         return []
     properties = analysis.data_schema.properties if analysis.data_schema else {}
-    return [_problem(f"analysis.custom_field_map.{name}",
-                     "not a property of analysis.data_schema", "unknown_property")
-            for name in analysis.custom_field_map if name not in properties]
+    return [
+        _problem(
+            f"analysis.custom_field_map.{name}",
+            "not a property of analysis.data_schema",
+            "unknown_property",
+        )
+        for name in analysis.custom_field_map
+        if name not in properties
+    ]
 
 
 async def _check_references(conn: asyncpg.Connection, agent: Mapping[str, Any]) -> None:
@@ -226,11 +258,21 @@ async def _check_references(conn: asyncpg.Connection, agent: Mapping[str, Any]) 
     and its analysis maps to active custom fields (400 otherwise)."""
     mapped = (agent["analysis"] or {}).get("custom_field_map") or {}
     if mapped:
-        active = {row["key"] for row in await conn.fetch(SELECT_ACTIVE_CUSTOM_FIELDS,
-                                                         list(set(mapped.values())))}
-        _refuse([_problem(f"analysis.custom_field_map.{name}",
-                          "no active custom field has this key", "unknown_key")
-                 for name, key in mapped.items() if key not in active])
+        active = {
+            row["key"]
+            for row in await conn.fetch(SELECT_ACTIVE_CUSTOM_FIELDS, list(set(mapped.values())))
+        }
+        _refuse(
+            [
+                _problem(
+                    f"analysis.custom_field_map.{name}",
+                    "no active custom field has this key",
+                    "unknown_key",
+                )
+                for name, key in mapped.items()
+                if key not in active
+            ]
+        )
     if agent["tool_ids"]:
         found = {row["id"] for row in await conn.fetch(LOCK_TOOLS, agent["tool_ids"])}
         if set(agent["tool_ids"]) - found:
@@ -241,13 +283,19 @@ def check_vendors(agent: RuleFields, connected: set[str]) -> None:
     """The agent's model, voice and transcriber vendors are connected integrations."""
     provider = PROVIDER_OF_MODEL[agent.llm_model]
     if provider not in connected:
-        raise APIError(400, "llm_provider_not_connected",
-                       f"connect the {provider} integration before using {agent.llm_model}")
+        raise APIError(
+            400,
+            "llm_provider_not_connected",
+            f"connect the {provider} integration before using {agent.llm_model}",
+        )
     missing = missing_speech_vendors(agent.voice_id, agent.transcriber, connected)
     if missing:
-        raise APIError(400, "speech_provider_not_connected",
-                       f"connect the {' and '.join(missing)} integration before using "
-                       "this voice and transcriber")
+        raise APIError(
+            400,
+            "speech_provider_not_connected",
+            f"connect the {' and '.join(missing)} integration before using "
+            "this voice and transcriber",
+        )
 
 
 async def _connected(conn: asyncpg.Connection) -> set[str]:
@@ -267,16 +315,24 @@ async def create_agent(scope: TenantScope, data: CreateAgentRequest) -> dict[str
         check_vendors(RuleFields.of(agent), connected)
         await _check_references(conn, agent)
         row = await conn.fetchrow(
-            INSERT_AGENT, *(agent[field] for field in FIELDS), secrets.encrypt(webhook_secret),
-            *(agent[field] for field in LATER_FIELDS))
+            INSERT_AGENT,
+            *(agent[field] for field in FIELDS),
+            secrets.encrypt(webhook_secret),
+            *(agent[field] for field in LATER_FIELDS),
+        )
     return {**row, "webhook_secret": webhook_secret}
 
 
 def _sent(data: UpdateAgentRequest) -> dict[str, Any]:
     """The fields the body sent; null only where the agent may hold null."""
     sent = data.model_dump(include=data.model_fields_set & set(EDITABLE))
-    _refuse([_problem(field, "must not be null", "null")
-             for field in NOT_NULL if field in sent and sent[field] is None])
+    _refuse(
+        [
+            _problem(field, "must not be null", "null")
+            for field in NOT_NULL
+            if field in sent and sent[field] is None
+        ]
+    )
     if "tool_ids" in sent:
         sent["tool_ids"] = tool_ids(sent["tool_ids"])
     if data.analysis is not None:
@@ -285,8 +341,13 @@ def _sent(data: UpdateAgentRequest) -> dict[str, Any]:
     return sent
 
 
-async def update_agent(scope: TenantScope, agent_id: uuid.UUID, data: UpdateAgentRequest, *,
-                       allow_private_webhooks: bool) -> dict[str, Any]:
+async def update_agent(
+    scope: TenantScope,
+    agent_id: uuid.UUID,
+    data: UpdateAgentRequest,
+    *,
+    allow_private_webhooks: bool,
+) -> dict[str, Any]:
     """Apply the fields sent; the create rules hold for the agent as it is afterwards."""
     changes = _sent(data)
     if not changes:
@@ -294,8 +355,9 @@ async def update_agent(scope: TenantScope, agent_id: uuid.UUID, data: UpdateAgen
     if "name" in changes:
         changes["name"] = changes["name"].strip()
     # Resolved before the row is locked: the host lookup may take a while.
-    await check_webhook_target(changes.get("webhook_url"),
-                               allow_private_webhooks=allow_private_webhooks)
+    await check_webhook_target(
+        changes.get("webhook_url"), allow_private_webhooks=allow_private_webhooks
+    )
     async with scope.transaction() as conn:
         current = await fetch_one_or_404(conn, LOCK_AGENT_FOR_CHANGE, agent_id, what="agent")
         agent = {**current, **changes}
@@ -305,10 +367,12 @@ async def update_agent(scope: TenantScope, agent_id: uuid.UUID, data: UpdateAgen
             agent["transcriber"] = default_transcriber(connected)
         check_vendors(RuleFields.of(agent), connected)
         if "tool_ids" in changes or "analysis" in changes:
-            await _check_references(conn, {"tool_ids": changes.get("tool_ids"),
-                                           "analysis": changes.get("analysis")})
+            await _check_references(
+                conn, {"tool_ids": changes.get("tool_ids"), "analysis": changes.get("analysis")}
+            )
         row = await conn.fetchrow(
-            UPDATE_AGENT, agent_id, *(agent[field] for field in FIELDS + LATER_FIELDS))
+            UPDATE_AGENT, agent_id, *(agent[field] for field in FIELDS + LATER_FIELDS)
+        )
     return _shown(row)
 
 
@@ -317,9 +381,12 @@ async def delete_agent(scope: TenantScope, agent_id: uuid.UUID) -> None:
     async with scope.transaction() as conn:
         await fetch_one_or_404(conn, LOCK_AGENT_FOR_DELETE, agent_id, what="agent")
         if await conn.fetchval(AGENT_IN_USE, agent_id):
-            raise APIError(409, "agent_in_use",
-                           "the agent has numbers assigned or calls not ended; unassign the "
-                           "numbers and wait for the calls first")
+            raise APIError(
+                409,
+                "agent_in_use",
+                "the agent has numbers assigned or calls not ended; unassign the "
+                "numbers and wait for the calls first",
+            )
         await conn.execute(DELETE_AGENT, agent_id)
 
 
@@ -329,8 +396,9 @@ async def get_agent(scope: TenantScope, agent_id: uuid.UUID) -> dict[str, Any]:
     return _shown(row)
 
 
-async def list_agents(scope: TenantScope, limit: int,
-                      offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_agents(
+    scope: TenantScope, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     async with scope.transaction() as conn:
         items, total = await fetch_page(conn, SELECT_AGENTS, COUNT_AGENTS, limit, offset)
     return [_shown(item) for item in items], total

@@ -34,11 +34,14 @@ def transcriber_of(transcriber: str | None, connected: Collection[str]) -> str |
     return transcriber if transcriber is not None else default_transcriber(connected)
 
 
-def missing_speech_vendors(voice_id: str, transcriber: str | None,
-                           connected: Collection[str]) -> list[str]:
+def missing_speech_vendors(
+    voice_id: str, transcriber: str | None, connected: Collection[str]
+) -> list[str]:
     """The speech vendors the agent needs that are not connected (its voice's, its
     transcriber's), each once, in that order. Without a transcriber of its own the agent needs
     one of TRANSCRIBERS, named as the choice ("openai or deepgram") when none is connected."""
-    needed = [speech_vendor_of(voice_id)[0], transcriber_of(transcriber, connected)
-              or " or ".join(TRANSCRIBERS)]
+    needed = [
+        speech_vendor_of(voice_id)[0],
+        transcriber_of(transcriber, connected) or " or ".join(TRANSCRIBERS),
+    ]
     return [vendor for vendor in dict.fromkeys(needed) if vendor not in connected]

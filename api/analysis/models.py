@@ -40,7 +40,8 @@ ANTHROPIC_NAMES = {
 }
 INSTRUCTIONS = (
     "You analyse a finished phone call between an AI agent and a contact. Read the transcript "
-    "and answer only with the requested structure.")
+    "and answer only with the requested structure."
+)
 
 
 class VendorFailed(Exception):
@@ -82,10 +83,16 @@ def strict_data_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The agent's data_schema as strict structured output takes it: closed, every property
     required, the optional ones nullable."""
     required = set(schema.get("required") or [])
-    properties = {name: (dict(prop) if name in required else _nullable(prop))
-                  for name, prop in (schema.get("properties") or {}).items()}
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+    properties = {
+        name: (dict(prop) if name in required else _nullable(prop))
+        for name, prop in (schema.get("properties") or {}).items()
+    }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 def answer_schema(ask: Ask) -> dict[str, Any]:
@@ -93,17 +100,24 @@ def answer_schema(ask: Ask) -> dict[str, Any]:
     if ask.summary:
         properties["summary"] = {
             "type": "string",
-            "description": f"What happened on the call, in at most {MAX_SUMMARY} characters."}
+            "description": f"What happened on the call, in at most {MAX_SUMMARY} characters.",
+        }
     if ask.success_criteria:
         properties["success"] = {
             "type": "boolean",
-            "description": "Whether the call met the success criteria: "
-                           + ask.success_criteria}
+            "description": "Whether the call met the success criteria: " + ask.success_criteria,
+        }
     if ask.data_schema is not None:
-        properties["data"] = {**strict_data_schema(ask.data_schema),
-                              "description": "The data the transcript gives."}
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+        properties["data"] = {
+            **strict_data_schema(ask.data_schema),
+            "description": "The data the transcript gives.",
+        }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 def gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -119,8 +133,9 @@ def gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if enum and kind == "string":
         out["enum"] = enum
     if kind == "object":
-        out["properties"] = {name: gemini_schema(prop)
-                             for name, prop in schema["properties"].items()}
+        out["properties"] = {
+            name: gemini_schema(prop) for name, prop in schema["properties"].items()
+        }
         out["required"] = list(schema.get("required") or [])
         if out["properties"]:
             out["propertyOrdering"] = list(out["properties"])
@@ -132,8 +147,7 @@ def instructions(ask: Ask) -> str:
     if ask.summary:
         lines.append(f"summary: what happened, in at most {MAX_SUMMARY} characters.")
     if ask.success_criteria:
-        lines.append("success: true only if the call met these criteria: "
-                     + ask.success_criteria)
+        lines.append("success: true only if the call met these criteria: " + ask.success_criteria)
     if ask.data_schema is not None:
         lines.append("data: each property as the transcript gives it (null when it does not).")
     return "\n".join(lines)
@@ -141,8 +155,9 @@ def instructions(ask: Ask) -> str:
 
 def transcript_text(messages: list[dict[str, Any]]) -> str:
     names = {"agent": "Agent", "contact": "Contact"}
-    return "\n".join(f"{names.get(m.get('role', ''), 'Agent')}: {m.get('text', '')}"
-                     for m in messages)
+    return "\n".join(
+        f"{names.get(m.get('role', ''), 'Agent')}: {m.get('text', '')}" for m in messages
+    )
 
 
 def request_of(ask: Ask, transcript: str) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -151,28 +166,52 @@ def request_of(ask: Ask, transcript: str) -> tuple[str, dict[str, str], dict[str
     system = instructions(ask)
     user = "Transcript of the call:\n\n" + transcript
     if ask.vendor == "anthropic":
-        return (f"{ask.base_url}/v1/messages",
-                {"x-api-key": ask.key, "anthropic-version": ANTHROPIC_VERSION},
-                {"model": ANTHROPIC_NAMES.get(ask.model, ask.model),
-                 "max_tokens": ANTHROPIC_MAX_TOKENS, "temperature": 0, "system": system,
-                 "messages": [{"role": "user", "content": user}],
-                 "tools": [{"name": SCHEMA_NAME, "description": "Record the call's analysis.",
-                            "input_schema": schema}],
-                 "tool_choice": {"type": "tool", "name": SCHEMA_NAME}})
+        return (
+            f"{ask.base_url}/v1/messages",
+            {"x-api-key": ask.key, "anthropic-version": ANTHROPIC_VERSION},
+            {
+                "model": ANTHROPIC_NAMES.get(ask.model, ask.model),
+                "max_tokens": ANTHROPIC_MAX_TOKENS,
+                "temperature": 0,
+                "system": system,
+                "messages": [{"role": "user", "content": user}],
+                "tools": [
+                    {
+                        "name": SCHEMA_NAME,
+                        "description": "Record the call's analysis.",
+                        "input_schema": schema,
+                    }
+                ],
+                "tool_choice": {"type": "tool", "name": SCHEMA_NAME},
+            },
+        )
     if ask.vendor == "google":
-        return (f"{ask.base_url}/v1beta/models/{ask.model}:generateContent",
-                {"x-goog-api-key": ask.key},
-                {"systemInstruction": {"parts": [{"text": system}]},
-                 "contents": [{"role": "user", "parts": [{"text": user}]}],
-                 "generationConfig": {"temperature": 0,
-                                      "responseMimeType": "application/json",
-                                      "responseSchema": gemini_schema(schema)}})
-    return (f"{ask.base_url}/chat/completions", {"authorization": f"Bearer {ask.key}"},
-            {"model": ask.model, "temperature": 0,
-             "messages": [{"role": "system", "content": system},
-                          {"role": "user", "content": user}],
-             "response_format": {"type": "json_schema", "json_schema": {
-                 "name": SCHEMA_NAME, "schema": schema, "strict": True}}})
+        return (
+            f"{ask.base_url}/v1beta/models/{ask.model}:generateContent",
+            {"x-goog-api-key": ask.key},
+            {
+                "systemInstruction": {"parts": [{"text": system}]},
+                "contents": [{"role": "user", "parts": [{"text": user}]}],
+                "generationConfig": {
+                    "temperature": 0,
+                    "responseMimeType": "application/json",
+                    "responseSchema": gemini_schema(schema),
+                },
+            },
+        )
+    return (
+        f"{ask.base_url}/chat/completions",
+        {"authorization": f"Bearer {ask.key}"},
+        {
+            "model": ask.model,
+            "temperature": 0,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True},
+            },
+        },
+    )
 
 
 # --- what is answered -------------------------------------------------------------------------
@@ -181,8 +220,11 @@ def request_of(ask: Ask, transcript: str) -> tuple[str, dict[str, str], dict[str
 def _structured(vendor: str, body: Any) -> Any:
     """The structured output in the vendor's answer (KeyError, ValueError... when it has none)."""
     if vendor == "anthropic":
-        return next(block["input"] for block in body["content"]
-                    if block.get("type") == "tool_use" and block.get("name") == SCHEMA_NAME)
+        return next(
+            block["input"]
+            for block in body["content"]
+            if block.get("type") == "tool_use" and block.get("name") == SCHEMA_NAME
+        )
     if vendor == "google":
         parts = body["candidates"][0]["content"]["parts"]
         return json.loads("".join(part.get("text", "") for part in parts))
@@ -199,12 +241,14 @@ def answer_of(ask: Ask, structured: Any) -> Answer:
         given = structured.get("data")
         given = given if isinstance(given, dict) else {}
         data = {name: given.get(name) for name in ask.data_schema.get("properties") or {}}
-    return Answer(summary[:MAX_SUMMARY] if isinstance(summary, str) else None, data,
-                  success if isinstance(success, bool) else None)
+    return Answer(
+        summary[:MAX_SUMMARY] if isinstance(summary, str) else None,
+        data,
+        success if isinstance(success, bool) else None,
+    )
 
 
-async def analyse(ask: Ask, transcript: str,
-                  client: httpx.AsyncClient | None = None) -> Answer:
+async def analyse(ask: Ask, transcript: str, client: httpx.AsyncClient | None = None) -> Answer:
     """The model's analysis of `transcript`; VendorFailed when it gives none."""
     url, headers, body = request_of(ask, transcript)
     try:
@@ -214,8 +258,9 @@ async def analyse(ask: Ask, transcript: str,
         else:
             response = await client.post(url, headers=headers, json=body)
     except httpx.HTTPError as exc:
-        raise VendorFailed(f"llm_error: {ask.vendor} did not answer "
-                           f"({type(exc).__name__})") from exc
+        raise VendorFailed(
+            f"llm_error: {ask.vendor} did not answer ({type(exc).__name__})"
+        ) from exc
     if response.status_code // 100 != 2:
         raise VendorFailed(f"llm_error: {ask.vendor} answered {response.status_code}")
     try:

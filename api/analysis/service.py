@@ -68,20 +68,27 @@ WHERE id = $1
 SELECT_AGENT_WEBHOOK = "SELECT webhook, webhook_url, webhook_secret FROM agents WHERE id = $1"
 
 
-def analysis_state(status: str, summary: str | None = None, data: dict[str, Any] | None = None,
-                   success: bool | None = None, error: str | None = None) -> dict[str, Any]:
+def analysis_state(
+    status: str,
+    summary: str | None = None,
+    data: dict[str, Any] | None = None,
+    success: bool | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
     """The call's `analysis` as GET /calls/{id} shows it."""
-    return {"status": status, "summary": summary, "data": data, "success": success,
-            "error": error}
+    return {"status": status, "summary": summary, "data": data, "success": success, "error": error}
 
 
 def _contact_spoke(messages: Any) -> bool:
-    return any(isinstance(m, Mapping) and m.get("role") == "contact" and m.get("text")
-               for m in messages or [])
+    return any(
+        isinstance(m, Mapping) and m.get("role") == "contact" and m.get("text")
+        for m in messages or []
+    )
 
 
-async def begin_analysis(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                         call: Mapping[str, Any]) -> None:
+async def begin_analysis(
+    conn: asyncpg.Connection, sub_account_id: uuid.UUID, call: Mapping[str, Any]
+) -> None:
     """The ended call's analysis: `pending` with its due-work row, or `skipped` (no analysis
     config, or no contact message). In the transaction that records the call's end."""
     config = await conn.fetchval(SELECT_AGENT_ANALYSIS, call["agent_id"])
@@ -100,9 +107,13 @@ def last_try(failures: int) -> bool:
     return failures + 1 >= get_settings().due_work_max_failures
 
 
-async def run_analysis(scope: TenantScope, call_id: uuid.UUID, final: bool,
-                       call_out: Callable[[Mapping[str, Any], uuid.UUID], dict[str, Any]],
-                       select_call: str) -> None:
+async def run_analysis(
+    scope: TenantScope,
+    call_id: uuid.UUID,
+    final: bool,
+    call_out: Callable[[Mapping[str, Any], uuid.UUID], dict[str, Any]],
+    select_call: str,
+) -> None:
     """Analyse the call unless its analysis is no longer pending (module doc). `call_out` and
     `select_call` show the call as the calls feature does, for the event."""
     async with scope.transaction() as conn:
@@ -116,32 +127,52 @@ async def run_analysis(scope: TenantScope, call_id: uuid.UUID, final: bool,
         await _finish(scope, call, analysis_state("skipped"), {}, call_out, select_call)
         return
     if key is None:
-        await _finish(scope, call, analysis_state(
-            "failed", error=f"llm_error: the {vendor} integration is not connected"), {},
-            call_out, select_call)
+        await _finish(
+            scope,
+            call,
+            analysis_state("failed", error=f"llm_error: the {vendor} integration is not connected"),
+            {},
+            call_out,
+            select_call,
+        )
         return
-    ask = models.Ask(vendor, call["llm_model"], secrets.decrypt(key),
-                     get_settings().vendor_base_url(vendor), bool(config.get("summary", True)),
-                     config.get("success_criteria"), config.get("data_schema"))
+    ask = models.Ask(
+        vendor,
+        call["llm_model"],
+        secrets.decrypt(key),
+        get_settings().vendor_base_url(vendor),
+        bool(config.get("summary", True)),
+        config.get("success_criteria"),
+        config.get("data_schema"),
+    )
     try:
         answer = await models.analyse(ask, models.transcript_text(call["messages"] or []))
     except models.VendorFailed as exc:
         if not final:
             raise
         log.warning("call %s: analysis failed for good: %s", call_id, exc)
-        await _finish(scope, call, analysis_state("failed", error=str(exc)), {}, call_out,
-                      select_call)
+        await _finish(
+            scope, call, analysis_state("failed", error=str(exc)), {}, call_out, select_call
+        )
         return
-    await _finish(scope, call, analysis_state("completed", answer.summary, answer.data,
-                                              answer.success),
-                  (config.get("custom_field_map") or {}) if answer.data else {},
-                  call_out, select_call)
+    await _finish(
+        scope,
+        call,
+        analysis_state("completed", answer.summary, answer.data, answer.success),
+        (config.get("custom_field_map") or {}) if answer.data else {},
+        call_out,
+        select_call,
+    )
 
 
-async def _finish(scope: TenantScope, call: asyncpg.Record, state: dict[str, Any],
-                  mapping: dict[str, str],
-                  call_out: Callable[[Mapping[str, Any], uuid.UUID], dict[str, Any]],
-                  select_call: str) -> None:
+async def _finish(
+    scope: TenantScope,
+    call: asyncpg.Record,
+    state: dict[str, Any],
+    mapping: dict[str, str],
+    call_out: Callable[[Mapping[str, Any], uuid.UUID], dict[str, Any]],
+    select_call: str,
+) -> None:
     async with scope.transaction() as conn:
         to_set, problems = await _mapped_values(conn, state["data"] or {}, mapping)
         if problems:
@@ -153,17 +184,25 @@ async def _finish(scope: TenantScope, call: asyncpg.Record, state: dict[str, Any
         if state["status"] == "skipped":
             return
         row = await conn.fetchrow(select_call, call["id"])
-        event = await events.emit(conn, ANALYZED_EVENT,
-                                  {"sub_account_id": scope.sub_account_id,
-                                   "call": call_out(row, scope.sub_account_id)})
+        event = await events.emit(
+            conn,
+            ANALYZED_EVENT,
+            {"sub_account_id": scope.sub_account_id, "call": call_out(row, scope.sub_account_id)},
+        )
         agent = await conn.fetchrow(SELECT_AGENT_WEBHOOK, call["agent_id"])
         if agent["webhook"] and agent["webhook_url"]:
-            await events.emit_to(conn, event, agent["webhook_url"],
-                                 secrets.decrypt(agent["webhook_secret"]), call["agent_id"])
+            await events.emit_to(
+                conn,
+                event,
+                agent["webhook_url"],
+                secrets.decrypt(agent["webhook_secret"]),
+                call["agent_id"],
+            )
 
 
-async def _mapped_values(conn: asyncpg.Connection, data: dict[str, Any],
-                         mapping: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+async def _mapped_values(
+    conn: asyncpg.Connection, data: dict[str, Any], mapping: dict[str, str]
+) -> tuple[dict[str, Any], list[str]]:
     """The custom field values the mapped data sets, each checked against its field as
     POST /contacts checks it; and what was left out, naming the property and its field."""
     to_set: dict[str, Any] = {}

@@ -14,7 +14,11 @@ from tenancy.due import DueWork
 
 
 async def analyse_call(ctx: dict[str, Any], work: DueWork) -> datetime | None:
-    await analysis.run_analysis(work.scope(ctx["db"]), work.ref_id,
-                                analysis.last_try(work.failures), calls.call_out,
-                                calls.SELECT_CALL)
+    await analysis.run_analysis(
+        work.scope(ctx["db"]),
+        work.ref_id,
+        analysis.last_try(work.failures),
+        calls.call_out,
+        calls.SELECT_CALL,
+    )
     return None

@@ -35,8 +35,7 @@ def instant_of(raw: str | None, name: str) -> datetime | None:
         value = datetime.fromisoformat(raw.strip())
         return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
     except (ValueError, OverflowError):
-        raise invalid(name, "must be an ISO 8601 date-time, such as "
-                            "2026-12-01T09:00:00Z") from None
+        raise invalid(name, "must be an ISO 8601 date-time, such as 2026-12-01T09:00:00Z") from None
 
 
 def _changes(data: UpdateAppointmentRequest) -> service.Changes:
@@ -51,7 +50,8 @@ def _changes(data: UpdateAppointmentRequest) -> service.Changes:
     return service.Changes(
         start=service.parse_start(data.start) if data.start is not None else None,
         cancel=data.status == "cancelled",
-        text={name: getattr(data, name) for name in ("title", "notes") if name in sent})
+        text={name: getattr(data, name) for name in ("title", "notes") if name in sent},
+    )
 
 
 @blueprint.post("/appointments")
@@ -66,8 +66,9 @@ async def book_appointment(data: BookAppointmentRequest) -> tuple[dict[str, Any]
     calendar_id = parse_uuid(data.calendar_id, "calendar_id")
     contact_id = parse_uuid(data.contact_id, "contact_id")
     start = service.parse_start(data.start)
-    appointment = await service.book(tenant_scope(), calendar_id, contact_id, start,
-                                     title=data.title, notes=data.notes)
+    appointment = await service.book(
+        tenant_scope(), calendar_id, contact_id, start, title=data.title, notes=data.notes
+    )
     return {"status": "success", "appointment": appointment}, 201
 
 
@@ -84,10 +85,10 @@ async def list_appointments(query_args: AppointmentFilters) -> dict[str, Any]:
     start_from, before = instant_of(query_args.from_, "from"), instant_of(query_args.to, "to")
     if start_from is not None and before is not None and before < start_from:
         raise invalid("to", "must not be before from")
-    filters = service.Filters(query_args.calendar_id, query_args.contact_id, query_args.status,
-                              start_from, before)
-    appointments, total = await service.list_appointments(tenant_scope(), filters, limit,
-                                                          offset)
+    filters = service.Filters(
+        query_args.calendar_id, query_args.contact_id, query_args.status, start_from, before
+    )
+    appointments, total = await service.list_appointments(tenant_scope(), filters, limit, offset)
     return page_body("appointments", appointments, total, limit, offset)
 
 
@@ -108,12 +109,10 @@ async def get_appointment(appointment_id: str) -> dict[str, Any]:
 @validate_request(UpdateAppointmentRequest)
 @validate_response(AppointmentResponse, 200)
 @validate_errors(Error, 400, 404, 409)
-async def update_appointment(appointment_id: str,
-                             data: UpdateAppointmentRequest) -> dict[str, Any]:
+async def update_appointment(appointment_id: str, data: UpdateAppointmentRequest) -> dict[str, Any]:
     """Reschedule (a new start that is a free slot, the appointment's own time counting as
     free), retitle, annotate or cancel (`status: cancelled`) a booked appointment; a cancelled
     one is final (409 appointment_cancelled)."""
     appointment_uuid = parse_uuid(appointment_id)
-    appointment = await service.update_appointment(tenant_scope(), appointment_uuid,
-                                                   _changes(data))
+    appointment = await service.update_appointment(tenant_scope(), appointment_uuid, _changes(data))
     return {"status": "success", "appointment": appointment}

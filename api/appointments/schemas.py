@@ -11,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from api.schemas import Page
 from api.types import UUID_KEYWORDS, UUIDQuery, document, required_one_of
 
-INSTANT = {"format": "date-time",
-           "description": "An ISO 8601 date-time with its offset (Z or +02:00): the start of a "
-                          "free slot (GET /calendars/{id}/free-slots gives them)."}
+INSTANT = {
+    "format": "date-time",
+    "description": "An ISO 8601 date-time with its offset (Z or +02:00): the start of a "
+    "free slot (GET /calendars/{id}/free-slots gives them).",
+}
 EDITABLE = ("start", "title", "notes", "status")
 MAX_TITLE = 200
 MAX_NOTES = 5000
@@ -24,8 +26,11 @@ class Strict(BaseModel):
 
 
 class BookAppointmentRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(properties={
-        "calendar_id": UUID_KEYWORDS, "contact_id": UUID_KEYWORDS, "start": INSTANT}))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            properties={"calendar_id": UUID_KEYWORDS, "contact_id": UUID_KEYWORDS, "start": INSTANT}
+        )
+    )
 
     calendar_id: StrictStr
     contact_id: StrictStr
@@ -35,10 +40,14 @@ class BookAppointmentRequest(Strict):
 
 
 class UpdateAppointmentRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(
-        not_null=("start", "status"), properties={"start": INSTANT},
-        any_of=required_one_of(*EDITABLE),
-        refuse={"required": ["start", "status"]}))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            not_null=("start", "status"),
+            properties={"start": INSTANT},
+            any_of=required_one_of(*EDITABLE),
+            refuse={"required": ["start", "status"]},
+        )
+    )
 
     start: StrictStr | None = Field(default=None, max_length=64)
     title: StrictStr | None = Field(default=None, max_length=MAX_TITLE)
@@ -77,11 +86,15 @@ def _filters(schema: dict[str, Any]) -> None:
     _NOT_NULL(schema)
     instant = {"type": "string", "format": "date-time"}
     schema["properties"]["from"] = {
-        **instant, "description": "Only appointments starting at or after this ISO 8601 instant "
-                                  "(without an offset, UTC)."}
+        **instant,
+        "description": "Only appointments starting at or after this ISO 8601 instant "
+        "(without an offset, UTC).",
+    }
     schema["properties"]["to"] = {
-        **instant, "description": "Only appointments starting before this ISO 8601 instant "
-                                  "(without an offset, UTC); not before from."}
+        **instant,
+        "description": "Only appointments starting before this ISO 8601 instant "
+        "(without an offset, UTC); not before from.",
+    }
 
 
 class AppointmentFilters(BaseModel):

@@ -86,8 +86,9 @@ def parse_start(raw: str) -> datetime:
     try:
         value = datetime.fromisoformat(raw.strip())
     except ValueError:
-        raise calendars.invalid("start", "must be an ISO 8601 date-time, such as "
-                                         "2026-12-01T09:00:00-05:00") from None
+        raise calendars.invalid(
+            "start", "must be an ISO 8601 date-time, such as 2026-12-01T09:00:00-05:00"
+        ) from None
     if value.tzinfo is None or value.utcoffset() is None:
         raise calendars.invalid("start", "must include its offset (for example Z or -05:00)")
     try:
@@ -101,31 +102,48 @@ def appointment_out(row: asyncpg.Record) -> dict[str, Any]:
 
 
 def slot_unavailable() -> APIError:
-    return APIError(409, "slot_unavailable", "start is not the start of a free slot of the "
-                                             "calendar (GET /calendars/{id}/free-slots)")
+    return APIError(
+        409,
+        "slot_unavailable",
+        "start is not the start of a free slot of the calendar (GET /calendars/{id}/free-slots)",
+    )
 
 
 def blank_to_none(text: str | None) -> str | None:
     return text if text is not None and text.strip() else None
 
 
-async def _changed(conn: asyncpg.Connection, scope: TenantScope, event_type: str,
-                   row: asyncpg.Record, calendar: asyncpg.Record | None = None,
-                   now: datetime | None = None) -> dict[str, Any]:
+async def _changed(
+    conn: asyncpg.Connection,
+    scope: TenantScope,
+    event_type: str,
+    row: asyncpg.Record,
+    calendar: asyncpg.Record | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """What follows a booked, moved or cancelled appointment, in its transaction: its reminders
     planned for its start (or dropped; `calendar` is its calendar row when booked or moved),
     then the event (last: it holds the tenant's event stream until commit)."""
     await reminders.planned(conn, scope, row, calendar, now)
     appointment = appointment_out(row)
-    await events.emit(conn, event_type, {"sub_account_id": str(scope.sub_account_id),
-                                         "appointment": appointment})
+    await events.emit(
+        conn, event_type, {"sub_account_id": str(scope.sub_account_id), "appointment": appointment}
+    )
     return appointment
 
 
-async def book(scope: TenantScope, calendar_id: uuid.UUID, contact_id: uuid.UUID,
-               start: datetime, *, title: str | None = None, notes: str | None = None,
-               source: str = "api", call_id: uuid.UUID | None = None,
-               now: datetime | None = None) -> dict[str, Any]:
+async def book(
+    scope: TenantScope,
+    calendar_id: uuid.UUID,
+    contact_id: uuid.UUID,
+    start: datetime,
+    *,
+    title: str | None = None,
+    notes: str | None = None,
+    source: str = "api",
+    call_id: uuid.UUID | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Book the contact into the free slot of the calendar that starts at `start` (aware)."""
     now = now or utcnow()
     try:
@@ -136,9 +154,17 @@ async def book(scope: TenantScope, calendar_id: uuid.UUID, contact_id: uuid.UUID
             slot = await calendars.slot_at(conn, calendar, start, now)
             if slot is None:
                 raise slot_unavailable()
-            row = await conn.fetchrow(INSERT_APPOINTMENT, calendar_id, contact_id, slot.start,
-                                      slot.end, blank_to_none(title), blank_to_none(notes),
-                                      source, call_id)
+            row = await conn.fetchrow(
+                INSERT_APPOINTMENT,
+                calendar_id,
+                contact_id,
+                slot.start,
+                slot.end,
+                blank_to_none(title),
+                blank_to_none(notes),
+                source,
+                call_id,
+            )
             return await _changed(conn, scope, "appointment.booked", row, calendar, now)
     except asyncpg.ExclusionViolationError:
         raise slot_unavailable() from None
@@ -148,34 +174,46 @@ async def book(scope: TenantScope, calendar_id: uuid.UUID, contact_id: uuid.UUID
 
 async def get_appointment(scope: TenantScope, appointment_id: uuid.UUID) -> dict[str, Any]:
     async with scope.transaction() as conn:
-        row = await fetch_one_or_404(conn, SELECT_APPOINTMENT, appointment_id,
-                                     what="appointment")
+        row = await fetch_one_or_404(conn, SELECT_APPOINTMENT, appointment_id, what="appointment")
     return appointment_out(row)
 
 
-async def list_appointments(scope: TenantScope, filters: Filters, limit: int, offset: int
-                            ) -> tuple[list[dict[str, Any]], int]:
+async def list_appointments(
+    scope: TenantScope, filters: Filters, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of appointments matching every filter, ascending by start."""
-    where, values = where_clause([
-        ("calendar_id = $?", filters.calendar_id), ("contact_id = $?", filters.contact_id),
-        ("status = $?", filters.status), ("start >= $?", filters.start_from),
-        ("start < $?", filters.start_before)])
-    page = PAGE.format(columns=COLUMNS, where=where, limit=len(values) + 1,
-                       offset=len(values) + 2)
+    where, values = where_clause(
+        [
+            ("calendar_id = $?", filters.calendar_id),
+            ("contact_id = $?", filters.contact_id),
+            ("status = $?", filters.status),
+            ("start >= $?", filters.start_from),
+            ("start < $?", filters.start_before),
+        ]
+    )
+    page = PAGE.format(columns=COLUMNS, where=where, limit=len(values) + 1, offset=len(values) + 2)
     async with scope.transaction() as conn:
-        return await fetch_page(conn, page, COUNT.format(where=where), *values, limit, offset,
-                                count_args=tuple(values))
+        return await fetch_page(
+            conn, page, COUNT.format(where=where), *values, limit, offset, count_args=tuple(values)
+        )
 
 
 def _refuse_if_cancelled(row: asyncpg.Record) -> None:
     if row["status"] == "cancelled":
-        raise APIError(409, "appointment_cancelled",
-                       "the appointment is cancelled; a cancelled appointment is final")
+        raise APIError(
+            409,
+            "appointment_cancelled",
+            "the appointment is cancelled; a cancelled appointment is final",
+        )
 
 
-async def _moved(conn: asyncpg.Connection, current: asyncpg.Record,
-                 calendar: asyncpg.Record | None, start: datetime | None,
-                 now: datetime) -> tuple[datetime, datetime]:
+async def _moved(
+    conn: asyncpg.Connection,
+    current: asyncpg.Record,
+    calendar: asyncpg.Record | None,
+    start: datetime | None,
+    now: datetime,
+) -> tuple[datetime, datetime]:
     """(start, end) after the change: the current ones, or the free slot of `calendar` (locked)
     at `start`, the appointment's own time counting as free."""
     if start is None or calendar is None:
@@ -186,41 +224,48 @@ async def _moved(conn: asyncpg.Connection, current: asyncpg.Record,
     return slot.start, slot.end
 
 
-async def update_appointment(scope: TenantScope, appointment_id: uuid.UUID, changes: Changes,
-                             now: datetime | None = None) -> dict[str, Any]:
+async def update_appointment(
+    scope: TenantScope, appointment_id: uuid.UUID, changes: Changes, now: datetime | None = None
+) -> dict[str, Any]:
     """Apply a PATCH: a new start (a free slot, the appointment's own time counting as free),
     title and notes, or the cancellation. Fires appointment.rescheduled when the start moved,
     appointment.cancelled when cancelled."""
     now = now or utcnow()
     try:
         async with scope.transaction() as conn:
-            current = await fetch_one_or_404(conn, SELECT_APPOINTMENT, appointment_id,
-                                             what="appointment")
+            current = await fetch_one_or_404(
+                conn, SELECT_APPOINTMENT, appointment_id, what="appointment"
+            )
             _refuse_if_cancelled(current)
             # The calendar first, then the appointment: the order every booking takes.
-            calendar = (None if changes.start is None
-                        else await calendars.lock_calendar(conn, current["calendar_id"]))
-            current = await fetch_one_or_404(conn, SELECT_APPOINTMENT_FOR_UPDATE,
-                                             appointment_id, what="appointment")
+            calendar = (
+                None
+                if changes.start is None
+                else await calendars.lock_calendar(conn, current["calendar_id"])
+            )
+            current = await fetch_one_or_404(
+                conn, SELECT_APPOINTMENT_FOR_UPDATE, appointment_id, what="appointment"
+            )
             _refuse_if_cancelled(current)
             start, end = await _moved(conn, current, calendar, changes.start, now)
             text = {key: current[key] for key in ("title", "notes")}
             text.update({key: blank_to_none(value) for key, value in changes.text.items()})
             status = "cancelled" if changes.cancel else current["status"]
-            row = await conn.fetchrow(UPDATE_APPOINTMENT, appointment_id, start, end,
-                                      text["title"], text["notes"], status)
+            row = await conn.fetchrow(
+                UPDATE_APPOINTMENT, appointment_id, start, end, text["title"], text["notes"], status
+            )
             if changes.cancel:
                 return await _changed(conn, scope, "appointment.cancelled", row)
             if start != current["start"]:
-                return await _changed(conn, scope, "appointment.rescheduled", row, calendar,
-                                      now)
+                return await _changed(conn, scope, "appointment.rescheduled", row, calendar, now)
             return appointment_out(row)
     except asyncpg.ExclusionViolationError:
         raise slot_unavailable() from None
 
 
-async def reschedule(scope: TenantScope, appointment_id: uuid.UUID, start: datetime,
-                     now: datetime | None = None) -> dict[str, Any]:
+async def reschedule(
+    scope: TenantScope, appointment_id: uuid.UUID, start: datetime, now: datetime | None = None
+) -> dict[str, Any]:
     """Move a booked appointment to the free slot starting at `start`."""
     return await update_appointment(scope, appointment_id, Changes(start=start), now)
 

@@ -69,11 +69,19 @@ def plan(reminders: list[dict[str, Any]], start: datetime, now: datetime) -> lis
     for index, reminder in enumerate(reminders):
         at = start - timedelta(minutes=int(reminder["minutes_before"]))
         passed = at < now
-        entries.append({
-            "index": index, "at": at.isoformat(), "minutes_before": reminder["minutes_before"],
-            "channel": reminder["channel"], "template": reminder["template"],
-            "subject": reminder.get("subject"), "message_id": str(uuid.uuid4()),
-            "status": "skipped" if passed else "pending", "reason": PAST if passed else None})
+        entries.append(
+            {
+                "index": index,
+                "at": at.isoformat(),
+                "minutes_before": reminder["minutes_before"],
+                "channel": reminder["channel"],
+                "template": reminder["template"],
+                "subject": reminder.get("subject"),
+                "message_id": str(uuid.uuid4()),
+                "status": "skipped" if passed else "pending",
+                "reason": PAST if passed else None,
+            }
+        )
     return entries
 
 
@@ -82,14 +90,20 @@ def next_pending(entries: list[dict[str, Any]]) -> datetime | None:
     return min(times) if times else None
 
 
-async def planned(conn: asyncpg.Connection, scope: TenantScope, row: asyncpg.Record,
-                  calendar: asyncpg.Record | None, now: datetime | None = None) -> None:
+async def planned(
+    conn: asyncpg.Connection,
+    scope: TenantScope,
+    row: asyncpg.Record,
+    calendar: asyncpg.Record | None,
+    now: datetime | None = None,
+) -> None:
     """In the transaction that booked, moved or cancelled the appointment `row`: write its
     reminder plan and move (or drop) its due-work row. `calendar` is the appointment's
     calendar row when it was booked or moved."""
     if row["status"] != "booked" or calendar is None:
-        current = await conn.fetchval("SELECT reminders FROM appointments WHERE id = $1",
-                                      row["id"]) or []
+        current = (
+            await conn.fetchval("SELECT reminders FROM appointments WHERE id = $1", row["id"]) or []
+        )
         for entry in current:
             if entry["status"] == "pending":
                 entry.update(status="skipped", reason=CANCELLED)
@@ -105,12 +119,17 @@ async def planned(conn: asyncpg.Connection, scope: TenantScope, row: asyncpg.Rec
         await schedule_due(conn, scope.sub_account_id, APPOINTMENT_REMINDER, row["id"], due_at)
 
 
-def _values(contact: asyncpg.Record, appointment: asyncpg.Record, now: datetime
-            ) -> dict[str, str]:
+def _values(contact: asyncpg.Record, appointment: asyncpg.Record, now: datetime) -> dict[str, str]:
     """The placeholders of a call's context that a reminder has (contact, sub-account, now,
     today in the calendar's timezone), plus appointment.start_local and calendar.name."""
-    row = {**dict(contact), "variables": {}, "timezone": appointment["timezone"],
-           "direction": "", "from_number": "", "to_number": ""}
+    row = {
+        **dict(contact),
+        "variables": {},
+        "timezone": appointment["timezone"],
+        "direction": "",
+        "from_number": "",
+        "to_number": "",
+    }
     values = context_values(row, now)
     for key in ("call.direction", "call.from_number", "call.to_number"):
         values.pop(key, None)
@@ -120,24 +139,35 @@ def _values(contact: asyncpg.Record, appointment: asyncpg.Record, now: datetime
     return values
 
 
-async def _send(scope: TenantScope, conn: asyncpg.Connection, organisation_id: uuid.UUID,
-                appointment: asyncpg.Record, entry: dict[str, Any], now: datetime) -> None:
+async def _send(
+    scope: TenantScope,
+    conn: asyncpg.Connection,
+    organisation_id: uuid.UUID,
+    appointment: asyncpg.Record,
+    entry: dict[str, Any],
+    now: datetime,
+) -> None:
     """Send one entry (its outcome written on `entry`), unless its message exists already."""
     message_id = uuid.UUID(entry["message_id"])
     recorded = await conn.fetchval(SELECT_MESSAGE, message_id)
     if recorded is not None:
         failed = recorded == "failed"
-        entry.update(status="failed" if failed else "sent",
-                     reason="provider_error" if failed else None)
+        entry.update(
+            status="failed" if failed else "sent", reason="provider_error" if failed else None
+        )
         return
     contact = await conn.fetchrow(SELECT_CONTACT_VALUES, appointment["contact_id"])
     values = _values(contact, appointment, now)
     content = render(entry["template"], values)
     subject = render(entry["subject"], values) if entry.get("subject") else None
     try:
-        await send_to_contact(scope, organisation_id, appointment["contact_id"],
-                              Outgoing(entry["channel"], content, subject),
-                              message_id=message_id)
+        await send_to_contact(
+            scope,
+            organisation_id,
+            appointment["contact_id"],
+            Outgoing(entry["channel"], content, subject),
+            message_id=message_id,
+        )
     except APIError as exc:
         refused = exc.status < 500
         entry.update(status="skipped" if refused else "failed", reason=exc.code)
@@ -156,9 +186,14 @@ async def send_due_reminders(ctx: dict[str, Any], work: DueWork) -> datetime | N
             return None
         entries = list(appointment["reminders"] or [])
         now = utcnow()
-        due = sorted((e for e in entries if e["status"] == "pending"
-                      and datetime.fromisoformat(e["at"]) <= now),
-                     key=lambda e: (e["at"], e["index"]))
+        due = sorted(
+            (
+                e
+                for e in entries
+                if e["status"] == "pending" and datetime.fromisoformat(e["at"]) <= now
+            ),
+            key=lambda e: (e["at"], e["index"]),
+        )
         for entry in due:
             await _send(scope, conn, organisation_id, appointment, entry, now)
             entry["sent_at" if entry["status"] == "sent" else "settled_at"] = now.isoformat()

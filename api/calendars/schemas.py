@@ -33,8 +33,16 @@ HHMM = "^([01][0-9]|2[0-3]):[0-5][0-9]$"
 HHMM_OR_MIDNIGHT = "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
 DATE_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 MAX_RANGE_DAYS = 31
-EDITABLE = ("name", "timezone", "slot_minutes", "buffer_minutes", "min_notice_minutes",
-            "max_days_ahead", "availability", "reminders")
+EDITABLE = (
+    "name",
+    "timezone",
+    "slot_minutes",
+    "buffer_minutes",
+    "min_notice_minutes",
+    "max_days_ahead",
+    "availability",
+    "reminders",
+)
 
 
 @cache
@@ -57,10 +65,10 @@ def _timezone(value: str) -> str:
 
 Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]  # api.calendars.slots.DAYS
 Name = Annotated[HeaderText, Field(min_length=1, max_length=200), AfterValidator(_non_blank)]
-TimeZoneName = Annotated[StrictStr, AfterValidator(_timezone),
-                         Documented(enum=sorted(timezones()))]
-Template = Annotated[StrictStr, Field(max_length=1000), AfterValidator(_non_blank),
-                     Documented(**NON_BLANK)]
+TimeZoneName = Annotated[StrictStr, AfterValidator(_timezone), Documented(enum=sorted(timezones()))]
+Template = Annotated[
+    StrictStr, Field(max_length=1000), AfterValidator(_non_blank), Documented(**NON_BLANK)
+]
 SlotMinutes = Annotated[WholeNumber, Field(ge=5, le=480)]
 BufferMinutes = Annotated[WholeNumber, Field(ge=0, le=240)]
 NoticeMinutes = Annotated[WholeNumber, Field(ge=0, le=43_200)]
@@ -88,8 +96,11 @@ class AvailabilityWindow(Strict):
 
 
 class Reminder(Strict):
-    model_config = ConfigDict(json_schema_extra=document(all_of=[
-        when("channel", ["sms"], {"properties": {"subject": {"type": "null"}}})]))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            all_of=[when("channel", ["sms"], {"properties": {"subject": {"type": "null"}}})]
+        )
+    )
 
     minutes_before: WholeNumber = Field(ge=1, le=10_080)
     channel: Literal["sms", "email"]
@@ -120,8 +131,9 @@ class CreateCalendarRequest(Strict):
 
 
 class UpdateCalendarRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(
-        not_null=EDITABLE, any_of=required_one_of(*EDITABLE)))
+    model_config = ConfigDict(
+        json_schema_extra=document(not_null=EDITABLE, any_of=required_one_of(*EDITABLE))
+    )
 
     name: Name | None = None
     timezone: TimeZoneName | None = None
@@ -192,8 +204,12 @@ def _free_slots_query(schema: dict[str, Any]) -> None:
     day = {"type": "string", "format": "date", "pattern": DATE_PATTERN, "required": True}
     schema["properties"] = {
         "from": {**day, "description": "The first day (YYYY-MM-DD, in the calendar's timezone)."},
-        "to": {**day, "description": f"The last day (YYYY-MM-DD, in the calendar's timezone); "
-                                     f"not before from, at most {MAX_RANGE_DAYS} days in all."}}
+        "to": {
+            **day,
+            "description": f"The last day (YYYY-MM-DD, in the calendar's timezone); "
+            f"not before from, at most {MAX_RANGE_DAYS} days in all.",
+        },
+    }
 
 
 class FreeSlotsQuery(BaseModel):

@@ -88,23 +88,32 @@ def stored_availability(windows: list[Any]) -> list[dict[str, Any]]:
 
 def rules_of(calendar: asyncpg.Record | dict[str, Any]) -> slots.Rules:
     return slots.Rules(
-        zone=ZoneInfo(calendar["timezone"]), slot_minutes=calendar["slot_minutes"],
+        zone=ZoneInfo(calendar["timezone"]),
+        slot_minutes=calendar["slot_minutes"],
         buffer_minutes=calendar["buffer_minutes"],
         min_notice_minutes=calendar["min_notice_minutes"],
         max_days_ahead=calendar["max_days_ahead"],
-        windows=slots.windows_of(calendar["availability"]))
+        windows=slots.windows_of(calendar["availability"]),
+    )
 
 
 def slot_out(slot: slots.Slot, zone: ZoneInfo) -> dict[str, Any]:
     """A free slot as the API shows it: UTC start and end, and the start in local time with
     the calendar's offset (ISO 8601, to the second)."""
-    return {"start": iso(slot.start), "end": iso(slot.end),
-            "start_local": slot.start_local(zone).isoformat(timespec="seconds")}
+    return {
+        "start": iso(slot.start),
+        "end": iso(slot.end),
+        "start_local": slot.start_local(zone).isoformat(timespec="seconds"),
+    }
 
 
 def invalid(field: str, message: str) -> APIError:
-    return APIError(400, "validation_error", f"{field} {message}",
-                    details=[{"field": field, "message": message, "type": "value_error"}])
+    return APIError(
+        400,
+        "validation_error",
+        f"{field} {message}",
+        details=[{"field": field, "message": message, "type": "value_error"}],
+    )
 
 
 def check_range(from_day: date, to_day: date) -> None:
@@ -121,9 +130,16 @@ def check_range(from_day: date, to_day: date) -> None:
 async def create_calendar(scope: TenantScope, data: CreateCalendarRequest) -> dict[str, Any]:
     async with scope.transaction() as conn:
         row = await conn.fetchrow(
-            INSERT_CALENDAR, data.name, data.timezone, data.slot_minutes, data.buffer_minutes,
-            data.min_notice_minutes, data.max_days_ahead,
-            stored_availability(data.availability), stored_reminders(data.reminders))
+            INSERT_CALENDAR,
+            data.name,
+            data.timezone,
+            data.slot_minutes,
+            data.buffer_minutes,
+            data.min_notice_minutes,
+            data.max_days_ahead,
+            stored_availability(data.availability),
+            stored_reminders(data.reminders),
+        )
     return calendar_out(row)
 
 
@@ -133,8 +149,9 @@ async def get_calendar(scope: TenantScope, calendar_id: uuid.UUID) -> dict[str, 
     return calendar_out(row)
 
 
-async def list_calendars(scope: TenantScope, limit: int, offset: int
-                         ) -> tuple[list[dict[str, Any]], int]:
+async def list_calendars(
+    scope: TenantScope, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of calendars, newest first."""
     async with scope.transaction() as conn:
         return await fetch_newest_page(conn, "calendars", COLUMNS, [], limit, offset)
@@ -145,9 +162,14 @@ def _changes(data: UpdateCalendarRequest) -> dict[str, Any]:
     sent = data.model_fields_set & set(EDITABLE)
     nulls = [field for field in EDITABLE if field in sent and getattr(data, field) is None]
     if nulls:
-        raise APIError(400, "validation_error", "invalid request",
-                       details=[{"field": field, "message": "must not be null", "type": "null"}
-                                for field in nulls])
+        raise APIError(
+            400,
+            "validation_error",
+            "invalid request",
+            details=[
+                {"field": field, "message": "must not be null", "type": "null"} for field in nulls
+            ],
+        )
     if not sent:
         raise APIError(400, "nothing_to_update", "send at least one of " + ", ".join(EDITABLE))
     changes = {field: getattr(data, field) for field in sent}
@@ -158,16 +180,19 @@ def _changes(data: UpdateCalendarRequest) -> dict[str, Any]:
     return changes
 
 
-async def update_calendar(scope: TenantScope, calendar_id: uuid.UUID,
-                          data: UpdateCalendarRequest) -> dict[str, Any]:
+async def update_calendar(
+    scope: TenantScope, calendar_id: uuid.UUID, data: UpdateCalendarRequest
+) -> dict[str, Any]:
     """Change the fields sent. Appointments already booked keep their times."""
     changes = _changes(data)
     async with scope.transaction() as conn:
-        current = await fetch_one_or_404(conn, SELECT_CALENDAR_FOR_UPDATE, calendar_id,
-                                         what="calendar")
+        current = await fetch_one_or_404(
+            conn, SELECT_CALENDAR_FOR_UPDATE, calendar_id, what="calendar"
+        )
         values = {field: changes.get(field, current[field]) for field in EDITABLE}
-        row = await conn.fetchrow(UPDATE_CALENDAR, calendar_id,
-                                  *(values[field] for field in EDITABLE))
+        row = await conn.fetchrow(
+            UPDATE_CALENDAR, calendar_id, *(values[field] for field in EDITABLE)
+        )
     return calendar_out(row)
 
 
@@ -177,8 +202,11 @@ async def delete_calendar(scope: TenantScope, calendar_id: uuid.UUID) -> None:
     async with scope.transaction() as conn:
         await lock_calendar(conn, calendar_id)
         if await conn.fetchval(IN_USE, calendar_id):
-            raise APIError(409, "calendar_in_use", "the calendar has booked appointments still "
-                                                   "to come; cancel them first")
+            raise APIError(
+                409,
+                "calendar_in_use",
+                "the calendar has booked appointments still to come; cancel them first",
+            )
         await conn.execute(DELETE_CALENDAR, calendar_id)
 
 
@@ -187,13 +215,15 @@ async def delete_calendar(scope: TenantScope, calendar_id: uuid.UUID) -> None:
 
 async def lock_calendar(conn: asyncpg.Connection, calendar_id: uuid.UUID) -> asyncpg.Record:
     """The calendar row, locked until the caller's transaction ends (404 when there is none)."""
-    return await fetch_one_or_404(conn, SELECT_CALENDAR_FOR_UPDATE, calendar_id,
-                                  what="calendar")
+    return await fetch_one_or_404(conn, SELECT_CALENDAR_FOR_UPDATE, calendar_id, what="calendar")
 
 
-async def booked_between(conn: asyncpg.Connection, calendar_id: uuid.UUID,
-                         span: tuple[datetime, datetime] | None,
-                         exclude: uuid.UUID | None = None) -> list[tuple[datetime, datetime]]:
+async def booked_between(
+    conn: asyncpg.Connection,
+    calendar_id: uuid.UUID,
+    span: tuple[datetime, datetime] | None,
+    exclude: uuid.UUID | None = None,
+) -> list[tuple[datetime, datetime]]:
     """(start, end) of the calendar's booked appointments that overlap `span`, but `exclude`."""
     if span is None:
         return []
@@ -201,20 +231,30 @@ async def booked_between(conn: asyncpg.Connection, calendar_id: uuid.UUID,
     return [(row["start"], row["end"]) for row in rows]
 
 
-async def free_in(conn: asyncpg.Connection, calendar: asyncpg.Record | dict[str, Any],
-                  from_day: date, to_day: date, now: datetime,
-                  exclude: uuid.UUID | None = None) -> list[slots.Slot]:
+async def free_in(
+    conn: asyncpg.Connection,
+    calendar: asyncpg.Record | dict[str, Any],
+    from_day: date,
+    to_day: date,
+    now: datetime,
+    exclude: uuid.UUID | None = None,
+) -> list[slots.Slot]:
     """The free slots of `calendar` (a row) starting on the local dates [from_day, to_day]."""
     rules = rules_of(calendar)
     grid = slots.candidates(rules, from_day, to_day, now)
-    taken = await booked_between(conn, calendar["id"],
-                                 slots.span_of(grid, rules.buffer_minutes), exclude)
+    taken = await booked_between(
+        conn, calendar["id"], slots.span_of(grid, rules.buffer_minutes), exclude
+    )
     return slots.free(grid, slots.blocked(taken, rules.buffer_minutes))
 
 
-async def free_slots(conn: asyncpg.Connection, calendar_id: uuid.UUID, from_day: date,
-                     to_day: date, now: datetime | None = None
-                     ) -> tuple[asyncpg.Record, list[slots.Slot]]:
+async def free_slots(
+    conn: asyncpg.Connection,
+    calendar_id: uuid.UUID,
+    from_day: date,
+    to_day: date,
+    now: datetime | None = None,
+) -> tuple[asyncpg.Record, list[slots.Slot]]:
     """(the calendar row, its free slots on the local dates [from_day, to_day]); 404 when the
     calendar is not the tenant's, 400 for a range `check_range` refuses."""
     check_range(from_day, to_day)
@@ -222,19 +262,31 @@ async def free_slots(conn: asyncpg.Connection, calendar_id: uuid.UUID, from_day:
     return calendar, await free_in(conn, calendar, from_day, to_day, now or utcnow())
 
 
-async def list_free_slots(scope: TenantScope, calendar_id: uuid.UUID, from_day: date,
-                          to_day: date, now: datetime | None = None) -> dict[str, Any]:
+async def list_free_slots(
+    scope: TenantScope,
+    calendar_id: uuid.UUID,
+    from_day: date,
+    to_day: date,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """GET /calendars/{id}/free-slots: the body's fields beside `status`."""
     async with scope.transaction() as conn:
         calendar, found = await free_slots(conn, calendar_id, from_day, to_day, now)
     zone = ZoneInfo(calendar["timezone"])
-    return {"calendar_id": calendar["id"], "timezone": calendar["timezone"],
-            "slots": [slot_out(slot, zone) for slot in found]}
+    return {
+        "calendar_id": calendar["id"],
+        "timezone": calendar["timezone"],
+        "slots": [slot_out(slot, zone) for slot in found],
+    }
 
 
-async def next_free_slots(scope: TenantScope, calendar_id: uuid.UUID,
-                          from_day: date | None = None, now: datetime | None = None,
-                          limit: int = 10) -> tuple[dict[str, Any], list[slots.Slot]]:
+async def next_free_slots(
+    scope: TenantScope,
+    calendar_id: uuid.UUID,
+    from_day: date | None = None,
+    now: datetime | None = None,
+    limit: int = 10,
+) -> tuple[dict[str, Any], list[slots.Slot]]:
     """(the calendar, the first `limit` free slots starting on `from_day` or later, default
     today in the calendar's timezone), walking 31 days at a time up to max_days_ahead."""
     now = now or utcnow()
@@ -252,8 +304,13 @@ async def next_free_slots(scope: TenantScope, calendar_id: uuid.UUID,
     return calendar_out(calendar), found[:limit]
 
 
-async def slot_at(conn: asyncpg.Connection, calendar: asyncpg.Record, start: datetime,
-                  now: datetime, exclude: uuid.UUID | None = None) -> slots.Slot | None:
+async def slot_at(
+    conn: asyncpg.Connection,
+    calendar: asyncpg.Record,
+    start: datetime,
+    now: datetime,
+    exclude: uuid.UUID | None = None,
+) -> slots.Slot | None:
     """The free slot of `calendar` that starts exactly at `start` (the appointment `exclude`
     counting as free), or None. A slot starts on its own local date, so one day is computed."""
     rules = rules_of(calendar)

@@ -64,14 +64,16 @@ class Slot(NamedTuple):
 
 
 def minutes_of(text: str) -> int:
-    """"HH:MM" (00:00 to 24:00) as minutes after midnight."""
+    """ "HH:MM" (00:00 to 24:00) as minutes after midnight."""
     hours, minutes = text.split(":")
     return int(hours) * 60 + int(minutes)
 
 
 def windows_of(availability: Iterable[dict[str, str]]) -> tuple[Window, ...]:
-    return tuple(Window(DAYS.index(window["day"]), minutes_of(window["start"]),
-                        minutes_of(window["end"])) for window in availability)
+    return tuple(
+        Window(DAYS.index(window["day"]), minutes_of(window["start"]), minutes_of(window["end"]))
+        for window in availability
+    )
 
 
 def instant(zone: ZoneInfo, local: datetime) -> datetime | None:
@@ -104,8 +106,10 @@ def reached(zone: ZoneInfo, local: datetime) -> datetime:
 
 def horizon(rules: Rules, now: datetime) -> tuple[datetime, datetime]:
     """The earliest and latest start a slot may have (inclusive)."""
-    return (now + timedelta(minutes=rules.min_notice_minutes),
-            now + timedelta(days=rules.max_days_ahead))
+    return (
+        now + timedelta(minutes=rules.min_notice_minutes),
+        now + timedelta(days=rules.max_days_ahead),
+    )
 
 
 def bookable_days(rules: Rules, from_day: date, to_day: date, now: datetime) -> list[date]:
@@ -144,8 +148,13 @@ def _window_slots(rules: Rules, day: date, window: Window) -> Iterable[Slot]:
 def _shows(moment: datetime, zone: ZoneInfo, local: datetime) -> bool:
     """Whether the clock shows `local` (naive) at `moment`, and for the first time."""
     shown = moment.astimezone(zone)
-    return (shown.fold == 0 and shown.minute == local.minute and shown.hour == local.hour
-            and shown.day == local.day and shown.second == local.second)
+    return (
+        shown.fold == 0
+        and shown.minute == local.minute
+        and shown.hour == local.hour
+        and shown.day == local.day
+        and shown.second == local.second
+    )
 
 
 def candidates(rules: Rules, from_day: date, to_day: date, now: datetime) -> list[Slot]:
@@ -164,8 +173,9 @@ def candidates(rules: Rules, from_day: date, to_day: date, now: datetime) -> lis
     return sorted(found.values())
 
 
-def blocked(appointments: Iterable[tuple[datetime, datetime]],
-            buffer_minutes: int) -> list[tuple[datetime, datetime]]:
+def blocked(
+    appointments: Iterable[tuple[datetime, datetime]], buffer_minutes: int
+) -> list[tuple[datetime, datetime]]:
     """The spans no slot may touch: each booked appointment widened by the buffer on both
     sides, sorted and merged into disjoint spans."""
     buffer = timedelta(minutes=buffer_minutes)
@@ -193,11 +203,17 @@ def free(slots: Sequence[Slot], spans: Sequence[tuple[datetime, datetime]]) -> l
     return kept
 
 
-def free_slots(rules: Rules, from_day: date, to_day: date, now: datetime,
-               appointments: Iterable[tuple[datetime, datetime]]) -> list[Slot]:
+def free_slots(
+    rules: Rules,
+    from_day: date,
+    to_day: date,
+    now: datetime,
+    appointments: Iterable[tuple[datetime, datetime]],
+) -> list[Slot]:
     """Every free slot starting on the local dates [from_day, to_day], ascending."""
-    return free(candidates(rules, from_day, to_day, now),
-                blocked(appointments, rules.buffer_minutes))
+    return free(
+        candidates(rules, from_day, to_day, now), blocked(appointments, rules.buffer_minutes)
+    )
 
 
 def span_of(slots: Sequence[Slot], buffer_minutes: int) -> tuple[datetime, datetime] | None:

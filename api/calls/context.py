@@ -48,8 +48,10 @@ def context_values(row: Mapping[str, Any], now: datetime) -> dict[str, str]:
     """The names and values of SELECT_CALL_CONTEXT's row at the instant `now`."""
     local = now.astimezone(_zone(row["timezone"]))
     values = {str(key): str(value) for key, value in (row["variables"] or {}).items()}
-    values |= {f"contact.custom.{key}": custom_field_text(value)
-               for key, value in (row["custom_field_values"] or {}).items()}
+    values |= {
+        f"contact.custom.{key}": custom_field_text(value)
+        for key, value in (row["custom_field_values"] or {}).items()
+    }
     values |= {
         "contact.first_name": row["first_name"] or "",
         "contact.last_name": row["last_name"] or "",
@@ -66,16 +68,18 @@ def context_values(row: Mapping[str, Any], now: datetime) -> dict[str, str]:
     return values
 
 
-async def call_context(conn: asyncpg.Connection, call_id: uuid.UUID, *,
-                       now: datetime | None = None) -> dict[str, str]:
+async def call_context(
+    conn: asyncpg.Connection, call_id: uuid.UUID, *, now: datetime | None = None
+) -> dict[str, str]:
     """Every placeholder name of the call and its value (`now` defaults to this instant); 404
     for a call the tenant does not have. `conn` is in the call's tenant transaction."""
     row = await fetch_one_or_404(conn, SELECT_CALL_CONTEXT, call_id, what="call")
     return context_values(row, now or utcnow())
 
 
-async def rendered_instructions(conn: asyncpg.Connection, call_id: uuid.UUID, *,
-                                now: datetime | None = None) -> tuple[str, str | None]:
+async def rendered_instructions(
+    conn: asyncpg.Connection, call_id: uuid.UUID, *, now: datetime | None = None
+) -> tuple[str, str | None]:
     """The call's agent's prompt (the system instructions of its model requests) and
     first_message, with the call's context filled in. A first_message that renders blank is
     None: as with none, the agent waits for its model's reply."""

@@ -66,8 +66,9 @@ class Ringing:
     provider_call_id: str | None = None
 
 
-async def ring_sandbox(scope: TenantScope, from_number: str, to_number: str,
-                       call_sid: str | None = None) -> InboundCall:
+async def ring_sandbox(
+    scope: TenantScope, from_number: str, to_number: str, call_sid: str | None = None
+) -> InboundCall:
     """The sandbox rings `to_number` of the sub-account with a call from `from_number`.
 
     404 when the sub-account does not hold `to_number`, 409 `phone_number_unassigned` when no
@@ -84,8 +85,9 @@ async def ring_sandbox(scope: TenantScope, from_number: str, to_number: str,
     async with scope.transaction() as conn:
         if call_sid is None:
             return await _record(conn, scope.sub_account_id, ringing)
-        await conn.execute(queries.LOCK_CALL_SID,
-                           f"sandbox-call-sid:{scope.sub_account_id}:{call_sid}")
+        await conn.execute(
+            queries.LOCK_CALL_SID, f"sandbox-call-sid:{scope.sub_account_id}:{call_sid}"
+        )
         call_ids = sid_call_ids(scope.sub_account_id, call_sid)
         while True:
             call_id = next(call_ids)
@@ -103,8 +105,9 @@ def sid_call_ids(sub_account_id: uuid.UUID, call_sid: str) -> Iterator[uuid.UUID
         yield uuid.uuid5(CALL_SID_NAMESPACE, f"{sub_account_id}/{call_sid}/{generation}")
 
 
-async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
-                        agent_id: uuid.UUID | None) -> InboundCall | None:
+async def answer_twilio(
+    pool: asyncpg.Pool, ringing: Ringing, agent_id: uuid.UUID | None
+) -> InboundCall | None:
     """Twilio's voice webhook for one of our numbers (whose VoiceUrl names `agent_id`): the
     call it rings, recorded once per CallSid (a retried webhook finds the same call); None when
     no agent answers the number."""
@@ -113,11 +116,13 @@ async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
         return None
     sub_account_id = owner.sub_account_id
     async with owner.transaction() as conn:
-        known = await conn.fetchrow(queries.SELECT_CALL_BY_PROVIDER_ID, ringing.provider,
-                                    ringing.provider_call_id)
+        known = await conn.fetchrow(
+            queries.SELECT_CALL_BY_PROVIDER_ID, ringing.provider, ringing.provider_call_id
+        )
         if known is not None:
             waiting = known["status"] == "queued" and not await _connect_held(
-                conn, sub_account_id, known["id"])
+                conn, sub_account_id, known["id"]
+            )
             return InboundCall(sub_account_id, known["id"], known["contact_id"], waiting)
         try:
             return await _record(conn, sub_account_id, ringing)
@@ -126,8 +131,9 @@ async def answer_twilio(pool: asyncpg.Pool, ringing: Ringing,
             return None
 
 
-async def number_owner(pool: asyncpg.Pool, phone_number: str,
-                       agent_id: uuid.UUID | None) -> TenantScope | None:
+async def number_owner(
+    pool: asyncpg.Pool, phone_number: str, agent_id: uuid.UUID | None
+) -> TenantScope | None:
     """The active sub-account holding `phone_number` (the platform-wide number directory,
     CONTRACT 9), as its scope; None when none does, or when the number is not assigned to
     `agent_id` (the agent its VoiceUrl names, when given)."""
@@ -143,26 +149,50 @@ async def number_owner(pool: asyncpg.Pool, phone_number: str,
     return owner
 
 
-async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                  ringing: Ringing, call_id: uuid.UUID | None = None) -> InboundCall:
-    number = await fetch_one_or_404(conn, queries.SELECT_NUMBER_AND_AGENT, ringing.to_number,
-                                    what="phone number")
+async def _record(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    ringing: Ringing,
+    call_id: uuid.UUID | None = None,
+) -> InboundCall:
+    number = await fetch_one_or_404(
+        conn, queries.SELECT_NUMBER_AND_AGENT, ringing.to_number, what="phone number"
+    )
     if number["agent_id"] is None:
-        raise APIError(409, "phone_number_unassigned",
-                       "the number is not assigned to an agent, so no one answers it")
-    if not number["agent_active"] or await conn.fetchval(queries.LOCK_AGENT,
-                                                         number["agent_id"]) is None:
+        raise APIError(
+            409,
+            "phone_number_unassigned",
+            "the number is not assigned to an agent, so no one answers it",
+        )
+    if (
+        not number["agent_active"]
+        or await conn.fetchval(queries.LOCK_AGENT, number["agent_id"]) is None
+    ):
         raise APIError(409, "agent_inactive", "the number's agent is inactive and takes no calls")
     caller = await conn.fetchrow(queries.UPSERT_CALLER, ringing.from_number)
     contact_id = caller["id"]
     on_the_line = ringing.provider_call_id is not None
     call_id = await conn.fetchval(
-        queries.INSERT_INBOUND_CALL, contact_id, number["agent_id"], number["id"],
-        ringing.from_number, ringing.to_number, ringing.provider, "queued",
-        ringing.provider_call_id, None, call_id)
+        queries.INSERT_INBOUND_CALL,
+        contact_id,
+        number["agent_id"],
+        number["id"],
+        ringing.from_number,
+        ringing.to_number,
+        ringing.provider,
+        "queued",
+        ringing.provider_call_id,
+        None,
+        call_id,
+    )
     waiting = on_the_line and not await _connect_held(conn, sub_account_id, call_id)
-    await schedule_due(conn, sub_account_id, CALL_WORK, call_id,
-                       utcnow() + (FOLLOW_AFTER if on_the_line else timedelta(0)))
+    await schedule_due(
+        conn,
+        sub_account_id,
+        CALL_WORK,
+        call_id,
+        utcnow() + (FOLLOW_AFTER if on_the_line else timedelta(0)),
+    )
     # Events last: emitting holds the tenant's event stream until commit (api/events.py), and
     # place_free above may wait for the sub-account's call lock.
     if caller["created"]:
@@ -170,8 +200,9 @@ async def _record(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
     return InboundCall(sub_account_id, call_id, contact_id, waiting)
 
 
-async def _connect_held(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                        call_id: uuid.UUID) -> bool:
+async def _connect_held(
+    conn: asyncpg.Connection, sub_account_id: uuid.UUID, call_id: uuid.UUID
+) -> bool:
     """Whether the queued call on the line takes a free place now (then it is `ringing`)."""
     call = await conn.fetchrow(queries.SELECT_QUEUED_CALL, call_id)
     if call is None or not await place_free(conn, sub_account_id, call):

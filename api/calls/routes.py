@@ -34,8 +34,11 @@ blueprint = Blueprint("calls", __name__, url_prefix="/webhooks")
 recordings_blueprint = Blueprint("recordings", __name__, url_prefix=PATH_PREFIX)
 
 # A recording is private: no shared cache keeps it, and no search engine lists its link.
-RECORDING_HEADERS = {"Cache-Control": "private, no-store", "X-Robots-Tag": "noindex",
-                     "Referrer-Policy": "no-referrer"}
+RECORDING_HEADERS = {
+    "Cache-Control": "private, no-store",
+    "X-Robots-Tag": "noindex",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 @blueprint.post("/inbound/contacts/<contact_id>/call")
@@ -50,10 +53,14 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
     contact_uuid = parse_uuid(contact_id)
     agent_id = parse_uuid(data.agent_id, "agent_id")
     pool_id = parse_uuid(data.pool_id, "pool_id") if data.pool_id is not None else None
-    call_id = await service.place_call(tenant_scope(), contact_uuid, agent_id, pool_id,
-                                       data.variables)
-    return {"status": "success", "call_id": call_id,
-            "message": "the call is queued and will be placed shortly"}
+    call_id = await service.place_call(
+        tenant_scope(), contact_uuid, agent_id, pool_id, data.variables
+    )
+    return {
+        "status": "success",
+        "call_id": call_id,
+        "message": "the call is queued and will be placed shortly",
+    }
 
 
 @blueprint.get("/inbound/calls")
@@ -65,8 +72,12 @@ async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
 async def list_calls(query_args: CallFilters) -> dict[str, Any]:
     """List calls, newest first, optionally by contact, agent, status or direction."""
     limit, offset = pagination(request.args)
-    search = service.CallSearch(contact_id=query_args.contact_id, agent_id=query_args.agent_id,
-                                status=query_args.status, direction=query_args.direction)
+    search = service.CallSearch(
+        contact_id=query_args.contact_id,
+        agent_id=query_args.agent_id,
+        status=query_args.status,
+        direction=query_args.direction,
+    )
     calls, total = await service.list_calls(tenant_scope(), search, limit, offset)
     return page_body("calls", calls, total, limit, offset)
 
@@ -78,8 +89,7 @@ async def list_calls(query_args: CallFilters) -> dict[str, Any]:
 @validate_errors(Error, 400, 404)
 async def get_call(call_id: str) -> dict[str, Any]:
     """Read a call: its status and, once ended, its duration, transcript and recording."""
-    call = await service.get_call(tenant_scope(),
-                                  parse_uuid(call_id))
+    call = await service.get_call(tenant_scope(), parse_uuid(call_id))
     return {"status": "success", "call": call}
 
 
@@ -89,20 +99,31 @@ async def get_recording(sub_account_id: str, call_id: str) -> Response:
     """The call's recording (audio/wav) for a signed link: no API key, Range supported."""
     sub_account_uuid = parse_uuid(sub_account_id, "sub_account_id")
     call_uuid = parse_uuid(call_id, "call_id")
-    check = verify(sub_account_uuid, call_uuid, request.args.get("expires"),
-                   request.args.get("signature"))
+    check = verify(
+        sub_account_uuid, call_uuid, request.args.get("expires"), request.args.get("signature")
+    )
     if check is LinkCheck.EXPIRED:
-        raise APIError(403, "recording_link_expired",
-                       "the recording link has expired; read the call again for a fresh one")
+        raise APIError(
+            403,
+            "recording_link_expired",
+            "the recording link has expired; read the call again for a fresh one",
+        )
     if check is not LinkCheck.VALID:
         raise APIError(403, "recording_link_invalid", "the recording link's signature is wrong")
     wav = await service.call_recording(
-        await TenantScope.of_active_sub_account(db_pool(), sub_account_uuid), call_uuid)
-    response = Response(wav, status=200, content_type=CONTENT_TYPE, headers={
-        **RECORDING_HEADERS, "Accept-Ranges": "bytes",
-        "Content-Disposition": f'inline; filename="{call_uuid}.wav"'})
-    return await response.make_conditional(request, accept_ranges=True,
-                                           complete_length=len(wav))
+        await TenantScope.of_active_sub_account(db_pool(), sub_account_uuid), call_uuid
+    )
+    response = Response(
+        wav,
+        status=200,
+        content_type=CONTENT_TYPE,
+        headers={
+            **RECORDING_HEADERS,
+            "Accept-Ranges": "bytes",
+            "Content-Disposition": f'inline; filename="{call_uuid}.wav"',
+        },
+    )
+    return await response.make_conditional(request, accept_ranges=True, complete_length=len(wav))
 
 
 @blueprint.post("/providers/sandbox/calls/<sub_account_id>")
@@ -120,8 +141,9 @@ async def sandbox_inbound_call(sub_account_id: str) -> tuple[dict[str, Any], int
     sub_account_uuid = parse_uuid(sub_account_id, "sub_account_id")
     raw = await request.get_data(as_text=False)
     assert isinstance(raw, bytes)
-    data = signing.signed_body(SandboxInboundCall, sub_account_uuid, raw,
-                               request.headers.get(signing.HEADER))
+    data = signing.signed_body(
+        SandboxInboundCall, sub_account_uuid, raw, request.headers.get(signing.HEADER)
+    )
     caller, number = _phone(data.from_number, "from"), _phone(data.to, "to")
     scope = await TenantScope.of_active_or_404(db_pool(), sub_account_uuid)
     call = await inbound.ring_sandbox(scope, caller, number, data.call_sid)
@@ -131,7 +153,10 @@ async def sandbox_inbound_call(sub_account_id: str) -> tuple[dict[str, Any], int
 def _phone(value: str, name: str) -> str:
     phone = valid_phone(value)
     if phone is None:
-        raise APIError(400, "validation_error", f"{name} must be an E.164 phone number",
-                       details=[{"field": name, "message": "not an E.164 number",
-                                 "type": "value_error"}])
+        raise APIError(
+            400,
+            "validation_error",
+            f"{name} must be an E.164 phone number",
+            details=[{"field": name, "message": "not an E.164 number", "type": "value_error"}],
+        )
     return phone

@@ -18,17 +18,29 @@ VARIABLE_NAME = r"^[a-z][a-z0-9_]{0,39}$"
 VariableName = Annotated[str, StringConstraints(pattern=VARIABLE_NAME)]
 VariableValue = Annotated[StrictStr, Field(max_length=MAX_VARIABLE_LENGTH)]
 Variables = Annotated[dict[VariableName, VariableValue], Field(max_length=MAX_VARIABLES)]
-VARIABLES_SCHEMA = {"type": "object", "maxProperties": MAX_VARIABLES,
-                    "propertyNames": {"pattern": VARIABLE_NAME},
-                    "additionalProperties": {"type": "string", "maxLength": MAX_VARIABLE_LENGTH}}
+VARIABLES_SCHEMA = {
+    "type": "object",
+    "maxProperties": MAX_VARIABLES,
+    "propertyNames": {"pattern": VARIABLE_NAME},
+    "additionalProperties": {"type": "string", "maxLength": MAX_VARIABLE_LENGTH},
+}
 
 
 class PlaceCallRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={"agent_id": UUID_KEYWORDS, "pool_id": UUID_KEYWORDS,
-                    "variables": {"anyOf": [VARIABLES_SCHEMA, {"type": "null"}],
-                                  "description": "Values of the `{{ name }}` placeholders of "
-                                                 "the agent's prompt and first_message."}}))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            properties={
+                "agent_id": UUID_KEYWORDS,
+                "pool_id": UUID_KEYWORDS,
+                "variables": {
+                    "anyOf": [VARIABLES_SCHEMA, {"type": "null"}],
+                    "description": "Values of the `{{ name }}` placeholders of "
+                    "the agent's prompt and first_message.",
+                },
+            }
+        ),
+    )
 
     agent_id: Annotated[StrictStr, Field(max_length=64)]
     pool_id: Annotated[StrictStr, Field(max_length=64)] | None = None
@@ -58,9 +70,20 @@ class Call(BaseModel):
     started_at: datetime | None
     ended_at: datetime | None
     duration_seconds: int | None
-    ended_reason: Literal["customer_hangup", "agent_hangup", "silence_timeout",
-                          "max_duration", "voicemail", "no_answer", "busy", "failed",
-                          "transferred"] | None
+    ended_reason: (
+        Literal[
+            "customer_hangup",
+            "agent_hangup",
+            "silence_timeout",
+            "max_duration",
+            "voicemail",
+            "no_answer",
+            "busy",
+            "failed",
+            "transferred",
+        ]
+        | None
+    )
     answered_by: Literal["human", "machine", "unknown"] | None
     transcript: str | None
     messages: list[CallMessage]
@@ -81,8 +104,10 @@ class CallResponse(BaseModel):
 
 
 class CallFilters(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        not_null=("contact_id", "agent_id", "status", "direction")))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(not_null=("contact_id", "agent_id", "status", "direction")),
+    )
 
     contact_id: UUIDQuery | None = None
     agent_id: UUIDQuery | None = None
@@ -100,8 +125,9 @@ class SandboxInboundCall(BaseModel):
     from_number: StrictStr = Field(alias="from", max_length=64)
     to: StrictStr = Field(max_length=64)
     # The carrier's id of the call: a repeated webhook with the same one rings once (CONTRACT 11).
-    call_sid: Annotated[StrictStr, Field(min_length=1, max_length=64,
-                                         pattern=r"^[A-Za-z0-9_-]+$")] | None = None
+    call_sid: (
+        Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")] | None
+    ) = None
 
 
 class InboundCallRinging(BaseModel):

@@ -154,15 +154,37 @@ def billed_minutes(duration_seconds: int | None) -> int:
 
 def call_out(row: asyncpg.Record | dict[str, Any], sub_account_id: uuid.UUID) -> dict[str, Any]:
     """The call as GET /calls/{id} and the post-call webhook show it."""
-    out = {key: row[key] for key in (
-        "id", "contact_id", "agent_id", "direction", "from_number", "to_number", "status",
-        "started_at", "ended_at", "duration_seconds", "ended_reason", "answered_by",
-        "transcript", "messages", "error", "variables", "tool_calls", "transferred_to",
-        "analysis")}
+    out = {
+        key: row[key]
+        for key in (
+            "id",
+            "contact_id",
+            "agent_id",
+            "direction",
+            "from_number",
+            "to_number",
+            "status",
+            "started_at",
+            "ended_at",
+            "duration_seconds",
+            "ended_reason",
+            "answered_by",
+            "transcript",
+            "messages",
+            "error",
+            "variables",
+            "tool_calls",
+            "transferred_to",
+            "analysis",
+        )
+    }
     # A recording we keep is shown as a freshly signed link; one the carrier keeps (Twilio's
     # own URL) as the carrier gave it.
-    out["recording_url"] = (recording_url(get_settings(), sub_account_id, row["id"])
-                            if row["recording_key"] else row["recording_url"])
+    out["recording_url"] = (
+        recording_url(get_settings(), sub_account_id, row["id"])
+        if row["recording_key"]
+        else row["recording_url"]
+    )
     # What the wallet was charged: nothing until a completed call is charged.
     out["cost"] = row["cost"] if row["cost"] is not None else Decimal("0.00")
     return out
@@ -193,28 +215,47 @@ SELECT_VENDOR_KEYS = "SELECT provider, api_key FROM integrations"
 # --- requests ---------------------------------------------------------------------------------
 
 
-async def place_call(scope: TenantScope, contact_id: uuid.UUID, agent_id: uuid.UUID,
-                     pool_id: uuid.UUID | None,
-                     variables: dict[str, str] | None = None) -> uuid.UUID:
+async def place_call(
+    scope: TenantScope,
+    contact_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    pool_id: uuid.UUID | None,
+    variables: dict[str, str] | None = None,
+) -> uuid.UUID:
     """Queue an outbound call; `variables` (checked by the caller) fill the placeholders of
     the agent's prompt and first_message (CONTRACT 10)."""
     per_minute = await wallet.plan_price(scope, "call_per_minute")
     try:
         async with scope.transaction() as conn:
             to_number = await _callee(conn, contact_id, agent_id)
-            number = (await next_caller_id(conn, pool_id) if pool_id is not None
-                      else await _agent_number(conn, agent_id))
+            number = (
+                await next_caller_id(conn, pool_id)
+                if pool_id is not None
+                else await _agent_number(conn, agent_id)
+            )
             if per_minute > 0 and await conn.fetchval(SELECT_BALANCE) < per_minute:
-                raise APIError(402, "insufficient_funds",
-                               "the wallet balance cannot cover a minute of this call")
+                raise APIError(
+                    402,
+                    "insufficient_funds",
+                    "the wallet balance cannot cover a minute of this call",
+                )
             call_id: uuid.UUID = await conn.fetchval(
-                INSERT_CALL, contact_id, agent_id, number["id"], pool_id,
-                number["phone_number"], to_number, number["provider"], variables or {})
+                INSERT_CALL,
+                contact_id,
+                agent_id,
+                number["id"],
+                pool_id,
+                number["phone_number"],
+                to_number,
+                number["provider"],
+                variables or {},
+            )
             await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, utcnow())
     except APIError as exc:
         if exc.code == "insufficient_funds":
-            await wallet.record_declined(scope, per_minute, "call",
-                                         "outbound call, first minute", "call", None)
+            await wallet.record_declined(
+                scope, per_minute, "call", "outbound call, first minute", "call", None
+            )
         raise
     return call_id
 
@@ -233,8 +274,11 @@ async def _callee(conn: asyncpg.Connection, contact_id: uuid.UUID, agent_id: uui
 async def _agent_number(conn: asyncpg.Connection, agent_id: uuid.UUID) -> asyncpg.Record:
     number = await conn.fetchrow(SELECT_AGENT_NUMBER, agent_id)
     if number is None:
-        raise APIError(400, "agent_has_no_number",
-                       "the agent has no phone number; assign one or give a pool_id")
+        raise APIError(
+            400,
+            "agent_has_no_number",
+            "the agent has no phone number; assign one or give a pool_id",
+        )
     return number
 
 
@@ -254,15 +298,20 @@ class CallSearch:
     direction: str | None = None
 
 
-async def list_calls(scope: TenantScope, search: CallSearch, limit: int,
-                     offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_calls(
+    scope: TenantScope, search: CallSearch, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of calls, newest first, each as GET /calls/{id} shows it."""
     conditions: list[tuple[str, Any]] = [
-        ("contact_id = $?", search.contact_id), ("agent_id = $?", search.agent_id),
-        ("status = $?", search.status), ("direction = $?", search.direction)]
+        ("contact_id = $?", search.contact_id),
+        ("agent_id = $?", search.agent_id),
+        ("status = $?", search.status),
+        ("direction = $?", search.direction),
+    ]
     async with scope.transaction() as conn:
-        rows, total = await fetch_newest_page(conn, "calls", CALL_COLUMNS, conditions, limit,
-                                              offset)
+        rows, total = await fetch_newest_page(
+            conn, "calls", CALL_COLUMNS, conditions, limit, offset
+        )
     return [call_out(row, scope.sub_account_id) for row in rows], total
 
 
@@ -276,8 +325,9 @@ def _poll_after(started_at: datetime | None) -> datetime:
     return now + timedelta(seconds=1 if young else 5)
 
 
-async def advance_call(scope: TenantScope, providers: Providers,
-                       call_id: uuid.UUID) -> datetime | None:
+async def advance_call(
+    scope: TenantScope, providers: Providers, call_id: uuid.UUID
+) -> datetime | None:
     """One step of a call's life; the time to look again, or None once it has ended."""
     async with scope.transaction() as conn:
         call = await conn.fetchrow(LOCK_OPEN_CALL, call_id)
@@ -295,11 +345,13 @@ async def advance_call(scope: TenantScope, providers: Providers,
                 return utcnow() + SLOT_POLL
             try:
                 provider_call_id = await provider.place_call(
-                    carrier_call(call, scope.sub_account_id))
+                    carrier_call(call, scope.sub_account_id)
+                )
             except TelephonyError as exc:
                 log.warning("placing call %s failed: %s", call_id, exc)
-                never_connected = CallState("failed", ended_reason="failed",
-                                            error=f"provider_error: {exc}")
+                never_connected = CallState(
+                    "failed", ended_reason="failed", error=f"provider_error: {exc}"
+                )
             else:
                 await conn.execute(MARK_PLACED, call_id, provider_call_id)
                 return _poll_after(None)
@@ -318,9 +370,15 @@ async def advance_call(scope: TenantScope, providers: Providers,
         return None
     started = call["started_at"] or call["created_at"]
     if utcnow() - started > timedelta(minutes=call["max_duration"]) + TRACKING_GRACE:
-        await finish_call(scope, call_id,
-                          CallState("failed", ended_reason="failed",
-                                    error="voice_unavailable: the call's outcome never arrived"))
+        await finish_call(
+            scope,
+            call_id,
+            CallState(
+                "failed",
+                ended_reason="failed",
+                error="voice_unavailable: the call's outcome never arrived",
+            ),
+        )
         return None
     # A carrier's end the runtime has still to record is not the call's status: the runtime's
     # record (or, RUNTIME_GRACE later, the carrier's) ends it through finish_call, exactly once.
@@ -342,15 +400,25 @@ async def _held_given_up(provider: Any, call: asyncpg.Record) -> CallState | Non
     if not state.finished:
         return None
     if call["direction"] == "outbound":  # its stream was refused until the carrier gave up
-        return CallState("failed", ended_at=state.ended_at, ended_reason="failed",
-                         error=state.error if state.status == "failed" and state.error
-                         else "voice_unavailable: the voice runtime stayed at its call limit")
-    return CallState("failed", ended_at=state.ended_at, ended_reason="no_answer",
-                     error="provider_error: the caller hung up before a line was free")
+        return CallState(
+            "failed",
+            ended_at=state.ended_at,
+            ended_reason="failed",
+            error=state.error
+            if state.status == "failed" and state.error
+            else "voice_unavailable: the voice runtime stayed at its call limit",
+        )
+    return CallState(
+        "failed",
+        ended_at=state.ended_at,
+        ended_reason="no_answer",
+        error="provider_error: the caller hung up before a line was free",
+    )
 
 
-async def place_free(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                     call: asyncpg.Record) -> bool:
+async def place_free(
+    conn: asyncpg.Connection, sub_account_id: uuid.UUID, call: asyncpg.Record
+) -> bool:
     """Whether the queued call may be placed now: the sub-account has fewer calls on the line
     than its plan's max_concurrent_calls, counting the older queued calls first (CONTRACT 6).
 
@@ -365,10 +433,17 @@ async def place_free(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
 def carrier_call(call: asyncpg.Record, sub_account_id: uuid.UUID) -> OutboundCall:
     """What the carrier needs to connect the call (LOCK_OPEN_CALL's row) to the voice runtime."""
     return OutboundCall(
-        str(call["id"]), call["from_number"], call["to_number"], str(call["agent_id"]),
-        call["language"], int(call["max_duration"] * 60), call["recording"],
+        str(call["id"]),
+        call["from_number"],
+        call["to_number"],
+        str(call["agent_id"]),
+        call["language"],
+        int(call["max_duration"] * 60),
+        call["recording"],
         stream_parameters(get_settings(), sub_account_id, call["id"]),
-        voicemail_detection=call["voicemail_detection"], direction=call["direction"])
+        voicemail_detection=call["voicemail_detection"],
+        direction=call["direction"],
+    )
 
 
 def left_to_runtime(call: asyncpg.Record, state: CallState) -> bool:
@@ -380,8 +455,9 @@ def left_to_runtime(call: asyncpg.Record, state: CallState) -> bool:
     return utcnow() - ended < RUNTIME_GRACE
 
 
-async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
-                      recording_key: str | None = None) -> None:
+async def finish_call(
+    scope: TenantScope, call_id: uuid.UUID, state: CallState, recording_key: str | None = None
+) -> None:
     """Record the end of a call, charge it and queue its post-call webhook, exactly once.
 
     A completed call is charged its started minutes; a failed one (never connected, or a
@@ -396,10 +472,22 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
     per_minute = await wallet.plan_price(scope, "call_per_minute")
     async with scope.transaction() as conn:
         row = await conn.fetchrow(
-            FINISH, call_id, state.status, state.started_at, state.ended_at,
-            state.duration_seconds, state.transcript, state.recording_url, state.error,
-            state.ended_reason, state.answered_by, state.messages, recording_key,
-            state.tool_calls, state.transferred_to)
+            FINISH,
+            call_id,
+            state.status,
+            state.started_at,
+            state.ended_at,
+            state.duration_seconds,
+            state.transcript,
+            state.recording_url,
+            state.error,
+            state.ended_reason,
+            state.answered_by,
+            state.messages,
+            recording_key,
+            state.tool_calls,
+            state.transferred_to,
+        )
         if row is None:
             return
         await begin_analysis(conn, scope.sub_account_id, row)
@@ -408,17 +496,23 @@ async def finish_call(scope: TenantScope, call_id: uuid.UUID, state: CallState,
             charged = await _charge(conn, call_id, minutes, per_minute)
             await conn.execute(RECORD_CHARGE, call_id, minutes, charged)
         row = await conn.fetchrow(SELECT_CALL, call_id)
-        event = await events.emit(conn, f"call.{state.status}",
-                                  {"sub_account_id": scope.sub_account_id,
-                                   "call": call_out(row, scope.sub_account_id)})
+        event = await events.emit(
+            conn,
+            f"call.{state.status}",
+            {"sub_account_id": scope.sub_account_id, "call": call_out(row, scope.sub_account_id)},
+        )
         agent = await conn.fetchrow(SELECT_AGENT_WEBHOOK, row["agent_id"])
         if agent["webhook"] and agent["webhook_url"]:
-            await events.emit_to(conn, event, agent["webhook_url"],
-                                 secrets.decrypt(agent["webhook_secret"]), row["agent_id"])
+            await events.emit_to(
+                conn,
+                event,
+                agent["webhook_url"],
+                secrets.decrypt(agent["webhook_secret"]),
+                row["agent_id"],
+            )
 
 
-async def _keep_recording(sub_account_id: uuid.UUID, call_id: uuid.UUID,
-                          wav: bytes) -> str | None:
+async def _keep_recording(sub_account_id: uuid.UUID, call_id: uuid.UUID, wav: bytes) -> str | None:
     key = recordings.recording_key(sub_account_id, call_id)
     try:
         await recording_store().put(key, wav)
@@ -445,15 +539,20 @@ async def call_recording(scope: TenantScope | None, call_id: uuid.UUID) -> bytes
         wav = await recording_store().get(key)
     except (recordings.RecordingStoreError, RecordingsMisconfigured) as exc:
         log.error("call %s: the recording could not be read: %s", call_id, exc)
-        raise APIError(503, "service_unavailable", "the recording cannot be read now; retry "
-                       "shortly", headers={"Retry-After": "5"}) from None
+        raise APIError(
+            503,
+            "service_unavailable",
+            "the recording cannot be read now; retry shortly",
+            headers={"Retry-After": "5"},
+        ) from None
     if wav is None:
         raise not_found("recording")
     return wav
 
 
-async def _charge(conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int,
-                  per_minute: Decimal) -> Decimal:
+async def _charge(
+    conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int, per_minute: Decimal
+) -> Decimal:
     """The minutes at the plan's price; a call already made takes at most what is left."""
     cost = per_minute * minutes
     if cost <= 0:
@@ -463,8 +562,7 @@ async def _charge(conn: asyncpg.Connection, call_id: uuid.UUID, minutes: int,
     if amount < cost:
         log.warning("call %s cost %s but the wallet held %s", call_id, cost, balance)
     if amount > 0:
-        await wallet.debit(conn, amount, "call", f"outbound call, {minutes} min", "call",
-                           call_id)
+        await wallet.debit(conn, amount, "call", f"outbound call, {minutes} min", "call", call_id)
     return amount
 
 
@@ -489,8 +587,9 @@ class AnsweredCall:
     tools: list[dict[str, Any]]
 
 
-async def answer_call(scope: TenantScope, call_id: uuid.UUID, answered_by: str
-                      ) -> AnsweredCall | None:
+async def answer_call(
+    scope: TenantScope, call_id: uuid.UUID, answered_by: str
+) -> AnsweredCall | None:
     """The voice runtime's start of a call: mark it answered and return it (AnsweredCall);
     None for a call that is not waiting to be answered."""
     async with scope.transaction() as conn:
@@ -498,8 +597,10 @@ async def answer_call(scope: TenantScope, call_id: uuid.UUID, answered_by: str
         marked = await conn.fetchval(MARK_ANSWERED, call_id, answered_by)
         if call is None or marked is None:
             return None
-        keys = {row["provider"]: secrets.decrypt(row["api_key"])
-                for row in await conn.fetch(SELECT_VENDOR_KEYS)}
+        keys = {
+            row["provider"]: secrets.decrypt(row["api_key"])
+            for row in await conn.fetch(SELECT_VENDOR_KEYS)
+        }
         prompt, first_message = await rendered_instructions(conn, call_id)
         tools = await agent_tools(conn, call["agent_id"])
     return AnsweredCall(call, keys, prompt, first_message, tools)

@@ -53,8 +53,9 @@ def _problem(field: str, message: str) -> dict[str, str]:
 def validate_config(config: Any) -> list[dict[str, str]]:
     """The problems with a business_hours_config object (empty when it is valid)."""
     if not isinstance(config, dict):
-        return [{"field": "business_hours_config", "message": "must be an object",
-                 "type": "dict_type"}]
+        return [
+            {"field": "business_hours_config", "message": "must be an object", "type": "dict_type"}
+        ]
     problems = [_problem(key, "unknown field") for key in sorted(set(config) - FIELDS)]
     problems += [_problem(key, "field required") for key in sorted(FIELDS - set(config))]
     zone = config.get("timezone")
@@ -70,8 +71,13 @@ def validate_config(config: Any) -> list[dict[str, str]]:
         if key in config and not (isinstance(value, str) and HHMM.fullmatch(value)):
             problems.append(_problem(key, "must be HH:MM (24 hour)"))
     start, end = config.get("start"), config.get("end")
-    if (isinstance(start, str) and HHMM.fullmatch(start) and isinstance(end, str)
-            and HHMM.fullmatch(end) and start >= end):
+    if (
+        isinstance(start, str)
+        and HHMM.fullmatch(start)
+        and isinstance(end, str)
+        and HHMM.fullmatch(end)
+        and start >= end
+    ):
         problems.append(_problem("end", "must be after start"))
     return problems
 
@@ -88,14 +94,20 @@ def _is_zone(value: Any) -> bool:
 
 def normalised(config: dict[str, Any]) -> dict[str, Any]:
     """The stored form: days de-duplicated in week order."""
-    return {"timezone": config["timezone"],
-            "days": [day for day in DAYS if day in config["days"]],
-            "start": config["start"], "end": config["end"]}
+    return {
+        "timezone": config["timezone"],
+        "days": [day for day in DAYS if day in config["days"]],
+        "start": config["start"],
+        "end": config["end"],
+    }
 
 
 def parse(config: dict[str, Any]) -> BusinessHours:
     start_h, start_m = (int(part) for part in config["start"].split(":"))
     end_h, end_m = (int(part) for part in config["end"].split(":"))
-    return BusinessHours(ZoneInfo(config["timezone"]),
-                         frozenset(DAYS.index(day) for day in config["days"]),
-                         time(start_h, start_m), time(end_h, end_m))
+    return BusinessHours(
+        ZoneInfo(config["timezone"]),
+        frozenset(DAYS.index(day) for day in config["days"]),
+        time(start_h, start_m),
+        time(end_h, end_m),
+    )

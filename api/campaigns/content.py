@@ -16,8 +16,9 @@ from integrations.email import has_control_characters
 from tenancy.settings import get_settings
 
 # Every href attribute, its value double-quoted, single-quoted or unquoted (HTML's three forms).
-HREF = re.compile(r"""(?<![\w-])(href\s*=\s*)(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""",
-                  re.IGNORECASE)
+HREF = re.compile(
+    r"""(?<![\w-])(href\s*=\s*)(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""", re.IGNORECASE
+)
 # A browser reads an href without leading and trailing C0 controls and spaces, and without any
 # tab or newline (WHATWG URL): what is left decides whether it is a web link.
 URL_EDGES = "".join(map(chr, range(0x21)))
@@ -33,7 +34,8 @@ PORT = re.compile(r"[0-9]*")
 # when it names a control character.
 # (Past seven digits it names no character at all.)
 NUMERIC_REFERENCE = re.compile(
-    r"&#(?:[xX]0*([0-9a-fA-F]{1,7})(?![0-9a-fA-F])|0*([0-9]{1,7})(?![0-9]))")
+    r"&#(?:[xX]0*([0-9a-fA-F]{1,7})(?![0-9a-fA-F])|0*([0-9]{1,7})(?![0-9]))"
+)
 MAX_HOST = 253
 # A click token carries the URL (base64 of 33 bytes and the URL, a dot, a 22-character MAC): a
 # link of at most this many UTF-8 bytes keeps it within the 4096 characters (tokens.MAX_TOKEN)
@@ -98,8 +100,9 @@ def _host_problem(netloc: str) -> str | None:
         if problem := _name_problem(host):
             return problem
     digits = port.lstrip("0")
-    if not PORT.fullmatch(port) or (port and not (len(digits) <= 5 and 0 < int(digits or 0)
-                                                  <= 65535)):
+    if not PORT.fullmatch(port) or (
+        port and not (len(digits) <= 5 and 0 < int(digits or 0) <= 65535)
+    ):
         return "has a bad port (1 to 65535)"
     return None
 
@@ -171,8 +174,11 @@ def check_links(content: str) -> str:
         raise ValueError("a character reference has too many digits") from None
     for link in links:
         shown = link.match.group(0)[:120]
-        if (any(char.isspace() for char in link.url) or has_control_characters(link.url)
-                or _references_a_control_character(link.match.group(0))):
+        if (
+            any(char.isspace() for char in link.url)
+            or has_control_characters(link.url)
+            or _references_a_control_character(link.match.group(0))
+        ):
             raise ValueError(f"links must not hold whitespace or control characters: {shown!r}")
         if problem := link_problem(link.url):
             raise ValueError(f"a link {problem}: {shown!r}")
@@ -193,13 +199,16 @@ def render(content: str, sub_account_id: uuid.UUID, recipient_id: uuid.UUID) -> 
 
     unsubscribe = tracking_url("unsubscribe", sign("unsubscribe", sub_account_id, recipient_id))
     pixel = tracking_url("open", sign("open", sub_account_id, recipient_id))
-    footer = (f'<p style="font-size:12px;color:#666"><a href="{unsubscribe}">Unsubscribe</a></p>'
-              f'<img src="{pixel}" width="1" height="1" alt="" style="display:none">')
+    footer = (
+        f'<p style="font-size:12px;color:#666"><a href="{unsubscribe}">Unsubscribe</a></p>'
+        f'<img src="{pixel}" width="1" height="1" alt="" style="display:none">'
+    )
     body = HREF.sub(tracked, content)
     found = BODY_END.search(body)
-    body = body[:found.start()] + footer + body[found.start():] if found else body + footer
-    return RenderedEmail(body, f"{plain_text(content)}\n\nUnsubscribe: {unsubscribe}\n",
-                         unsubscribe)
+    body = body[: found.start()] + footer + body[found.start() :] if found else body + footer
+    return RenderedEmail(
+        body, f"{plain_text(content)}\n\nUnsubscribe: {unsubscribe}\n", unsubscribe
+    )
 
 
 def plain_text(content: str) -> str:

@@ -221,8 +221,9 @@ def lock_key(campaign_id: uuid.UUID) -> int:
     return int.from_bytes(campaign_id.bytes[:4], "big", signed=True)
 
 
-async def run_campaign(scope: TenantScope, database_url: str, campaign_id: uuid.UUID,
-                       settings: Settings | None = None) -> datetime | None:
+async def run_campaign(
+    scope: TenantScope, database_url: str, campaign_id: uuid.UUID, settings: Settings | None = None
+) -> datetime | None:
     """Send what is due of one campaign; return when to run again, or None when nothing is left.
 
     Safe to call any number of times at once: only the holder of the campaign's lock sends.
@@ -234,30 +235,39 @@ async def run_campaign(scope: TenantScope, database_url: str, campaign_id: uuid.
     # A session lock needs a session: not PgBouncer in transaction mode.
     lock = await asyncpg.connect(asyncpg_dsn(session_url(database_url)))
     try:
-        if not await lock.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_NAMESPACE,
-                                   lock_key(campaign_id)):
+        if not await lock.fetchval(
+            "SELECT pg_try_advisory_lock($1, $2)", LOCK_NAMESPACE, lock_key(campaign_id)
+        ):
             return utcnow() + BUSY_RETRY
         try:
             return await _run_locked(scope, sub_account["organisation_id"], campaign_id, settings)
         finally:
-            await lock.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_NAMESPACE,
-                               lock_key(campaign_id))
+            await lock.execute(
+                "SELECT pg_advisory_unlock($1, $2)", LOCK_NAMESPACE, lock_key(campaign_id)
+            )
     finally:
         await lock.close()
 
 
-async def _run_locked(scope: TenantScope, organisation_id: uuid.UUID, campaign_id: uuid.UUID,
-                      settings: Settings) -> datetime | None:
+async def _run_locked(
+    scope: TenantScope, organisation_id: uuid.UUID, campaign_id: uuid.UUID, settings: Settings
+) -> datetime | None:
     started = await _start(scope, campaign_id)
     if not isinstance(started, dict):
         return started
-    smtp = (await email_config_for(scope.pool, organisation_id)
-            if started["campaign_type"] == "email" else None)
+    smtp = (
+        await email_config_for(scope.pool, organisation_id)
+        if started["campaign_type"] == "email"
+        else None
+    )
     run = Run(
-        scope=scope, campaign=started,
-        price=await message_price(scope, started["campaign_type"]), smtp=smtp,
+        scope=scope,
+        campaign=started,
+        price=await message_price(scope, started["campaign_type"]),
+        smtp=smtp,
         headers=CampaignHeaders.of(smtp.from_address, started["subject"], campaign_id)
-        if smtp is not None else None,
+        if smtp is not None
+        else None,
         hours=_hours(started["business_hours_enabled"], started["business_hours_config"]),
         settings=settings,
         deadline=time.monotonic() + settings.campaign_slice_seconds,
@@ -313,9 +323,14 @@ async def _finish(run: Run) -> datetime | None:
         return None
     async with run.scope.transaction() as conn:
         if await conn.fetchval(COMPLETE, run.campaign_id) is not None:
-            await events.emit(conn, "campaign.completed", {
-                "sub_account_id": str(run.scope.sub_account_id),
-                "campaign": await read_campaign(conn, run.campaign_id)})
+            await events.emit(
+                conn,
+                "campaign.completed",
+                {
+                    "sub_account_id": str(run.scope.sub_account_id),
+                    "campaign": await read_campaign(conn, run.campaign_id),
+                },
+            )
             log.info("campaign %s completed", run.campaign_id)
             return None
         left = await conn.fetchval(WORK_LEFT, run.campaign_id)
@@ -381,12 +396,21 @@ async def _charge(conn: asyncpg.Connection, run: Run, recipient_id: uuid.UUID) -
     if run.price <= 0:
         return True
     try:
-        await wallet.debit(conn, run.price, f"campaign_{run.channel}",
-                           f"campaign {run.campaign['name']}", "campaign_recipient", recipient_id)
+        await wallet.debit(
+            conn,
+            run.price,
+            f"campaign_{run.channel}",
+            f"campaign {run.campaign['name']}",
+            "campaign_recipient",
+            recipient_id,
+        )
     except wallet.InsufficientFunds as refused:
-        await conn.execute(PAUSE, run.campaign_id,
-                           f"insufficient_funds: the wallet balance ({refused.balance}) cannot "
-                           f"cover the next message ({run.price})")
+        await conn.execute(
+            PAUSE,
+            run.campaign_id,
+            f"insufficient_funds: the wallet balance ({refused.balance}) cannot "
+            f"cover the next message ({run.price})",
+        )
         run.halt("paused")
         return False
     return True
@@ -397,8 +421,7 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
     sender = None
     try:
         if session is not None:
-            provider_id = await _send_email(session, item, _email(run, item, stable_id),
-                                            stable_id)
+            provider_id = await _send_email(session, item, _email(run, item, stable_id), stable_id)
         else:
             sender = await _sms_sender(run, item)
             provider_id = await _send_sms(run, item, stable_id, sender)
@@ -409,9 +432,17 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
         await _release_for_retry(run, item, str(exc))
         return
     async with run.scope.transaction() as conn:
-        await conn.execute(RECORD_SENT, item.id, run.channel, provider_id,
-                           run.campaign["subject"], run.campaign["message_content"],
-                           run.campaign_id, stable_id, sender)
+        await conn.execute(
+            RECORD_SENT,
+            item.id,
+            run.channel,
+            provider_id,
+            run.campaign["subject"],
+            run.campaign["message_content"],
+            run.campaign_id,
+            stable_id,
+            sender,
+        )
         if run.channel == "sms":
             await apply_early_reports(conn, run.scope.sub_account_id, provider_id)
     run.sent += 1
@@ -420,8 +451,9 @@ async def _deliver(run: Run, session: SmtpSession | None, item: Claimed) -> None
 def _email(run: Run, item: Claimed, stable_id: str) -> bytes:
     assert run.headers is not None
     rendered = render(run.campaign["message_content"], run.scope.sub_account_id, item.id)
-    return message_bytes(run.headers, item.address, stable_id, rendered.text, rendered.html,
-                         rendered.unsubscribe_url)
+    return message_bytes(
+        run.headers, item.address, stable_id, rendered.text, rendered.html, rendered.unsubscribe_url
+    )
 
 
 async def _send_email(session: SmtpSession, item: Claimed, data: bytes, stable_id: str) -> str:
@@ -442,8 +474,13 @@ async def _sms_sender(run: Run, item: Claimed) -> str | None:
 
 async def _send_sms(run: Run, item: Claimed, stable_id: str, sender: str | None) -> str:
     try:
-        return await sms_provider().send_sms(item.address, run.campaign["message_content"],
-                                             stable_id, sender, str(run.scope.sub_account_id))
+        return await sms_provider().send_sms(
+            item.address,
+            run.campaign["message_content"],
+            stable_id,
+            sender,
+            str(run.scope.sub_account_id),
+        )
     except SmsError as exc:
         raise PermanentFailure(str(exc)) from exc
 
@@ -452,8 +489,14 @@ async def _record_failed(run: Run, item: Claimed, error: str) -> None:
     async with run.scope.transaction() as conn:
         charged = await conn.fetchval(RECORD_FAILED, item.id, error[:500])
         if charged:
-            await wallet.credit(conn, charged, f"campaign_{run.channel}_refund",
-                                "message refused by the provider", "campaign_recipient", item.id)
+            await wallet.credit(
+                conn,
+                charged,
+                f"campaign_{run.channel}_refund",
+                "message refused by the provider",
+                "campaign_recipient",
+                item.id,
+            )
 
 
 async def _release_for_retry(run: Run, item: Claimed, error: str) -> None:
@@ -461,6 +504,7 @@ async def _release_for_retry(run: Run, item: Claimed, error: str) -> None:
     tried again after `provider_retry_seconds` (the due-work row keeps the intent)."""
     async with run.scope.transaction() as conn:
         await conn.execute(RELEASE, item.id)
-    log.warning("campaign %s: provider unavailable (%s); retrying later", run.campaign_id,
-                error[:300])
+    log.warning(
+        "campaign %s: provider unavailable (%s); retrying later", run.campaign_id, error[:300]
+    )
     run.halt("provider_down")

@@ -28,9 +28,12 @@ class CampaignHeaders:
 
     @classmethod
     def of(cls, from_address: str, subject: str, campaign_id: uuid.UUID) -> CampaignHeaders:
-        return cls(fold_header("From", from_address) + fold_header("Subject", subject)
-                   + f"X-Switchboard-Campaign: {campaign_id}\r\n".encode()
-                   + b"MIME-Version: 1.0\r\n")
+        return cls(
+            fold_header("From", from_address)
+            + fold_header("Subject", subject)
+            + f"X-Switchboard-Campaign: {campaign_id}\r\n".encode()
+            + b"MIME-Version: 1.0\r\n"
+        )
 
 
 def _to(address: str) -> bytes:
@@ -41,24 +44,30 @@ def _to(address: str) -> bytes:
 
 
 def _part(content_type: str, body: str) -> bytes:
-    return (f"Content-Type: {content_type}; charset=\"utf-8\"\r\n"
-            "Content-Transfer-Encoding: base64\r\n\r\n").encode() + \
-        base64.encodebytes(body.encode()).replace(b"\n", b"\r\n")
+    return (
+        f'Content-Type: {content_type}; charset="utf-8"\r\n'
+        "Content-Transfer-Encoding: base64\r\n\r\n"
+    ).encode() + base64.encodebytes(body.encode()).replace(b"\n", b"\r\n")
 
 
-def message_bytes(headers: CampaignHeaders, to: str, message_id: str, text: str, html: str,
-                  unsubscribe_url: str) -> bytes:
+def message_bytes(
+    headers: CampaignHeaders, to: str, message_id: str, text: str, html: str, unsubscribe_url: str
+) -> bytes:
     """One recipient's multipart/alternative message, ready for SMTP DATA."""
     boundary = f"sb-{uuid.uuid4().hex}".encode()
-    return b"".join((
-        headers.shared,
-        _to(to),
-        f"Date: {formatdate(localtime=False, usegmt=True)}\r\n".encode(),
-        f"Message-ID: {message_id}\r\n".encode(),
-        f"List-Unsubscribe: <{unsubscribe_url}>\r\n".encode(),
-        b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n",
-        b'Content-Type: multipart/alternative; boundary="' + boundary + b'"\r\n\r\n',
-        b"--" + boundary + b"\r\n", _part("text/plain", text),
-        b"--" + boundary + b"\r\n", _part("text/html", html),
-        b"--" + boundary + b"--\r\n",
-    ))
+    return b"".join(
+        (
+            headers.shared,
+            _to(to),
+            f"Date: {formatdate(localtime=False, usegmt=True)}\r\n".encode(),
+            f"Message-ID: {message_id}\r\n".encode(),
+            f"List-Unsubscribe: <{unsubscribe_url}>\r\n".encode(),
+            b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n",
+            b'Content-Type: multipart/alternative; boundary="' + boundary + b'"\r\n\r\n',
+            b"--" + boundary + b"\r\n",
+            _part("text/plain", text),
+            b"--" + boundary + b"\r\n",
+            _part("text/html", html),
+            b"--" + boundary + b"--\r\n",
+        )
+    )

@@ -30,8 +30,12 @@ blueprint = Blueprint("campaigns", __name__, url_prefix="/webhooks/inbound")
 
 
 def _invalid(field: str, message: str) -> APIError:
-    return APIError(400, "validation_error", f"{field} {message}",
-                    details=[{"field": field, "message": message, "type": "value_error"}])
+    return APIError(
+        400,
+        "validation_error",
+        f"{field} {message}",
+        details=[{"field": field, "message": message, "type": "value_error"}],
+    )
 
 
 def future_start_date(raw: str) -> datetime:
@@ -48,21 +52,32 @@ def future_start_date(raw: str) -> datetime:
 
 
 def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
-    if data.campaign_type == "sms" and data.message_content is not None \
-            and len(data.message_content) > MAX_SMS_CONTENT:
+    if (
+        data.campaign_type == "sms"
+        and data.message_content is not None
+        and len(data.message_content) > MAX_SMS_CONTENT
+    ):
         raise _invalid("message_content", f"is at most {MAX_SMS_CONTENT} characters for sms")
-    contact_ids = list(dict.fromkeys(
-        parse_uuid(value, f"contact_ids[{index}]")
-        for index, value in enumerate(data.contact_ids or [])))
-    smart_list_id = (parse_uuid(data.smart_list_id, "smart_list_id")
-                     if data.smart_list_id is not None else None)
-    config = service.checked_business_hours(data.business_hours_enabled,
-                                            data.business_hours_config)
+    contact_ids = list(
+        dict.fromkeys(
+            parse_uuid(value, f"contact_ids[{index}]")
+            for index, value in enumerate(data.contact_ids or [])
+        )
+    )
+    smart_list_id = (
+        parse_uuid(data.smart_list_id, "smart_list_id") if data.smart_list_id is not None else None
+    )
+    config = service.checked_business_hours(data.business_hours_enabled, data.business_hours_config)
     return service.NewCampaign(
-        name=data.name.strip(), campaign_type=data.campaign_type, subject=data.subject,
-        message_content=data.message_content, contact_ids=contact_ids,
-        smart_list_id=smart_list_id, business_hours_enabled=data.business_hours_enabled,
-        business_hours_config=config)
+        name=data.name.strip(),
+        campaign_type=data.campaign_type,
+        subject=data.subject,
+        message_content=data.message_content,
+        contact_ids=contact_ids,
+        smart_list_id=smart_list_id,
+        business_hours_enabled=data.business_hours_enabled,
+        business_hours_config=config,
+    )
 
 
 @blueprint.post("/campaigns")
@@ -86,8 +101,9 @@ async def create_campaign(data: CreateCampaignRequest) -> tuple[dict[str, Any], 
 async def list_campaigns(query_args: CampaignFilters) -> dict[str, Any]:
     """List campaigns, newest first, optionally of one status."""
     limit, offset = pagination(request.args)
-    campaigns, total = await service.list_campaigns(tenant_scope(), query_args.status, limit,
-                                                    offset)
+    campaigns, total = await service.list_campaigns(
+        tenant_scope(), query_args.status, limit, offset
+    )
     return page_body("campaigns", campaigns, total, limit, offset)
 
 

@@ -15,8 +15,9 @@ from api.schemas import Page
 from api.types import UUID_KEYWORDS, HeaderText, NonBlank, document, when
 
 MAX_CONTACT_IDS = 10_000
-CampaignStatus = Literal["draft", "scheduled", "sending", "completed", "paused", "cancelled",
-                          "failed"]
+CampaignStatus = Literal[
+    "draft", "scheduled", "sending", "completed", "paused", "cancelled", "failed"
+]
 MAX_EMAIL_CONTENT = 500_000
 MAX_SMS_CONTENT = 1600
 
@@ -25,31 +26,53 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-HOURS = {"type": "object", "required": ["timezone", "days", "start", "end"],
-         "additionalProperties": False,
-         "description": "Sends happen on these days between start and end (start before end).",
-         "properties": {"timezone": {"enum": sorted(available_timezones())},
-                        "days": {"type": "array", "minItems": 1, "items": {"enum": list(DAYS)}},
-                        "start": {"type": "string", "pattern": HHMM.pattern},
-                        "end": {"type": "string", "pattern": HHMM.pattern}}}
+HOURS = {
+    "type": "object",
+    "required": ["timezone", "days", "start", "end"],
+    "additionalProperties": False,
+    "description": "Sends happen on these days between start and end (start before end).",
+    "properties": {
+        "timezone": {"enum": sorted(available_timezones())},
+        "days": {"type": "array", "minItems": 1, "items": {"enum": list(DAYS)}},
+        "start": {"type": "string", "pattern": HHMM.pattern},
+        "end": {"type": "string", "pattern": HHMM.pattern},
+    },
+}
 FUTURE = {"format": "date-time", "description": "An RFC 3339 date-time in the future."}
 
 
 class CreateCampaignRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(
-        properties={"contact_ids": {"items": UUID_KEYWORDS}, "smart_list_id": UUID_KEYWORDS,
-                    "business_hours_config": {"anyOf": [HOURS, {"type": "null"}]}},
-        all_of=[when("business_hours_enabled", [True], {
-                    "required": ["business_hours_config"],
-                    "properties": {"business_hours_config": {"type": "object"}}}),
-                when("campaign_type", ["sms"], {"properties": {"message_content": {
-                    "maxLength": MAX_SMS_CONTENT}}})]))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            properties={
+                "contact_ids": {"items": UUID_KEYWORDS},
+                "smart_list_id": UUID_KEYWORDS,
+                "business_hours_config": {"anyOf": [HOURS, {"type": "null"}]},
+            },
+            all_of=[
+                when(
+                    "business_hours_enabled",
+                    [True],
+                    {
+                        "required": ["business_hours_config"],
+                        "properties": {"business_hours_config": {"type": "object"}},
+                    },
+                ),
+                when(
+                    "campaign_type",
+                    ["sms"],
+                    {"properties": {"message_content": {"maxLength": MAX_SMS_CONTENT}}},
+                ),
+            ],
+        )
+    )
 
     name: NonBlank = Field(max_length=200)
     campaign_type: Literal["email", "sms"]
     subject: HeaderText | None = Field(default=None, max_length=998)
     message_content: Annotated[StrictStr, AfterValidator(check_links)] | None = Field(
-        default=None, max_length=MAX_EMAIL_CONTENT)
+        default=None, max_length=MAX_EMAIL_CONTENT
+    )
     contact_ids: list[StrictStr] | None = Field(default=None, max_length=MAX_CONTACT_IDS)
     smart_list_id: StrictStr | None = None
     business_hours_enabled: StrictBool = False

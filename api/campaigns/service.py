@@ -43,8 +43,9 @@ CROSS JOIN LATERAL (
     FROM campaign_recipients WHERE campaign_id = c.id
 ) AS r
 """
-COUNTER_COLUMNS = "r.recipients, r.pending, r.contacted, r.success, r.opened, r.clicked, " \
-                  "r.unsubscribed"
+COUNTER_COLUMNS = (
+    "r.recipients, r.pending, r.contacted, r.success, r.opened, r.clicked, r.unsubscribed"
+)
 
 SELECT_CAMPAIGN = f"""
 SELECT {CAMPAIGN_COLUMNS}, {COUNTER_COLUMNS}
@@ -165,12 +166,14 @@ def present(row: asyncpg.Record, targets: int | None = None) -> dict[str, Any]:
     }
 
 
-async def _presented(conn: asyncpg.Connection, row: asyncpg.Record | dict[str, Any]
-                     ) -> dict[str, Any]:
+async def _presented(
+    conn: asyncpg.Connection, row: asyncpg.Record | dict[str, Any]
+) -> dict[str, Any]:
     targets = None
     if row["recipients_materialised_at"] is None and row["status"] in ("draft", "scheduled"):
-        targets = await conn.fetchval(COUNT_TARGETS, row["contact_ids"], row["smart_list_id"],
-                                      row["campaign_type"])
+        targets = await conn.fetchval(
+            COUNT_TARGETS, row["contact_ids"], row["smart_list_id"], row["campaign_type"]
+        )
     return present(row, targets)
 
 
@@ -179,16 +182,29 @@ async def read_campaign(conn: asyncpg.Connection, campaign_id: uuid.UUID) -> dic
     return await _presented(conn, row)
 
 
-async def list_campaigns(scope: TenantScope, status: str | None, limit: int,
-                         offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_campaigns(
+    scope: TenantScope, status: str | None, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of campaigns, newest first, each as GET /campaigns/{id} shows it."""
     where, values = where_clause([("status = $?", status)])
     query = SELECT_CAMPAIGNS_PAGE.format(
-        where=where, limit=len(values) + 1, offset=len(values) + 2, columns=CAMPAIGN_COLUMNS,
-        counters=COUNTER_COLUMNS, lateral=COUNTERS)
+        where=where,
+        limit=len(values) + 1,
+        offset=len(values) + 2,
+        columns=CAMPAIGN_COLUMNS,
+        counters=COUNTER_COLUMNS,
+        lateral=COUNTERS,
+    )
     async with scope.transaction() as conn:
-        rows, total = await fetch_page(conn, query, COUNT_CAMPAIGNS.format(where=where),
-                                       *values, limit, offset, count_args=tuple(values))
+        rows, total = await fetch_page(
+            conn,
+            query,
+            COUNT_CAMPAIGNS.format(where=where),
+            *values,
+            limit,
+            offset,
+            count_args=tuple(values),
+        )
         return [await _presented(conn, row) for row in rows], total
 
 
@@ -201,21 +217,32 @@ async def create_campaign(scope: TenantScope, new: NewCampaign) -> dict[str, Any
     async with scope.transaction() as conn:
         await _check_references(conn, new.contact_ids, new.smart_list_id)
         campaign_id = await conn.fetchval(
-            INSERT_CAMPAIGN, new.name, new.campaign_type, new.subject, new.message_content,
-            new.contact_ids, new.smart_list_id, new.business_hours_enabled,
-            new.business_hours_config)
+            INSERT_CAMPAIGN,
+            new.name,
+            new.campaign_type,
+            new.subject,
+            new.message_content,
+            new.contact_ids,
+            new.smart_list_id,
+            new.business_hours_enabled,
+            new.business_hours_config,
+        )
         return await read_campaign(conn, campaign_id)
 
 
-async def _check_references(conn: asyncpg.Connection, contact_ids: list[uuid.UUID],
-                            smart_list_id: uuid.UUID | None) -> None:
+async def _check_references(
+    conn: asyncpg.Connection, contact_ids: list[uuid.UUID], smart_list_id: uuid.UUID | None
+) -> None:
     if contact_ids:
         found = {row["id"] for row in await conn.fetch(SELECT_EXISTING_CONTACTS, contact_ids)}
         missing = [str(value) for value in contact_ids if value not in found]
         if missing:
-            raise APIError(404, "not_found", "contact not found: " + ", ".join(missing[:5]),
-                           details=[{"field": "contact_ids", "message": "not found",
-                                     "type": "not_found"}])
+            raise APIError(
+                404,
+                "not_found",
+                "contact not found: " + ", ".join(missing[:5]),
+                details=[{"field": "contact_ids", "message": "not found", "type": "not_found"}],
+            )
     if smart_list_id is not None and not await conn.fetchval(SMART_LIST_EXISTS, smart_list_id):
         raise not_found("smart list")
 
@@ -225,9 +252,11 @@ def _not_ready(message: str) -> APIError:
 
 
 def _conflict(status: str) -> APIError:
-    return APIError(409, "campaign_state_conflict",
-                    f"the campaign is {status}; only a draft or scheduled campaign can be "
-                    "scheduled")
+    return APIError(
+        409,
+        "campaign_state_conflict",
+        f"the campaign is {status}; only a draft or scheduled campaign can be scheduled",
+    )
 
 
 def check_ready(row: asyncpg.Record) -> None:
@@ -240,16 +269,20 @@ def check_ready(row: asyncpg.Record) -> None:
         raise _not_ready("set contact_ids or smart_list_id before scheduling")
 
 
-async def schedule_campaign(scope: TenantScope, campaign_id: uuid.UUID,
-                            start_date: datetime) -> dict[str, Any]:
+async def schedule_campaign(
+    scope: TenantScope, campaign_id: uuid.UUID, start_date: datetime
+) -> dict[str, Any]:
     async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, SELECT_FOR_SCHEDULE, campaign_id, what="campaign")
         if row["status"] not in ("draft", "scheduled"):
             raise _conflict(row["status"])
         check_ready(row)
         if await conn.fetchval(SCHEDULE, campaign_id, start_date, row["version"]) is None:
-            raise APIError(409, "campaign_state_conflict",
-                           "the campaign changed while it was being scheduled; read it again")
+            raise APIError(
+                409,
+                "campaign_state_conflict",
+                "the campaign changed while it was being scheduled; read it again",
+            )
         await schedule_due(conn, scope.sub_account_id, SEND_KIND, campaign_id, start_date)
         return await read_campaign(conn, campaign_id)
 
@@ -262,8 +295,9 @@ async def cancel_campaign(scope: TenantScope, campaign_id: uuid.UUID) -> dict[st
         return await read_campaign(conn, campaign_id)
 
 
-async def resume_campaign(scope: TenantScope, campaign_id: uuid.UUID,
-                          start_date: datetime | None) -> dict[str, Any]:
+async def resume_campaign(
+    scope: TenantScope, campaign_id: uuid.UUID, start_date: datetime | None
+) -> dict[str, Any]:
     """paused -> scheduled (at a future start_date) or sending (at once)."""
     status = "sending" if start_date is None else "scheduled"
     due_at = start_date or utcnow()
@@ -274,25 +308,34 @@ async def resume_campaign(scope: TenantScope, campaign_id: uuid.UUID,
         return await read_campaign(conn, campaign_id)
 
 
-async def _missing_or_conflict(conn: asyncpg.Connection, campaign_id: uuid.UUID, verb: str,
-                               allowed: str) -> None:
+async def _missing_or_conflict(
+    conn: asyncpg.Connection, campaign_id: uuid.UUID, verb: str, allowed: str
+) -> None:
     if not await conn.fetchval(EXISTS, campaign_id):
         raise not_found("campaign")
-    raise APIError(409, "campaign_state_conflict",
-                   f"only a {allowed} campaign can be {verb}")
+    raise APIError(409, "campaign_state_conflict", f"only a {allowed} campaign can be {verb}")
 
 
 def checked_business_hours(enabled: bool, config: Any) -> dict[str, Any] | None:
     """The config to store; 400 when it is invalid, or missing while enabled."""
     if config is None:
         if enabled:
-            raise APIError(400, "validation_error",
-                           "business_hours_config is required when business_hours_enabled",
-                           details=[{"field": "business_hours_config",
-                                     "message": "field required", "type": "missing"}])
+            raise APIError(
+                400,
+                "validation_error",
+                "business_hours_config is required when business_hours_enabled",
+                details=[
+                    {
+                        "field": "business_hours_config",
+                        "message": "field required",
+                        "type": "missing",
+                    }
+                ],
+            )
         return None
     problems = business_hours.validate_config(config)
     if problems:
-        raise APIError(400, "validation_error", "business_hours_config is invalid",
-                       details=problems)
+        raise APIError(
+            400, "validation_error", "business_hours_config is invalid", details=problems
+        )
     return business_hours.normalised(config)

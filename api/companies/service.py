@@ -24,8 +24,9 @@ async def create_company(conn: asyncpg.Connection, name: str) -> dict[str, Any]:
     return dict(await conn.fetchrow(INSERT_COMPANY, name.strip()))
 
 
-async def list_companies(conn: asyncpg.Connection, limit: int,
-                         offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_companies(
+    conn: asyncpg.Connection, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     rows = await conn.fetch(SELECT_COMPANIES, limit, offset)
     return [dict(row) for row in rows], await conn.fetchval(COUNT_COMPANIES)
 

@@ -38,6 +38,7 @@ async def get_consent(contact_id: str) -> dict[str, Any]:
 async def put_consent(contact_id: str, data: PutConsentRequest) -> dict[str, Any]:
     """Grant or revoke one channel; a change fires contact.consent_updated."""
     contact_uuid = parse_uuid(contact_id)
-    consent = await service.put_consent(tenant_scope(), contact_uuid, data.channel, data.status,
-                                        data.source or "api")
+    consent = await service.put_consent(
+        tenant_scope(), contact_uuid, data.channel, data.status, data.source or "api"
+    )
     return {"status": "success", "contact_id": contact_uuid, "consent": consent}

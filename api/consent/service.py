@@ -45,20 +45,28 @@ SELECT EXISTS (SELECT 1 FROM contact_consents
 SELECT_SUB_ACCOUNT = "SELECT id FROM control.sub_accounts WHERE schema_name = current_schema()"
 
 
-async def set_consent(conn: asyncpg.Connection, contact_id: uuid.UUID, channel: str,
-                      status: str, source: str) -> bool:
+async def set_consent(
+    conn: asyncpg.Connection, contact_id: uuid.UUID, channel: str, status: str, source: str
+) -> bool:
     """Store the channel's consent and fire `contact.consent_updated` if it changed (same
     transaction). True when it changed."""
     if await conn.fetchval(UPSERT_CONSENT, contact_id, channel, status, source) is None:
         return False
-    await events.emit(conn, "contact.consent_updated", {
-        "sub_account_id": str(await conn.fetchval(SELECT_SUB_ACCOUNT)),
-        "contact_id": str(contact_id), "channel": channel, "status": status, "source": source})
+    await events.emit(
+        conn,
+        "contact.consent_updated",
+        {
+            "sub_account_id": str(await conn.fetchval(SELECT_SUB_ACCOUNT)),
+            "contact_id": str(contact_id),
+            "channel": channel,
+            "status": status,
+            "source": source,
+        },
+    )
     return True
 
 
-async def apply_inbound_keyword(conn: asyncpg.Connection, contact_id: uuid.UUID,
-                                body: str) -> None:
+async def apply_inbound_keyword(conn: asyncpg.Connection, contact_id: uuid.UUID, body: str) -> None:
     """An inbound text that is only STOP (or a synonym) revokes sms; START or UNSTOP grants it."""
     word = body.strip().lower()
     if word in REVOKE_WORDS:
@@ -70,18 +78,21 @@ async def apply_inbound_keyword(conn: asyncpg.Connection, contact_id: uuid.UUID,
 async def ensure_allowed(conn: asyncpg.Connection, contact_id: uuid.UUID, channel: str) -> None:
     """409 `contact_opted_out` when the contact revoked `channel`."""
     if await conn.fetchval(IS_REVOKED, contact_id, channel):
-        raise APIError(409, "contact_opted_out",
-                       f"the contact has revoked consent to {channel}; nothing was sent or "
-                       "charged")
+        raise APIError(
+            409,
+            "contact_opted_out",
+            f"the contact has revoked consent to {channel}; nothing was sent or charged",
+        )
 
 
 def _consent_out(rows: list[asyncpg.Record]) -> dict[str, Any]:
     stored = {row["channel"]: row for row in rows}
-    return {channel: {"status": row["status"], "source": row["source"],
-                      "updated_at": row["updated_at"]}
-            if (row := stored.get(channel)) is not None
-            else {"status": "unknown", "source": None, "updated_at": None}
-            for channel in CHANNELS}
+    return {
+        channel: {"status": row["status"], "source": row["source"], "updated_at": row["updated_at"]}
+        if (row := stored.get(channel)) is not None
+        else {"status": "unknown", "source": None, "updated_at": None}
+        for channel in CHANNELS
+    }
 
 
 async def _read(conn: asyncpg.Connection, contact_id: uuid.UUID) -> dict[str, Any]:
@@ -94,8 +105,9 @@ async def get_consent(scope: TenantScope, contact_id: uuid.UUID) -> dict[str, An
         return await _read(conn, contact_id)
 
 
-async def put_consent(scope: TenantScope, contact_id: uuid.UUID, channel: str, status: str,
-                      source: str) -> dict[str, Any]:
+async def put_consent(
+    scope: TenantScope, contact_id: uuid.UUID, channel: str, status: str, source: str
+) -> dict[str, Any]:
     try:
         async with scope.transaction() as conn:
             await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")

@@ -28,7 +28,8 @@ def validate_optional_body(model_class: type) -> Callable[[Callable[..., Any]], 
         @wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             model: Any = load_request_model(
-                await _body_or_empty(), model_class, RequestSchemaValidationError)
+                await _body_or_empty(), model_class, RequestSchemaValidationError
+            )
             return await func(*args, data=model, **kwargs)
 
         return wrapper

@@ -48,8 +48,9 @@ def contacts_page(args: Any) -> tuple[int, int]:
 @validate_response(Error, 400)
 async def list_contacts(query_args: ContactFilters) -> dict[str, Any]:
     """List contacts, newest first; q, email, phone and tag narrow it (all must hold)."""
-    conditions = service.search_conditions(query_args.q, query_args.email, query_args.phone,
-                                           query_args.tag)
+    conditions = service.search_conditions(
+        query_args.q, query_args.email, query_args.phone, query_args.tag
+    )
     limit, offset = contacts_page(request.args)
     contacts, total = await service.list_contacts(tenant_scope(), conditions, limit, offset)
     return page_body("contacts", contacts, total, limit, offset)
@@ -66,7 +67,8 @@ async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], in
     """Create a contact, or match one by email, then phone, and update it."""
     created, contact_id = await service.create_or_match(tenant_scope(), data)
     return {"status": "success", "created": created, "contact_id": contact_id}, (
-        201 if created else 200)
+        201 if created else 200
+    )
 
 
 @blueprint.get("/contacts/<contact_id>")

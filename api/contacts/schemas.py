@@ -45,34 +45,62 @@ class ContactFields(BaseModel):
 STATUS = {**NON_BLANK, "maxLength": MAX_SOURCE}
 REFERENCES = {"company_id": UUID_KEYWORDS, "assigned_user_id": UUID_KEYWORDS}
 USABLE_EMAIL = {"type": "string", **EMAIL_KEYWORDS}
-E164 = {"pattern": E164_PATTERN,
-        "description": "E.164, and a number the phonenumbers library holds valid"}
+E164 = {
+    "pattern": E164_PATTERN,
+    "description": "E.164, and a number the phonenumbers library holds valid",
+}
 
 
 class CreateContactRequest(ContactFields):
     """Tags are not accepted on create (ignored if sent)."""
 
-    model_config = ConfigDict(json_schema_extra=document(
-        not_null=("custom_field_values", "status"),
-        properties={**REFERENCES, "status": STATUS},
-        any_of=[{"required": ["email"], "properties": {"email": USABLE_EMAIL}},
-                {"required": ["phone"], "properties": {"phone": {"type": "string", **E164}}}]))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            not_null=("custom_field_values", "status"),
+            properties={**REFERENCES, "status": STATUS},
+            any_of=[
+                {"required": ["email"], "properties": {"email": USABLE_EMAIL}},
+                {"required": ["phone"], "properties": {"phone": {"type": "string", **E164}}},
+            ],
+        )
+    )
 
 
 class UpdateContactRequest(ContactFields):
     tags: list[StrictStr] | None = Field(default=None, max_length=100)
 
-    model_config = ConfigDict(json_schema_extra=document(
-        not_null=("custom_field_values", "status", "tags", "source"),
-        properties={**REFERENCES, "status": STATUS, "source": NON_BLANK,
-                    "email": EMAIL_KEYWORDS, "phone": E164,
-                    "tags": {"items": {"type": "string", "maxLength": 100}}},
-        any_of=required_one_of("name", "first_name", "last_name", "email", "phone", "address",
-                               "tags", "source", "custom_field_values", "company_id",
-                               "assigned_user_id", "status"),
-        # A contact keeps an email or a phone: clearing both at once is 400.
-        refuse={"required": ["email", "phone"],
-                "properties": {"email": {"type": "null"}, "phone": {"type": "null"}}}))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            not_null=("custom_field_values", "status", "tags", "source"),
+            properties={
+                **REFERENCES,
+                "status": STATUS,
+                "source": NON_BLANK,
+                "email": EMAIL_KEYWORDS,
+                "phone": E164,
+                "tags": {"items": {"type": "string", "maxLength": 100}},
+            },
+            any_of=required_one_of(
+                "name",
+                "first_name",
+                "last_name",
+                "email",
+                "phone",
+                "address",
+                "tags",
+                "source",
+                "custom_field_values",
+                "company_id",
+                "assigned_user_id",
+                "status",
+            ),
+            # A contact keeps an email or a phone: clearing both at once is 400.
+            refuse={
+                "required": ["email", "phone"],
+                "properties": {"email": {"type": "null"}, "phone": {"type": "null"}},
+            },
+        )
+    )
 
 
 class Contact(BaseModel):
@@ -96,20 +124,38 @@ class Contact(BaseModel):
 class ContactFilters(BaseModel):
     """GET /contacts search (CONTRACT 7, 9): every filter given must hold (AND)."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        not_null=("q", "email", "phone", "tag"),
-        properties={"email": EMAIL_KEYWORDS, "phone": E164,
-                    "tag": {"items": {"type": "string", "minLength": 1, "maxLength": 100}}}))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            not_null=("q", "email", "phone", "tag"),
+            properties={
+                "email": EMAIL_KEYWORDS,
+                "phone": E164,
+                "tag": {"items": {"type": "string", "minLength": 1, "maxLength": 100}},
+            },
+        ),
+    )
 
-    q: StrictStr | None = Field(default=None, min_length=2, max_length=100, description=(
-        "Case-insensitive text within the name or the email, or, when it is written as a phone "
-        "number (digits with + - . ( ) and spaces), its digits within the phone's digits."))
-    email: StrictStr | None = Field(default=None, max_length=320,
-                                    description="Exactly this address, in any case.")
-    phone: StrictStr | None = Field(default=None, max_length=64,
-                                    description="Exactly this E.164 number.")
-    tag: Annotated[list[StrictStr] | None, Repeated, Field(
-        max_length=100, description="Repeatable: contacts carrying every tag given.")] = None
+    q: StrictStr | None = Field(
+        default=None,
+        min_length=2,
+        max_length=100,
+        description=(
+            "Case-insensitive text within the name or the email, or, when it is written as a phone "
+            "number (digits with + - . ( ) and spaces), its digits within the phone's digits."
+        ),
+    )
+    email: StrictStr | None = Field(
+        default=None, max_length=320, description="Exactly this address, in any case."
+    )
+    phone: StrictStr | None = Field(
+        default=None, max_length=64, description="Exactly this E.164 number."
+    )
+    tag: Annotated[
+        list[StrictStr] | None,
+        Repeated,
+        Field(max_length=100, description="Repeatable: contacts carrying every tag given."),
+    ] = None
 
 
 class ContactResponse(BaseModel):

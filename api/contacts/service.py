@@ -40,8 +40,20 @@ MATCH_ATTEMPTS = 3
 # A new column is added to the table (tenancy/tables/contacts.py and a migration), to the models
 # (api/contacts/schemas.py) and, if the service writes it, to STORED and the change rules.
 SHOWN = tuple(Contact.model_fields)
-STORED = ("name", "first_name", "last_name", "email", "phone", "address", "tags", "lead_source",
-          "custom_field_values", "company_id", "assigned_user_id", "status")
+STORED = (
+    "name",
+    "first_name",
+    "last_name",
+    "email",
+    "phone",
+    "address",
+    "tags",
+    "lead_source",
+    "custom_field_values",
+    "company_id",
+    "assigned_user_id",
+    "status",
+)
 CONTACT_COLUMNS = ", ".join(SHOWN)
 
 SELECT_CONTACT = f"SELECT {CONTACT_COLUMNS} FROM contacts WHERE id = $1"
@@ -75,8 +87,10 @@ TEXT_OR_PHONE_MATCH = "(name ILIKE $? OR email LIKE $? OR phone LIKE $?)"
 # 2-character pieces the bigram indexes keep (tenant t0010), which find the candidates; the LIKE
 # conditions stay, as the match itself.
 SHORT_TEXT_MATCH = f"({TEXT_BIGRAMS} @> ARRAY[$?]::text[] AND {TEXT_MATCH})"
-SHORT_TEXT_OR_PHONE_MATCH = (f"(({TEXT_BIGRAMS} @> ARRAY[$?]::text[] OR {PHONE_BIGRAMS} @> "
-                             f"ARRAY[$?]::text[]) AND {TEXT_OR_PHONE_MATCH})")
+SHORT_TEXT_OR_PHONE_MATCH = (
+    f"(({TEXT_BIGRAMS} @> ARRAY[$?]::text[] OR {PHONE_BIGRAMS} @> "
+    f"ARRAY[$?]::text[]) AND {TEXT_OR_PHONE_MATCH})"
+)
 EMAIL_MATCH = "email = $?"
 PHONE_MATCH = "phone = $?"
 TAGS_MATCH = "tags @> $?::text[]"
@@ -139,21 +153,34 @@ def contact_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-async def emit_created(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                       contact_id: uuid.UUID) -> None:
+async def emit_created(
+    conn: asyncpg.Connection, sub_account_id: uuid.UUID, contact_id: uuid.UUID
+) -> None:
     """contact.created for a contact inserted in this transaction (by any path)."""
     row = await conn.fetchrow(SELECT_CONTACT, contact_id)
-    await events.emit(conn, "contact.created", {"sub_account_id": str(sub_account_id),
-                                                "contact": contact_out(row)})
+    await events.emit(
+        conn,
+        "contact.created",
+        {"sub_account_id": str(sub_account_id), "contact": contact_out(row)},
+    )
 
 
-async def emit_tags_changed(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                            row: asyncpg.Record, added: list[str], removed: list[str]) -> None:
-    await events.emit(conn, "contact.updated", {
-        "sub_account_id": str(sub_account_id),
-        "contact": contact_out(row),
-        "changes": {"tags": {"added": added, "removed": removed}},
-    })
+async def emit_tags_changed(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    row: asyncpg.Record,
+    added: list[str],
+    removed: list[str],
+) -> None:
+    await events.emit(
+        conn,
+        "contact.updated",
+        {
+            "sub_account_id": str(sub_account_id),
+            "contact": contact_out(row),
+            "changes": {"tags": {"added": added, "removed": removed}},
+        },
+    )
 
 
 # --- normalisation ------------------------------------------------------------------------------
@@ -194,8 +221,9 @@ def normalise_tags(values: list[str]) -> list[str]:
     return tags
 
 
-def derived_name(first_name: str | None, last_name: str | None, email: str | None,
-                 phone: str | None) -> str | None:
+def derived_name(
+    first_name: str | None, last_name: str | None, email: str | None, phone: str | None
+) -> str | None:
     full = " ".join(part for part in (first_name, last_name) if part).strip()
     return full or email or phone
 
@@ -207,14 +235,22 @@ def _text(value: str | None) -> str | None:
 def _status(value: Any) -> str:
     status = value.strip() if isinstance(value, str) else ""
     if not 1 <= len(status) <= MAX_STATUS:
-        raise refuse([invalid("status", f"status is 1 to {MAX_STATUS} characters, not empty",
-                              "string_length")])
+        raise refuse(
+            [
+                invalid(
+                    "status", f"status is 1 to {MAX_STATUS} characters, not empty", "string_length"
+                )
+            ]
+        )
     return status
 
 
 def _required_email_or_phone() -> APIError:
-    return APIError(400, "contacts_email_or_phone_required",
-                    "a contact needs a valid email address or an E.164 phone number")
+    return APIError(
+        400,
+        "contacts_email_or_phone_required",
+        "a contact needs a valid email address or an E.164 phone number",
+    )
 
 
 @dataclass
@@ -279,8 +315,9 @@ def update_changes(data: UpdateContactRequest) -> Changes:
     if "phone" in sent:
         phone = None if data.phone is None else valid_phone(data.phone)
         if data.phone is not None and phone is None:
-            details.append(invalid("phone", "must be a valid E.164 number like +14155550100",
-                                   "phone"))
+            details.append(
+                invalid("phone", "must be a valid E.164 number like +14155550100", "phone")
+            )
         changes.columns["phone"] = phone
     if "tags" in sent:
         if data.tags is None:
@@ -308,18 +345,21 @@ def update_changes(data: UpdateContactRequest) -> Changes:
 # --- references ---------------------------------------------------------------------------------
 
 
-async def _checked_references(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                              changes: Changes) -> tuple[dict[str, Any], list[str]]:
+async def _checked_references(
+    conn: asyncpg.Connection, sub_account_id: uuid.UUID, changes: Changes
+) -> tuple[dict[str, Any], list[str]]:
     """400 unless company, assignee and custom field values are all valid; the values to write."""
     details: list[dict[str, str]] = []
     company_id = changes.columns.get("company_id")
     if company_id is not None and not await company_exists(conn, company_id):
-        details.append(invalid("company_id", "no company of this sub-account has this id",
-                               "unknown_company"))
+        details.append(
+            invalid("company_id", "no company of this sub-account has this id", "unknown_company")
+        )
     user_id = changes.columns.get("assigned_user_id")
     if user_id is not None and not await conn.fetchval(IS_ACTIVE_MEMBER, sub_account_id, user_id):
-        details.append(invalid("assigned_user_id",
-                               "not an active member of this sub-account", "unknown_user"))
+        details.append(
+            invalid("assigned_user_id", "not an active member of this sub-account", "unknown_user")
+        )
     to_set: dict[str, Any] = {}
     to_clear: list[str] = []
     if changes.values:
@@ -334,16 +374,19 @@ async def _checked_references(conn: asyncpg.Connection, sub_account_id: uuid.UUI
 
 def _conflict(exc: asyncpg.UniqueViolationError) -> APIError:
     if exc.constraint_name == "uq_contacts_email":
-        return APIError(409, "contact_email_conflict",
-                        "another contact already has this email address")
+        return APIError(
+            409, "contact_email_conflict", "another contact already has this email address"
+        )
     if exc.constraint_name == "uq_contacts_phone":
-        return APIError(409, "contact_phone_conflict",
-                        "another contact already has this phone number")
+        return APIError(
+            409, "contact_phone_conflict", "another contact already has this phone number"
+        )
     raise exc
 
 
-def _merged(old: asyncpg.Record, changes: Changes, to_set: dict[str, Any],
-            to_clear: list[str]) -> dict[str, Any]:
+def _merged(
+    old: asyncpg.Record, changes: Changes, to_set: dict[str, Any], to_clear: list[str]
+) -> dict[str, Any]:
     row = dict(old)
     row.update(changes.columns)
     values = {**old["custom_field_values"], **to_set}
@@ -351,13 +394,18 @@ def _merged(old: asyncpg.Record, changes: Changes, to_set: dict[str, Any],
         values.pop(key, None)
     row["custom_field_values"] = values
     if changes.rebuild_name and "name" not in changes.columns:
-        row["name"] = derived_name(row["first_name"], row["last_name"], row["email"],
-                                   row["phone"])
+        row["name"] = derived_name(row["first_name"], row["last_name"], row["email"], row["phone"])
     return row
 
 
-async def _update(conn: asyncpg.Connection, sub_account_id: uuid.UUID, old: asyncpg.Record,
-                  changes: Changes, to_set: dict[str, Any], to_clear: list[str]) -> None:
+async def _update(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    old: asyncpg.Record,
+    changes: Changes,
+    to_set: dict[str, Any],
+    to_clear: list[str],
+) -> None:
     row = _merged(old, changes, to_set, to_clear)
     if row["email"] is None and row["phone"] is None:
         raise _required_email_or_phone()
@@ -366,9 +414,13 @@ async def _update(conn: asyncpg.Connection, sub_account_id: uuid.UUID, old: asyn
         row["tags"] = list(old["tags"])
     new = await conn.fetchrow(UPDATE_CONTACT, old["id"], *(row[name] for name in STORED))
     if tags_changed:
-        await emit_tags_changed(conn, sub_account_id, new,
-                                [tag for tag in new["tags"] if tag not in old["tags"]],
-                                [tag for tag in old["tags"] if tag not in new["tags"]])
+        await emit_tags_changed(
+            conn,
+            sub_account_id,
+            new,
+            [tag for tag in new["tags"] if tag not in old["tags"]],
+            [tag for tag in old["tags"] if tag not in new["tags"]],
+        )
 
 
 # --- operations ---------------------------------------------------------------------------------
@@ -402,21 +454,26 @@ def _new_row(changes: Changes, to_set: dict[str, Any]) -> tuple[Any, ...]:
     columns = changes.columns
     row = {name: columns.get(name) for name in STORED}
     row["name"] = columns.get("name") or derived_name(
-        columns.get("first_name"), columns.get("last_name"), columns.get("email"),
-        columns.get("phone"))
+        columns.get("first_name"),
+        columns.get("last_name"),
+        columns.get("email"),
+        columns.get("phone"),
+    )
     row["tags"] = []
     row["lead_source"] = columns.get("lead_source", DEFAULT_SOURCE)
     row["custom_field_values"] = to_set
     return tuple(row[name] for name in STORED)
 
 
-async def update_contact(scope: TenantScope, contact_id: uuid.UUID,
-                         data: UpdateContactRequest) -> None:
+async def update_contact(
+    scope: TenantScope, contact_id: uuid.UUID, data: UpdateContactRequest
+) -> None:
     changes = update_changes(data)
     try:
         async with scope.transaction() as conn:
-            old = await fetch_one_or_404(conn, SELECT_CONTACT_FOR_UPDATE, contact_id,
-                                         what="contact")
+            old = await fetch_one_or_404(
+                conn, SELECT_CONTACT_FOR_UPDATE, contact_id, what="contact"
+            )
             to_set, to_clear = await _checked_references(conn, scope.sub_account_id, changes)
             await _update(conn, scope.sub_account_id, old, changes, to_set, to_clear)
     except asyncpg.UniqueViolationError as exc:
@@ -437,11 +494,16 @@ def _like(text: str) -> str:
 def _index_usable(conditions: list[tuple[str, Any]]) -> bool:
     """A text condition the trigram indexes serve (every pattern has 3 characters or more) or
     the bigram indexes do (a 2-character `q`)."""
-    return any(fragment in (SHORT_TEXT_MATCH, SHORT_TEXT_OR_PHONE_MATCH) or (
-        fragment in (TEXT_MATCH, TEXT_OR_PHONE_MATCH) and all(
-            len(re.sub(r"\\(.)", r"\1", pattern[1:-1])) >= TRIGRAM_MINIMUM
-            for pattern in values))
-        for fragment, values in conditions)
+    return any(
+        fragment in (SHORT_TEXT_MATCH, SHORT_TEXT_OR_PHONE_MATCH)
+        or (
+            fragment in (TEXT_MATCH, TEXT_OR_PHONE_MATCH)
+            and all(
+                len(re.sub(r"\\(.)", r"\1", pattern[1:-1])) >= TRIGRAM_MINIMUM for pattern in values
+            )
+        )
+        for fragment, values in conditions
+    )
 
 
 def _text_condition(q: str) -> tuple[str, Any]:
@@ -458,8 +520,9 @@ def _text_condition(q: str) -> tuple[str, Any]:
     return TEXT_MATCH, (pattern, pattern)
 
 
-def search_conditions(q: str | None, email: str | None, phone: str | None,
-                      tags: list[str] | None) -> list[tuple[str, Any]]:
+def search_conditions(
+    q: str | None, email: str | None, phone: str | None, tags: list[str] | None
+) -> list[tuple[str, Any]]:
     """The WHERE fragments of a search; a malformed email, phone or tag is 400."""
     details: list[dict[str, str]] = []
     conditions: list[tuple[str, Any]] = []
@@ -474,8 +537,9 @@ def search_conditions(q: str | None, email: str | None, phone: str | None,
     if phone is not None:
         number = valid_phone(phone) if phone == phone.strip() else None
         if number is None:
-            details.append(invalid("phone", "must be a valid E.164 number like +14155550100",
-                                   "phone"))
+            details.append(
+                invalid("phone", "must be a valid E.164 number like +14155550100", "phone")
+            )
         conditions.append((PHONE_MATCH, number))
     if tags is not None:
         wanted = [normalise_tag(tag) for tag in tags]
@@ -507,8 +571,9 @@ def plan_settings(conditions: list[tuple[str, Any]]) -> str | None:
     return INDEXES_ONLY if _index_usable(conditions) else FORCE_CUSTOM_PLAN
 
 
-async def run_search(conn: asyncpg.Connection, conditions: list[tuple[str, Any]], limit: int,
-                     offset: int) -> tuple[list[asyncpg.Record], int]:
+async def run_search(
+    conn: asyncpg.Connection, conditions: list[tuple[str, Any]], limit: int, offset: int
+) -> tuple[list[asyncpg.Record], int]:
     """The rows of one page and the filtered total, in the caller's tenant transaction."""
     page, count, values = search_statements(conditions)
     settings = plan_settings(conditions)
@@ -518,8 +583,9 @@ async def run_search(conn: asyncpg.Connection, conditions: list[tuple[str, Any]]
     return rows, await conn.fetchval(count, *values)
 
 
-async def list_contacts(scope: TenantScope, conditions: list[tuple[str, Any]], limit: int,
-                        offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_contacts(
+    scope: TenantScope, conditions: list[tuple[str, Any]], limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of the contacts that meet every condition (search_conditions), newest first,
     and how many meet them."""
     async with scope.transaction() as conn:
@@ -533,11 +599,17 @@ async def delete_contact(scope: TenantScope, contact_id: uuid.UUID) -> None:
         async with scope.transaction() as conn:
             deleted = await conn.fetchval(DELETE_CONTACT, contact_id)
             if deleted is not None:
-                await events.emit(conn, "contact.deleted", {
-                    "sub_account_id": str(scope.sub_account_id), "contact_id": deleted})
+                await events.emit(
+                    conn,
+                    "contact.deleted",
+                    {"sub_account_id": str(scope.sub_account_id), "contact_id": deleted},
+                )
     except REFERENCED:
-        raise APIError(409, "contact_referenced",
-                       "the contact is still referenced by other records (for example "
-                       "invoices, calls, conversations or appointments)") from None
+        raise APIError(
+            409,
+            "contact_referenced",
+            "the contact is still referenced by other records (for example "
+            "invoices, calls, conversations or appointments)",
+        ) from None
     if deleted is None:
         raise not_found("contact")

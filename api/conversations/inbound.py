@@ -28,6 +28,7 @@ SUB_ACCOUNT_KEPT = """
 SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 AND status <> 'deleted')
 """
 
+
 @dataclass(frozen=True)
 class InboundText:
     from_number: str
@@ -54,8 +55,9 @@ async def receive(scope: TenantScope, text: InboundText) -> Received:
             return Received(queries.message_view(known), known["contact_id"], duplicate=True)
         sender = await conn.fetchrow(queries.UPSERT_CONTACT_BY_PHONE, text.from_number)
         contact_id = sender["id"]
-        message_id = await conn.fetchval(queries.INSERT_INBOUND, contact_id, text.body,
-                                         text.provider_message_id, text.to_number)
+        message_id = await conn.fetchval(
+            queries.INSERT_INBOUND, contact_id, text.body, text.provider_message_id, text.to_number
+        )
         if message_id is None:  # a concurrent repeat committed first
             known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
             return Received(queries.message_view(known), known["contact_id"], duplicate=True)
@@ -64,8 +66,9 @@ async def receive(scope: TenantScope, text: InboundText) -> Received:
         if sender["created"]:
             await emit_created(conn, scope.sub_account_id, contact_id)
         await apply_inbound_keyword(conn, contact_id, text.body)
-        await events.emit(conn, "message.received",
-                          {"sub_account_id": scope.sub_account_id, "message": message})
+        await events.emit(
+            conn, "message.received", {"sub_account_id": scope.sub_account_id, "message": message}
+        )
     return Received(message, contact_id, duplicate=False)
 
 
@@ -91,8 +94,9 @@ class TwilioStatusReport:
     error_code: str | None
 
 
-async def record_twilio_status(pool: asyncpg.Pool, report: TwilioStatusReport,
-                               reference: str | None) -> bool:
+async def record_twilio_status(
+    pool: asyncpg.Pool, report: TwilioStatusReport, reference: str | None
+) -> bool:
     """Twilio's status callback for a message we sent: True when the message's
     delivery_status moved (and message.status_updated was emitted).
 
@@ -109,12 +113,18 @@ async def record_twilio_status(pool: asyncpg.Pool, report: TwilioStatusReport,
     if scope is None:
         return False
     async with scope.transaction() as conn:
-        return await statuses.report(conn, scope.sub_account_id, sid, status,
-                                     f"carrier error {error[:50]}" if error else None)
+        return await statuses.report(
+            conn,
+            scope.sub_account_id,
+            sid,
+            status,
+            f"carrier error {error[:50]}" if error else None,
+        )
 
 
-async def _reporting_scope(pool: asyncpg.Pool, reference: str | None,
-                           sender: str) -> TenantScope | None:
+async def _reporting_scope(
+    pool: asyncpg.Pool, reference: str | None, sender: str
+) -> TenantScope | None:
     if reference:
         try:
             sub_account_id = uuid.UUID(reference)

@@ -13,14 +13,23 @@ m.id, m.conversation_id, v.contact_id, m.content, m.subject, m.sender_type, m.me
 m.status, m.direction, m.provider_message_id, m.created_at
 """
 
+
 def message_view(row: asyncpg.Record) -> dict[str, Any]:
     """A conversation message as GET /conversations/{id}/messages and events show it."""
-    return {"id": row["id"], "conversation_id": row["conversation_id"],
-            "contact_id": row["contact_id"], "content": row["content"],
-            "subject": row["subject"], "sender_type": row["sender_type"],
-            "message_type": row["message_type"], "status": row["status"],
-            "direction": row["direction"], "delivery_status": row["status"],
-            "provider_message_id": row["provider_message_id"], "timestamp": row["created_at"]}
+    return {
+        "id": row["id"],
+        "conversation_id": row["conversation_id"],
+        "contact_id": row["contact_id"],
+        "content": row["content"],
+        "subject": row["subject"],
+        "sender_type": row["sender_type"],
+        "message_type": row["message_type"],
+        "status": row["status"],
+        "direction": row["direction"],
+        "delivery_status": row["status"],
+        "provider_message_id": row["provider_message_id"],
+        "timestamp": row["created_at"],
+    }
 
 
 SELECT_MESSAGE = f"""

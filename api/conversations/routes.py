@@ -50,12 +50,20 @@ async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[
     """Send an SMS or email to the contact, charged to the wallet, kept in its conversation."""
     contact_uuid = parse_uuid(contact_id)
     if data.message_type == "sms" and len(data.content) > MAX_SMS:
-        raise APIError(400, "validation_error", f"an sms is at most {MAX_SMS} characters",
-                       details=[{"field": "content", "message": f"at most {MAX_SMS} characters",
-                                 "type": "too_long"}])
+        raise APIError(
+            400,
+            "validation_error",
+            f"an sms is at most {MAX_SMS} characters",
+            details=[
+                {"field": "content", "message": f"at most {MAX_SMS} characters", "type": "too_long"}
+            ],
+        )
     message = await service.send_to_contact(
-        tenant_scope(), principal().organisation_id, contact_uuid,
-        service.Outgoing(data.message_type, data.content, data.subject))
+        tenant_scope(),
+        principal().organisation_id,
+        contact_uuid,
+        service.Outgoing(data.message_type, data.content, data.subject),
+    )
     return {"status": "success", "message": message}, 201
 
 
@@ -68,8 +76,7 @@ async def get_contact_messages(contact_id: str) -> dict[str, Any]:
     """The contact's messages, newest first (limit 1..200, default 50; offset)."""
     contact_uuid = parse_uuid(contact_id, "contact_id")
     limit, offset = pagination(request.args, maximum=MAX_MESSAGES_PAGE)
-    history = await service.contact_messages(tenant_scope(), contact_uuid, limit,
-                                             offset)
+    history = await service.contact_messages(tenant_scope(), contact_uuid, limit, offset)
     return {"success": True, **history}
 
 
@@ -86,19 +93,28 @@ async def sandbox_inbound_sms(sub_account_id: str) -> dict[str, Any]:
     sub_account_uuid = parse_uuid(sub_account_id, "sub_account_id")
     raw = await request.get_data(as_text=False)
     assert isinstance(raw, bytes)
-    data = signing.signed_body(InboundSms, sub_account_uuid, raw,
-                               request.headers.get(signing.HEADER))
+    data = signing.signed_body(
+        InboundSms, sub_account_uuid, raw, request.headers.get(signing.HEADER)
+    )
     sender = valid_phone(data.from_number)
     if sender is None:
-        raise APIError(400, "validation_error", "from must be an E.164 phone number",
-                       details=[{"field": "from", "message": "not an E.164 number",
-                                 "type": "value_error"}])
+        raise APIError(
+            400,
+            "validation_error",
+            "from must be an E.164 phone number",
+            details=[{"field": "from", "message": "not an E.164 number", "type": "value_error"}],
+        )
     scope = await TenantScope.of_active_or_404(db_pool(), sub_account_uuid)
-    received = await inbound.receive(scope, inbound.InboundText(
-        sender, valid_phone(data.to or ""), data.body, data.message_id))
-    return {"status": "success", "message_id": received.message["id"],
-            "conversation_id": received.message["conversation_id"],
-            "contact_id": received.contact_id, "duplicate": received.duplicate}
+    received = await inbound.receive(
+        scope, inbound.InboundText(sender, valid_phone(data.to or ""), data.body, data.message_id)
+    )
+    return {
+        "status": "success",
+        "message_id": received.message["id"],
+        "conversation_id": received.message["conversation_id"],
+        "contact_id": received.contact_id,
+        "duplicate": received.duplicate,
+    }
 
 
 # --- Twilio's webhooks ------------------------------------------------------------------------
@@ -115,8 +131,9 @@ async def _twilio_fields() -> dict[str, str]:
     url = settings.public_url.rstrip("/") + request.path
     if request.query_string:
         url += "?" + request.query_string.decode("utf-8", "replace")
-    if not signature_valid(settings.twilio_auth_token, [url], params,
-                           request.headers.get(SIGNATURE_HEADER)):
+    if not signature_valid(
+        settings.twilio_auth_token, [url], params, request.headers.get(SIGNATURE_HEADER)
+    ):
         raise APIError(401, "invalid_signature", "the provider signature is missing or wrong")
     # PostgreSQL text cannot hold NUL; the signature was checked over what Twilio sent.
     return {name: value.replace("\x00", "") for name, value in params}
@@ -133,8 +150,11 @@ async def twilio_inbound_sms() -> Response:
     """Twilio's incoming-message webhook: the text joins the sender's conversation in the
     sub-account holding the `To` number; answered with empty TwiML."""
     fields = await _twilio_fields()
-    sender, body, sid = (valid_phone(fields.get("From", "")), fields.get("Body", ""),
-                         fields.get("MessageSid", ""))
+    sender, body, sid = (
+        valid_phone(fields.get("From", "")),
+        fields.get("Body", ""),
+        fields.get("MessageSid", ""),
+    )
     number = valid_phone(fields.get("To", ""))
     if sender is not None and number is not None and 0 < len(sid) <= 200:
         await inbound.receive_twilio(db_pool(), inbound.InboundText(sender, number, body, sid))
@@ -150,8 +170,11 @@ async def twilio_message_status() -> Response:
     carries under Twilio's signature, names the sub-account that sent the message."""
     fields = await _twilio_fields()
     report = inbound.TwilioStatusReport(
-        message_sid=fields.get("MessageSid", ""), message_status=fields.get("MessageStatus", ""),
-        from_number=fields.get("From", ""), error_code=fields.get("ErrorCode") or None)
+        message_sid=fields.get("MessageSid", ""),
+        message_status=fields.get("MessageStatus", ""),
+        from_number=fields.get("From", ""),
+        error_code=fields.get("ErrorCode") or None,
+    )
     await inbound.record_twilio_status(db_pool(), report, request.args.get("ref"))
     return _twiml()
 
@@ -164,9 +187,12 @@ def _unread_filter(raw: str | None) -> bool:
         return False
     if raw == "true":
         return True
-    raise APIError(400, "validation_error", "unread must be true or false",
-                   details=[{"field": "unread", "message": "must be true or false",
-                             "type": "bool_parsing"}])
+    raise APIError(
+        400,
+        "validation_error",
+        "unread must be true or false",
+        details=[{"field": "unread", "message": "must be true or false", "type": "bool_parsing"}],
+    )
 
 
 @blueprint.get(CONVERSATIONS)
@@ -180,8 +206,9 @@ async def list_conversations() -> dict[str, Any]:
     contact_id = parse_uuid(contact, "contact_id") if contact is not None else None
     unread = _unread_filter(request.args.get("unread"))
     limit, offset = pagination(request.args)
-    items, total = await threads.list_conversations(tenant_scope(), contact_id, unread, limit,
-                                                    offset)
+    items, total = await threads.list_conversations(
+        tenant_scope(), contact_id, unread, limit, offset
+    )
     return page_body("conversations", items, total, limit, offset)
 
 
@@ -194,8 +221,9 @@ async def list_conversation_messages(conversation_id: str) -> dict[str, Any]:
     """The conversation's messages, newest first, with direction and delivery_status."""
     conversation_uuid = parse_uuid(conversation_id, "conversation_id")
     limit, offset = pagination(request.args)
-    items, total = await threads.conversation_messages(tenant_scope(), conversation_uuid,
-                                                       limit, offset)
+    items, total = await threads.conversation_messages(
+        tenant_scope(), conversation_uuid, limit, offset
+    )
     return page_body("messages", items, total, limit, offset)
 
 
@@ -205,9 +233,11 @@ async def list_conversation_messages(conversation_id: str) -> dict[str, Any]:
 @validate_request(UpdateConversationRequest)
 @validate_response(ConversationUpdated, 200)
 @validate_errors(Error, 400, 404)
-async def update_conversation(conversation_id: str,
-                              data: UpdateConversationRequest) -> dict[str, Any]:
+async def update_conversation(
+    conversation_id: str, data: UpdateConversationRequest
+) -> dict[str, Any]:
     """Mark the conversation read: `{unread: false}` marks every inbound message read."""
-    conversation = await threads.mark_read(tenant_scope(),
-                                           parse_uuid(conversation_id, "conversation_id"))
+    conversation = await threads.mark_read(
+        tenant_scope(), parse_uuid(conversation_id, "conversation_id")
+    )
     return {"status": "success", "conversation": conversation}

@@ -15,8 +15,12 @@ MAX_CONTENT = 100_000
 
 class SendMessageRequest(BaseModel):
     # An sms is at most 1600 characters.
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(all_of=[
-        when("message_type", ["sms"], {"properties": {"content": {"maxLength": 1600}}})]))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            all_of=[when("message_type", ["sms"], {"properties": {"content": {"maxLength": 1600}}})]
+        ),
+    )
 
     message_type: Literal["sms", "email"]
     content: NonBlank = Field(max_length=MAX_CONTENT)

@@ -61,32 +61,54 @@ MARK_FAILED = """
 UPDATE messages SET status = 'failed', error = $2, updated_at = now() WHERE id = $1
 """
 
+
 async def message_price(scope: TenantScope, channel: str) -> Decimal:
     """The sub-account's rebilled price of one message on `channel` (0 when unset)."""
     return await wallet.plan_price(scope, PRICE_KEYS[channel])
 
 
-async def append_message(conn: asyncpg.Connection, contact_id: uuid.UUID, *, direction: str,
-                         sender_type: str, message_type: str, content: str,
-                         status: str, subject: str | None = None,
-                         campaign_id: uuid.UUID | None = None,
-                         provider_message_id: str | None = None,
-                         message_id: uuid.UUID | None = None,
-                         phone_number: str | None = None) -> None:
+async def append_message(
+    conn: asyncpg.Connection,
+    contact_id: uuid.UUID,
+    *,
+    direction: str,
+    sender_type: str,
+    message_type: str,
+    content: str,
+    status: str,
+    subject: str | None = None,
+    campaign_id: uuid.UUID | None = None,
+    provider_message_id: str | None = None,
+    message_id: uuid.UUID | None = None,
+    phone_number: str | None = None,
+) -> None:
     """Add a message to the contact's conversation, starting the conversation if need be."""
-    await conn.execute(queries.APPEND_MESSAGE, contact_id, message_id or uuid.uuid4(), direction,
-                       sender_type, message_type, subject, content, status, campaign_id,
-                       provider_message_id, phone_number)
+    await conn.execute(
+        queries.APPEND_MESSAGE,
+        contact_id,
+        message_id or uuid.uuid4(),
+        direction,
+        sender_type,
+        message_type,
+        subject,
+        content,
+        status,
+        campaign_id,
+        provider_message_id,
+        phone_number,
+    )
 
 
 # --- reading ----------------------------------------------------------------------------------
 
 
-async def contact_messages(scope: TenantScope, contact_id: uuid.UUID, limit: int,
-                           offset: int) -> dict[str, Any]:
+async def contact_messages(
+    scope: TenantScope, contact_id: uuid.UUID, limit: int, offset: int
+) -> dict[str, Any]:
     async with scope.transaction() as conn:
-        contact = await fetch_one_or_404(conn, SELECT_CONTACT_AND_CONVERSATION, contact_id,
-                                         what="contact")
+        contact = await fetch_one_or_404(
+            conn, SELECT_CONTACT_AND_CONVERSATION, contact_id, what="contact"
+        )
         if contact["conversation_id"] is None:
             raise not_found("conversation")
         rows = await conn.fetch(SELECT_MESSAGES, contact["conversation_id"], limit, offset)
@@ -112,35 +134,67 @@ class Outgoing:
     subject: str | None
 
 
-async def send_to_contact(scope: TenantScope, organisation_id: uuid.UUID, contact_id: uuid.UUID,
-                          outgoing: Outgoing, *,
-                          message_id: uuid.UUID | None = None) -> dict[str, Any]:
+async def send_to_contact(
+    scope: TenantScope,
+    organisation_id: uuid.UUID,
+    contact_id: uuid.UUID,
+    outgoing: Outgoing,
+    *,
+    message_id: uuid.UUID | None = None,
+) -> dict[str, Any]:
     """Build, charge, record (queued), send, then mark sent. The message is built before the
     charge (a message that cannot be built is 400 and costs nothing); once charged, any failure
     marks it failed and refunds the charge before the error goes on. A job that must send at
     most once passes its own stable `message_id` and looks for that message before sending."""
     message_id = message_id or uuid.uuid4()
     price = await message_price(scope, outgoing.message_type)
-    config = (await email_config_for(scope.pool, organisation_id)
-              if outgoing.message_type == "email" else None)
+    config = (
+        await email_config_for(scope.pool, organisation_id)
+        if outgoing.message_type == "email"
+        else None
+    )
     try:
         async with scope.transaction() as conn:
             contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
             await ensure_allowed(conn, contact_id, outgoing.message_type)
-            sender = (await conn.fetchval(queries.SELECT_SENDER_NUMBER, contact_id)
-                      if outgoing.message_type == "sms" else None)
-            envelope = _envelope(config, _address(contact, outgoing.message_type), outgoing,
-                                 message_id, sender)
+            sender = (
+                await conn.fetchval(queries.SELECT_SENDER_NUMBER, contact_id)
+                if outgoing.message_type == "sms"
+                else None
+            )
+            envelope = _envelope(
+                config, _address(contact, outgoing.message_type), outgoing, message_id, sender
+            )
             if price > 0:
-                await wallet.debit(conn, price, f"{outgoing.message_type}_message",
-                                   "message to a contact", "message", message_id)
-            await append_message(conn, contact_id, direction="outbound", sender_type="agent",
-                                 message_type=outgoing.message_type, content=outgoing.content,
-                                 subject=outgoing.subject, status="queued",
-                                 message_id=message_id, phone_number=sender)
+                await wallet.debit(
+                    conn,
+                    price,
+                    f"{outgoing.message_type}_message",
+                    "message to a contact",
+                    "message",
+                    message_id,
+                )
+            await append_message(
+                conn,
+                contact_id,
+                direction="outbound",
+                sender_type="agent",
+                message_type=outgoing.message_type,
+                content=outgoing.content,
+                subject=outgoing.subject,
+                status="queued",
+                message_id=message_id,
+                phone_number=sender,
+            )
     except wallet.InsufficientFunds:
-        await wallet.record_declined(scope, price, f"{outgoing.message_type}_message",
-                                     "message to a contact", "message", message_id)
+        await wallet.record_declined(
+            scope,
+            price,
+            f"{outgoing.message_type}_message",
+            "message to a contact",
+            "message",
+            message_id,
+        )
         raise
     provider_id = await _deliver_or_refund(scope, envelope, message_id, price)
     async with scope.transaction() as conn:
@@ -173,46 +227,71 @@ class Envelope:
     from_number: str | None = None
 
 
-def _envelope(config: SMTPConfig | None, address: str, outgoing: Outgoing,
-              message_id: uuid.UUID, from_number: str | None = None) -> Envelope:
+def _envelope(
+    config: SMTPConfig | None,
+    address: str,
+    outgoing: Outgoing,
+    message_id: uuid.UUID,
+    from_number: str | None = None,
+) -> Envelope:
     header_id = f"<{message_id}@switchboard>"
     if config is None:
         return Envelope(address, header_id, text=outgoing.content, from_number=from_number)
     try:
-        message = build_message(config, address, outgoing.subject or "(no subject)",
-                                outgoing.content, message_id=header_id)
+        message = build_message(
+            config,
+            address,
+            outgoing.subject or "(no subject)",
+            outgoing.content,
+            message_id=header_id,
+        )
     except UnsafeHeader as exc:
         raise APIError(400, "validation_error", str(exc)) from None
     return Envelope(address, header_id, email=(config, message))
 
 
-async def _deliver_or_refund(scope: TenantScope, envelope: Envelope,
-                             message_id: uuid.UUID, price: Decimal) -> str:
+async def _deliver_or_refund(
+    scope: TenantScope, envelope: Envelope, message_id: uuid.UUID, price: Decimal
+) -> str:
     try:
         if envelope.email is None:
-            return await sms_provider().send_sms(envelope.address, envelope.text,
-                                                 envelope.header_id, envelope.from_number,
-                                                 str(scope.sub_account_id))
+            return await sms_provider().send_sms(
+                envelope.address,
+                envelope.text,
+                envelope.header_id,
+                envelope.from_number,
+                str(scope.sub_account_id),
+            )
         await send_email(*envelope.email)
         return envelope.header_id
     except (EmailDeliveryError, SmsError) as exc:
         await _fail(scope, message_id, price, str(exc))
         if isinstance(exc, EmailDeliveryError):
-            raise APIError(502, "email_delivery_failed", "the email server did not accept the "
-                           "message; the charge was refunded") from None
-        raise APIError(502, "provider_error", "the SMS provider did not accept the message; "
-                       "the charge was refunded") from None
+            raise APIError(
+                502,
+                "email_delivery_failed",
+                "the email server did not accept the message; the charge was refunded",
+            ) from None
+        raise APIError(
+            502,
+            "provider_error",
+            "the SMS provider did not accept the message; the charge was refunded",
+        ) from None
     except BaseException as exc:
         # Not a refusal we know (a bug, a cancelled task): the charge must not stay posted.
-        await asyncio.shield(_fail(scope, message_id, price,
-                                   f"not sent: {type(exc).__name__}"))
+        await asyncio.shield(_fail(scope, message_id, price, f"not sent: {type(exc).__name__}"))
         raise
 
 
-async def _fail(scope: TenantScope, message_id: uuid.UUID, price: Decimal,
-                error: str) -> None:
+async def _fail(scope: TenantScope, message_id: uuid.UUID, price: Decimal, error: str) -> None:
     async with scope.transaction() as conn:
         await conn.execute(MARK_FAILED, message_id, error[:500])
         if price > 0:
-            await wallet.credit(conn, price, "message_refund", "message not accepted by provider",
-                                "message", message_id)
+            await wallet.credit(
+                conn,
+                price,
+                "message_refund",
+                "message not accepted by provider",
+                "message",
+                message_id,
+            )

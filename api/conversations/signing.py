@@ -43,12 +43,14 @@ def verify(sub_account_id: str, body: bytes, signature: str | None) -> bool:
         return False
     if get_settings().sandbox_webhook_secret:
         return hmac.compare_digest(sign(sub_account_id, body), signature)
-    return any(hmac.compare_digest(sign(sub_account_id, body, pepper), signature)
-               for pepper in peppers())
+    return any(
+        hmac.compare_digest(sign(sub_account_id, body, pepper), signature) for pepper in peppers()
+    )
 
 
-def signed_body(model_class: type[Model], sub_account_id: uuid.UUID, body: bytes,
-                signature: str | None) -> Model:
+def signed_body(
+    model_class: type[Model], sub_account_id: uuid.UUID, body: bytes, signature: str | None
+) -> Model:
     """The webhook's JSON body as `model_class` once its signature checks out: 401
     `invalid_signature` first, then 400 `validation_error`."""
     if not verify(str(sub_account_id), body, signature):
@@ -56,5 +58,6 @@ def signed_body(model_class: type[Model], sub_account_id: uuid.UUID, body: bytes
     try:
         return model_class.model_validate_json(body)
     except ValidationError as exc:
-        raise APIError(400, "validation_error", "invalid request",
-                       details=validation_details(exc)) from None
+        raise APIError(
+            400, "validation_error", "invalid request", details=validation_details(exc)
+        ) from None

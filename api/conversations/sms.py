@@ -18,8 +18,14 @@ class TelephonySms:
     def __init__(self, provider_name: str) -> None:
         self.name = provider_name
 
-    async def send_sms(self, to: str, body: str, message_id: str,
-                       from_number: str | None = None, reference: str | None = None) -> str:
+    async def send_sms(
+        self,
+        to: str,
+        body: str,
+        message_id: str,
+        from_number: str | None = None,
+        reference: str | None = None,
+    ) -> str:
         """Send `body` to `to`; return the provider's id of the message. `reference` (the
         sending sub-account) comes back with the provider's status reports."""
         try:

@@ -17,14 +17,28 @@ from api import events
 from api.conversations import queries
 
 # The carrier's words as ours; the rank says which may follow which (forward only).
-TWILIO_STATUSES = {"accepted": "queued", "scheduled": "queued", "queued": "queued",
-                   "sending": "sent", "sent": "sent", "delivered": "delivered",
-                   "read": "delivered", "undelivered": "undelivered", "failed": "failed",
-                   "canceled": "failed"}
+TWILIO_STATUSES = {
+    "accepted": "queued",
+    "scheduled": "queued",
+    "queued": "queued",
+    "sending": "sent",
+    "sent": "sent",
+    "delivered": "delivered",
+    "read": "delivered",
+    "undelivered": "undelivered",
+    "failed": "failed",
+    "canceled": "failed",
+}
 RANK = {"queued": 0, "sent": 1, "delivered": 2, "undelivered": 2, "failed": 2}
 
-async def report(conn: asyncpg.Connection, sub_account_id: uuid.UUID, provider_message_id: str,
-                 status: str, error: str | None) -> bool:
+
+async def report(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    provider_message_id: str,
+    status: str,
+    error: str | None,
+) -> bool:
     """A carrier's report on our outbound message: True when its status moved. A report on
     an id no message holds yet is kept for the send that will store it."""
     await conn.execute(queries.LOCK_PROVIDER_ID, provider_message_id)
@@ -35,26 +49,35 @@ async def report(conn: asyncpg.Connection, sub_account_id: uuid.UUID, provider_m
     return False
 
 
-async def apply_early_reports(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                              provider_message_id: str) -> None:
+async def apply_early_reports(
+    conn: asyncpg.Connection, sub_account_id: uuid.UUID, provider_message_id: str
+) -> None:
     """Called by a send in the transaction that stores `provider_message_id`: the reports that
     came first move the message to the furthest status they name."""
     await conn.execute(queries.LOCK_PROVIDER_ID, provider_message_id)
     reports = await conn.fetch(queries.TAKE_REPORTS, provider_message_id)
     if reports:
         furthest = max(reports, key=lambda row: RANK[row["status"]])
-        await _advance(conn, sub_account_id, provider_message_id, furthest["status"],
-                       furthest["error"])
+        await _advance(
+            conn, sub_account_id, provider_message_id, furthest["status"], furthest["error"]
+        )
 
 
-async def _advance(conn: asyncpg.Connection, sub_account_id: uuid.UUID,
-                   provider_message_id: str, status: str, error: str | None) -> bool:
+async def _advance(
+    conn: asyncpg.Connection,
+    sub_account_id: uuid.UUID,
+    provider_message_id: str,
+    status: str,
+    error: str | None,
+) -> bool:
     before = [name for name, rank in RANK.items() if rank < RANK[status]]
-    message_id = await conn.fetchval(queries.ADVANCE_STATUS, provider_message_id, status,
-                                     before, error)
+    message_id = await conn.fetchval(
+        queries.ADVANCE_STATUS, provider_message_id, status, before, error
+    )
     if message_id is None:
         return False
     message = queries.message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
-    await events.emit(conn, "message.status_updated",
-                      {"sub_account_id": sub_account_id, "message": message})
+    await events.emit(
+        conn, "message.status_updated", {"sub_account_id": sub_account_id, "message": message}
+    )
     return True

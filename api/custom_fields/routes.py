@@ -40,6 +40,7 @@ async def list_custom_fields() -> dict[str, Any]:
 async def create_custom_field(data: CreateCustomFieldRequest) -> tuple[dict[str, Any], int]:
     """Define a custom field whose values contacts can carry under its key."""
     async with tenant_scope().transaction() as conn:
-        field = await service.create_custom_field(conn, data.key, data.name, data.field_type,
-                                                  data.options, data.read_only)
+        field = await service.create_custom_field(
+            conn, data.key, data.name, data.field_type, data.options, data.read_only
+        )
     return {"status": "success", "custom_field": field}, 201

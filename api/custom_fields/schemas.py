@@ -14,16 +14,30 @@ FieldType = Literal["text", "number", "boolean", "date", "select", "multi_select
 
 
 # Options (distinct, non-blank) belong to select fields, which need at least one.
-CHOICES = {"required": ["options"], "properties": {"options": {
-    "type": "array", "minItems": 1, "uniqueItems": True,
-    "items": {"type": "string", "pattern": NON_BLANK_PATTERN}}}}
+CHOICES = {
+    "required": ["options"],
+    "properties": {
+        "options": {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"type": "string", "pattern": NON_BLANK_PATTERN},
+        }
+    },
+}
 NO_CHOICES = {"properties": {"options": {"anyOf": [{"type": "null"}, {"maxItems": 0}]}}}
 
 
 class CreateCustomFieldRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(all_of=[
-        when("field_type", ["select", "multi_select"], CHOICES),
-        when("field_type", ["text", "number", "boolean", "date"], NO_CHOICES)]))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            all_of=[
+                when("field_type", ["select", "multi_select"], CHOICES),
+                when("field_type", ["text", "number", "boolean", "date"], NO_CHOICES),
+            ]
+        ),
+    )
 
     key: StrictStr = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
     name: NonBlank = Field(max_length=200)

@@ -50,11 +50,18 @@ def custom_field_out(row: asyncpg.Record) -> dict[str, Any]:
     return dict(row)
 
 
-async def create_custom_field(conn: asyncpg.Connection, key: str, name: str, field_type: str,
-                              options: list[str] | None, read_only: bool) -> dict[str, Any]:
+async def create_custom_field(
+    conn: asyncpg.Connection,
+    key: str,
+    name: str,
+    field_type: str,
+    options: list[str] | None,
+    read_only: bool,
+) -> dict[str, Any]:
     options = _checked_options(field_type, options)
-    row = await conn.fetchrow(INSERT_CUSTOM_FIELD, key, name.strip(), field_type, options,
-                              read_only)
+    row = await conn.fetchrow(
+        INSERT_CUSTOM_FIELD, key, name.strip(), field_type, options, read_only
+    )
     if row is None:
         raise APIError(409, "custom_field_key_taken", f"a custom field with key {key!r} exists")
     return custom_field_out(row)
@@ -63,8 +70,9 @@ async def create_custom_field(conn: asyncpg.Connection, key: str, name: str, fie
 def _checked_options(field_type: str, options: list[str] | None) -> list[str] | None:
     if field_type not in CHOICE_TYPES:
         if options:
-            raise refuse([invalid("options", f"options apply only to {' and '.join(CHOICE_TYPES)}"
-                                  " fields")])
+            raise refuse(
+                [invalid("options", f"options apply only to {' and '.join(CHOICE_TYPES)} fields")]
+            )
         return None
     cleaned = [option.strip() for option in options or []]
     if not cleaned or any(not option for option in cleaned):
@@ -74,15 +82,17 @@ def _checked_options(field_type: str, options: list[str] | None) -> list[str] | 
     return cleaned
 
 
-async def list_custom_fields(conn: asyncpg.Connection, limit: int,
-                             offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_custom_fields(
+    conn: asyncpg.Connection, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     rows = await conn.fetch(SELECT_CUSTOM_FIELDS, limit, offset)
     total = await conn.fetchval(COUNT_CUSTOM_FIELDS)
     return [custom_field_out(row) for row in rows], total
 
 
-async def checked_values(conn: asyncpg.Connection,
-                         values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+async def checked_values(
+    conn: asyncpg.Connection, values: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
     """Values to set and keys to clear (null), once every key and value is valid; else 400."""
     rows = await conn.fetch(SELECT_FIELDS_BY_KEY, list(values))
     fields = {row["key"]: row for row in rows}
@@ -95,8 +105,9 @@ async def checked_values(conn: asyncpg.Connection,
         if field is None or not field["is_active"]:
             details.append(invalid(where, "no active custom field has this key", "unknown_key"))
         elif field["read_only"]:
-            details.append(invalid(where, "this field is read-only (mirrored from the CRM)",
-                                   "read_only"))
+            details.append(
+                invalid(where, "this field is read-only (mirrored from the CRM)", "read_only")
+            )
         elif value is None:
             to_clear.append(key)
         else:

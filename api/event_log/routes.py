@@ -41,8 +41,9 @@ def _since(args: Any) -> datetime | None:
         # In UTC, where a zone could carry it past year 9999 (or before year 1).
         return since.astimezone(UTC) if since.tzinfo else since.replace(tzinfo=UTC)
     except (ValueError, OverflowError):
-        raise invalid("since", "since must be an ISO 8601 timestamp, such as "
-                                "2026-11-24T10:00:00.000Z") from None
+        raise invalid(
+            "since", "since must be an ISO 8601 timestamp, such as 2026-11-24T10:00:00.000Z"
+        ) from None
 
 
 def _after(args: Any) -> str | None:
@@ -75,8 +76,7 @@ async def list_events() -> dict[str, Any]:
     """
     limit, offset = pagination(request.args)
     types, since, after = _types(request.args), _since(request.args), _after(request.args)
-    items, total = await service.list_events(tenant_scope(), types, since, after, limit,
-                                             offset)
+    items, total = await service.list_events(tenant_scope(), types, since, after, limit, offset)
     return page_body("events", items, total, limit, offset)
 
 

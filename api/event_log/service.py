@@ -21,8 +21,13 @@ RETENTION = timedelta(days=30)
 
 
 def invalid(field: str, message: str) -> APIError:
-    return APIError(400, "validation_error", message,
-                    details=[{"field": field, "message": message, "type": "value_error"}])
+    return APIError(
+        400,
+        "validation_error",
+        message,
+        details=[{"field": field, "message": message, "type": "value_error"}],
+    )
+
 
 # The feed: the window ($1), the types ($2), after a timestamp ($3) or after a position ($4).
 FEED_FILTER = """
@@ -44,7 +49,6 @@ SELECT_POSITION = "SELECT position FROM events WHERE id = $1"
 
 DELIVERY_COLUMNS = """id, message_id AS event_id, event_type, status,
 CASE WHEN status = 'pending' THEN next_attempt_at END AS next_attempt_at"""
-
 
 
 def _log_queries(owner_column: str) -> tuple[str, str]:
@@ -69,11 +73,15 @@ class DeliveryLog:
 
 
 SUBSCRIPTION_LOG = DeliveryLog(
-    "webhook subscription", "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE id = $1)",
-    *_log_queries("subscription_id"))
+    "webhook subscription",
+    "SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE id = $1)",
+    *_log_queries("subscription_id"),
+)
 AGENT_LOG = DeliveryLog(
-    "agent", "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND deleted_at IS NULL)",
-    *_log_queries("agent_id"))
+    "agent",
+    "SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1 AND deleted_at IS NULL)",
+    *_log_queries("agent_id"),
+)
 
 SELECT_DELIVERY = f"SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = $1"
 
@@ -112,9 +120,14 @@ WHERE original_delivery_id = $1 AND created_at > clock_timestamp() - $2::interva
 """
 
 
-async def list_events(scope: TenantScope, types: list[str] | None, since: datetime | None,
-                      after: str | None, limit: int,
-                      offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_events(
+    scope: TenantScope,
+    types: list[str] | None,
+    since: datetime | None,
+    after: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[dict[str, Any]], int]:
     """Events of the last 30 days, newest first (in commit order, api/events.py); of `types`
     only, and after `since` (a timestamp) or `after` (an event id), if given: 400
     `validation_error` when `after` is not an event of the sub-account."""
@@ -125,18 +138,21 @@ async def list_events(scope: TenantScope, types: list[str] | None, since: dateti
             if position is None:
                 raise invalid("after", "after must be the id of an event of this sub-account")
         window = (utcnow() - RETENTION, types, since, position)
-        return await fetch_page(conn, SELECT_EVENTS, COUNT_EVENTS, *window, limit, offset,
-                                count_args=window)
+        return await fetch_page(
+            conn, SELECT_EVENTS, COUNT_EVENTS, *window, limit, offset, count_args=window
+        )
 
 
-async def list_deliveries(scope: TenantScope, log: DeliveryLog, owner_id: uuid.UUID,
-                          limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_deliveries(
+    scope: TenantScope, log: DeliveryLog, owner_id: uuid.UUID, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of the owner's deliveries, newest first, each with its attempts."""
     async with scope.transaction() as conn:
         if not await conn.fetchval(log.exists, owner_id):
             raise not_found(log.what)
-        items, total = await fetch_page(conn, log.page, log.count, owner_id, limit, offset,
-                                        count_args=(owner_id,))
+        items, total = await fetch_page(
+            conn, log.page, log.count, owner_id, limit, offset, count_args=(owner_id,)
+        )
         return await _with_attempts(conn, items), total
 
 
@@ -147,11 +163,17 @@ async def redeliver(scope: TenantScope, delivery_id: uuid.UUID) -> dict[str, Any
         if delivery is None:
             raise not_found("webhook delivery")
         if delivery["status"] == "pending":
-            raise APIError(409, "delivery_pending",
-                           "the delivery is still being attempted; redeliver it once it ends")
+            raise APIError(
+                409,
+                "delivery_pending",
+                "the delivery is still being attempted; redeliver it once it ends",
+            )
         if not delivery["target_active"]:
-            raise APIError(409, "delivery_target_inactive",
-                           "the delivery's subscription or agent no longer takes events")
+            raise APIError(
+                409,
+                "delivery_target_inactive",
+                "the delivery's subscription or agent no longer takes events",
+            )
         await _within_redelivery_limit(conn, delivery["original_id"])
         new_id = await events.emit_again(conn, delivery_id)
         [new] = await _with_attempts(conn, [dict(await conn.fetchrow(SELECT_DELIVERY, new_id))])
@@ -168,19 +190,31 @@ async def _within_redelivery_limit(conn: asyncpg.Connection, original_id: uuid.U
     if recent["count"] < REDELIVERY_LIMIT:
         return
     wait = recent["oldest"] + REDELIVERY_WINDOW - recent["now"]
-    raise APIError(429, "redelivery_limited",
-                   f"this delivery was redelivered {REDELIVERY_LIMIT} times in the last hour; "
-                   "retry later", headers={"Retry-After": str(max(1, math.ceil(
-                       wait.total_seconds())))})
+    raise APIError(
+        429,
+        "redelivery_limited",
+        f"this delivery was redelivered {REDELIVERY_LIMIT} times in the last hour; retry later",
+        headers={"Retry-After": str(max(1, math.ceil(wait.total_seconds())))},
+    )
 
 
-async def _with_attempts(conn: asyncpg.Connection,
-                         items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _with_attempts(
+    conn: asyncpg.Connection, items: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     rows = await conn.fetch(SELECT_ATTEMPTS, [item["id"] for item in items])
     attempts: dict[uuid.UUID, list[dict[str, Any]]] = {item["id"]: [] for item in items}
     for row in rows:
         attempts[row["delivery_id"]].append(
-            {key: row[key] for key in ("at", "status_code", "error", "duration_ms")})
-    return [{"id": item["id"], "event_id": item["event_id"], "event_type": item["event_type"],
-             "status": item["status"], "attempts": attempts[item["id"]],
-             "next_attempt_at": item["next_attempt_at"]} for item in items]
+            {key: row[key] for key in ("at", "status_code", "error", "duration_ms")}
+        )
+    return [
+        {
+            "id": item["id"],
+            "event_id": item["event_id"],
+            "event_type": item["event_type"],
+            "status": item["status"],
+            "attempts": attempts[item["id"]],
+            "next_attempt_at": item["next_attempt_at"],
+        }
+        for item in items
+    ]

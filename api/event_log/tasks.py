@@ -50,8 +50,7 @@ DELETE FROM message_status_reports WHERE (provider_message_id, status) IN (
 """
 
 
-async def purge_old_events(ctx: dict[str, Any],
-                           sub_account_ids: list[str] | None = None) -> int:
+async def purge_old_events(ctx: dict[str, Any], sub_account_ids: list[str] | None = None) -> int:
     """One pass over every tenant (or the sub-accounts named, for an operator's run); returns
     how many events and deliveries went."""
     cutoff = utcnow() - RETENTION
@@ -60,8 +59,7 @@ async def purge_old_events(ctx: dict[str, Any],
     for tenant in await ctx["db"].fetch(SELECT_TENANT_SCHEMAS, only):
         schema = tenant["schema_name"]
         try:
-            for statement in (DELETE_OLD_EVENTS, DELETE_OLD_DELIVERIES,
-                              DELETE_OLD_STATUS_REPORTS):
+            for statement in (DELETE_OLD_EVENTS, DELETE_OLD_DELIVERIES, DELETE_OLD_STATUS_REPORTS):
                 deleted += await _in_batches(ctx["db"], schema, statement, cutoff)
         except (asyncpg.PostgresError, OSError) as exc:
             # One tenant (mid-migration, say) never stops the others; the next run retries it.
@@ -71,8 +69,7 @@ async def purge_old_events(ctx: dict[str, Any],
     return deleted
 
 
-async def _in_batches(pool: asyncpg.Pool, schema: str, statement: str,
-                      cutoff: datetime) -> int:
+async def _in_batches(pool: asyncpg.Pool, schema: str, statement: str, cutoff: datetime) -> int:
     deleted = 0
     for _ in range(MAX_BATCHES):
         async with tenant_transaction(pool, schema) as conn:

@@ -26,12 +26,15 @@ def check_provider(provider: str) -> str:
 
 async def connect(scope: TenantScope, provider: str, api_key: str) -> None:
     async with scope.transaction() as conn:
-        await conn.execute(UPSERT_INTEGRATION, check_provider(provider),
-                           secrets.encrypt(api_key.strip()))
+        await conn.execute(
+            UPSERT_INTEGRATION, check_provider(provider), secrets.encrypt(api_key.strip())
+        )
 
 
 async def list_integrations(scope: TenantScope) -> list[dict[str, Any]]:
     async with scope.transaction() as conn:
         rows = {row["provider"]: row["updated_at"] for row in await conn.fetch(SELECT_INTEGRATIONS)}
-    return [{"provider": provider, "connected": provider in rows,
-             "updated_at": rows.get(provider)} for provider in PROVIDERS]
+    return [
+        {"provider": provider, "connected": provider in rows, "updated_at": rows.get(provider)}
+        for provider in PROVIDERS
+    ]

@@ -24,6 +24,7 @@ from api.validation import validate_errors, validate_response
 
 blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
 
+
 @blueprint.post("/invoices")
 @tag(["Invoices"])
 @requires(SUB_ACCOUNT)
@@ -45,8 +46,9 @@ async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], in
 async def list_invoices(query_args: InvoiceFilters) -> dict[str, Any]:
     """List invoices, newest first, optionally of one status or one contact."""
     limit, offset = pagination(request.args)
-    invoices, total = await service.list_invoices(tenant_scope(), query_args.status,
-                                                  query_args.contact_id, limit, offset)
+    invoices, total = await service.list_invoices(
+        tenant_scope(), query_args.status, query_args.contact_id, limit, offset
+    )
     return page_body("invoices", invoices, total, limit, offset)
 
 
@@ -80,8 +82,9 @@ async def update_invoice(invoice_id: str, data: UpdateInvoiceRequest) -> dict[st
 @validate_errors(ErrorResponse, 400, 404, 409)
 async def create_payment_link(invoice_id: str) -> dict[str, Any]:
     """Issue a payment link for a pending invoice (replacing any earlier link)."""
-    invoice = await service.create_payment_link(tenant_scope(), parse_uuid(invoice_id),
-        current_app.config["SETTINGS"].public_url)
+    invoice = await service.create_payment_link(
+        tenant_scope(), parse_uuid(invoice_id), current_app.config["SETTINGS"].public_url
+    )
     return {"status": "success", "invoice": invoice}
 
 
@@ -93,6 +96,7 @@ async def create_payment_link(invoice_id: str) -> dict[str, Any]:
 @validate_errors(ErrorResponse, 400, 404, 409)
 async def mark_paid(invoice_id: str, data: MarkPaidRequest) -> dict[str, Any]:
     """Record the payment of a pending invoice: it becomes paid, with paid_at set."""
-    invoice = await service.mark_paid(tenant_scope(), parse_uuid(invoice_id),
-                                      data.payment_method.strip())
+    invoice = await service.mark_paid(
+        tenant_scope(), parse_uuid(invoice_id), data.payment_method.strip()
+    )
     return {"status": "success", "invoice": invoice}

@@ -54,8 +54,9 @@ def _non_blank(value: str) -> str:
 
 
 DueDate = Annotated[date, BeforeValidator(_calendar_date)]
-UnitPrice = Annotated[Money, Field(ge=Decimal("0.01"), le=Decimal("1000000")),
-                      AfterValidator(_four_places)]
+UnitPrice = Annotated[
+    Money, Field(ge=Decimal("0.01"), le=Decimal("1000000")), AfterValidator(_four_places)
+]
 
 
 class Strict(BaseModel):
@@ -63,8 +64,9 @@ class Strict(BaseModel):
 
 
 class LineItem(Strict):
-    model_config = ConfigDict(json_schema_extra=document(
-        properties={"item": NON_BLANK, "amount": {"multipleOf": 0.0001}}))
+    model_config = ConfigDict(
+        json_schema_extra=document(properties={"item": NON_BLANK, "amount": {"multipleOf": 0.0001}})
+    )
 
     item: Annotated[StrictStr, Field(max_length=1000), AfterValidator(_non_blank)]
     quantity: WholeNumber = Field(ge=1, le=MAX_QUANTITY)
@@ -75,8 +77,11 @@ LineItems = Annotated[list[LineItem], Field(min_length=1, max_length=200)]
 
 
 class CreateInvoiceRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(
-        properties={"contact_id": UUID_KEYWORDS, "quote_id": UUID_KEYWORDS}))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            properties={"contact_id": UUID_KEYWORDS, "quote_id": UUID_KEYWORDS}
+        )
+    )
 
     contact_id: StrictStr
     items: LineItems
@@ -86,10 +91,13 @@ class CreateInvoiceRequest(Strict):
 
 
 class UpdateInvoiceRequest(Strict):
-    model_config = ConfigDict(json_schema_extra=document(
-        not_null=("contact_id", "items", "due_date", "status"),
-        properties={"contact_id": UUID_KEYWORDS},
-        any_of=required_one_of("contact_id", "items", "due_date", "notes", "status")))
+    model_config = ConfigDict(
+        json_schema_extra=document(
+            not_null=("contact_id", "items", "due_date", "status"),
+            properties={"contact_id": UUID_KEYWORDS},
+            any_of=required_one_of("contact_id", "items", "due_date", "notes", "status"),
+        )
+    )
 
     contact_id: StrictStr | None = None
     items: LineItems | None = None
@@ -139,8 +147,9 @@ class UpdatedInvoiceResponse(InvoiceResponse):
 
 
 class InvoiceFilters(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        not_null=("status", "contact_id")))
+    model_config = ConfigDict(
+        extra="ignore", json_schema_extra=document(not_null=("status", "contact_id"))
+    )
 
     status: Literal["pending", "void", "refunded", "paid"] | None = None
     contact_id: UUIDQuery | None = None

@@ -79,16 +79,27 @@ def invoice_total(items: list[LineItem]) -> Decimal:
     total = sum((item.amount * item.quantity for item in items), Decimal(0))
     rounded = total.quantize(CENT, rounding=ROUND_HALF_UP)
     if rounded > MAX_AMOUNT:
-        raise APIError(400, "validation_error", "the invoice total is too large",
-                       details=[{"field": "items", "message": f"total must not exceed {MAX_AMOUNT}",
-                                 "type": "less_than_equal"}])
+        raise APIError(
+            400,
+            "validation_error",
+            "the invoice total is too large",
+            details=[
+                {
+                    "field": "items",
+                    "message": f"total must not exceed {MAX_AMOUNT}",
+                    "type": "less_than_equal",
+                }
+            ],
+        )
     return rounded
 
 
 def stored_items(items: list[LineItem]) -> list[dict[str, Any]]:
     # A unit price has at most 4 decimals, so its float's shortest repr is the exact decimal.
-    return [{"item": item.item, "quantity": item.quantity, "amount": float(item.amount)}
-            for item in items]
+    return [
+        {"item": item.item, "quantity": item.quantity, "amount": float(item.amount)}
+        for item in items
+    ]
 
 
 def blank_to_none(notes: str | None) -> str | None:
@@ -113,9 +124,16 @@ async def create_invoice(scope: TenantScope, data: CreateInvoiceRequest) -> dict
             await require_contact(conn, contact_id)
             # The counter row stays locked until commit; a failed create rolls its number back.
             number = await conn.fetchval(NEXT_NUMBER)
-            row = await conn.fetchrow(INSERT_INVOICE, f"INV-{number:06d}", contact_id, quote_id,
-                                      amount, data.due_date, blank_to_none(data.notes),
-                                      stored_items(data.items))
+            row = await conn.fetchrow(
+                INSERT_INVOICE,
+                f"INV-{number:06d}",
+                contact_id,
+                quote_id,
+                amount,
+                data.due_date,
+                blank_to_none(data.notes),
+                stored_items(data.items),
+            )
     except asyncpg.ForeignKeyViolationError:
         raise not_found("contact") from None  # deleted between the check and the insert
     return invoice_out(row)
@@ -127,12 +145,19 @@ async def get_invoice(scope: TenantScope, invoice_id: uuid.UUID) -> dict[str, An
     return invoice_out(row)
 
 
-async def list_invoices(scope: TenantScope, status: str | None, contact_id: uuid.UUID | None,
-                        limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_invoices(
+    scope: TenantScope, status: str | None, contact_id: uuid.UUID | None, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of invoices, newest first, each as GET /invoices/{id} shows it."""
     async with scope.transaction() as conn:
-        return await fetch_newest_page(conn, "invoices", COLUMNS, [
-            ("status = $?", status), ("contact_id = $?", contact_id)], limit, offset)
+        return await fetch_newest_page(
+            conn,
+            "invoices",
+            COLUMNS,
+            [("status = $?", status), ("contact_id = $?", contact_id)],
+            limit,
+            offset,
+        )
 
 
 def sent_fields(data: UpdateInvoiceRequest) -> set[str]:
@@ -143,9 +168,14 @@ def sent_fields(data: UpdateInvoiceRequest) -> set[str]:
     sent = data.model_fields_set & set(EDITABLE)
     nulls = [field for field in NOT_NULL if field in sent and getattr(data, field) is None]
     if nulls:
-        raise APIError(400, "validation_error", "invalid request",
-                       details=[{"field": field, "message": "must not be null", "type": "null"}
-                                for field in nulls])
+        raise APIError(
+            400,
+            "validation_error",
+            "invalid request",
+            details=[
+                {"field": field, "message": "must not be null", "type": "null"} for field in nulls
+            ],
+        )
     return sent
 
 
@@ -153,17 +183,30 @@ def check_transition(current: asyncpg.Record, data: UpdateInvoiceRequest) -> Non
     if current["status"] != "paid":
         return
     if data.status in ("pending", "void"):
-        raise APIError(409, "invoice_paid",
-                       f"a paid invoice cannot be set to {data.status}; refund it instead")
+        raise APIError(
+            409, "invoice_paid", f"a paid invoice cannot be set to {data.status}; refund it instead"
+        )
     if data.items is not None:
         raise APIError(409, "invoice_paid", "the items of a paid invoice cannot change")
 
 
-def merged(current: asyncpg.Record, data: UpdateInvoiceRequest,
-           contact_id: uuid.UUID | None) -> tuple[dict[str, Any], bool]:
+def merged(
+    current: asyncpg.Record, data: UpdateInvoiceRequest, contact_id: uuid.UUID | None
+) -> tuple[dict[str, Any], bool]:
     """The invoice's new values, and whether a changed amount removed its payment link."""
-    values = {key: current[key] for key in ("contact_id", "items", "amount", "due_date", "notes",
-                                            "status", "payment_url", "payment_link_expires_at")}
+    values = {
+        key: current[key]
+        for key in (
+            "contact_id",
+            "items",
+            "amount",
+            "due_date",
+            "notes",
+            "status",
+            "payment_url",
+            "payment_link_expires_at",
+        )
+    }
     if contact_id is not None:
         values["contact_id"] = contact_id
     if data.due_date is not None:
@@ -182,8 +225,9 @@ def merged(current: asyncpg.Record, data: UpdateInvoiceRequest,
     return values, cleared
 
 
-async def update_invoice(scope: TenantScope, invoice_id: uuid.UUID,
-                         data: UpdateInvoiceRequest) -> tuple[dict[str, Any], bool]:
+async def update_invoice(
+    scope: TenantScope, invoice_id: uuid.UUID, data: UpdateInvoiceRequest
+) -> tuple[dict[str, Any], bool]:
     """Apply the fields sent; answer the invoice and whether its payment link was cleared."""
     sent = sent_fields(data)
     contact_id = parse_uuid(data.contact_id, "contact_id") if data.contact_id is not None else None
@@ -191,16 +235,26 @@ async def update_invoice(scope: TenantScope, invoice_id: uuid.UUID,
         raise APIError(400, "nothing_to_update", "send at least one of " + ", ".join(EDITABLE))
     try:
         async with scope.transaction() as conn:
-            current = await fetch_one_or_404(conn, SELECT_INVOICE_FOR_UPDATE, invoice_id,
-                                             what="invoice")
+            current = await fetch_one_or_404(
+                conn, SELECT_INVOICE_FOR_UPDATE, invoice_id, what="invoice"
+            )
             if contact_id is not None:
                 await require_contact(conn, contact_id)
             check_transition(current, data)
             values, cleared = merged(current, data, contact_id)
             row = await conn.fetchrow(
-                UPDATE_INVOICE, invoice_id, values["contact_id"], values["items"],
-                values["amount"], values["due_date"], values["notes"], values["status"],
-                values["payment_url"], values["payment_link_expires_at"], current["status"])
+                UPDATE_INVOICE,
+                invoice_id,
+                values["contact_id"],
+                values["items"],
+                values["amount"],
+                values["due_date"],
+                values["notes"],
+                values["status"],
+                values["payment_url"],
+                values["payment_link_expires_at"],
+                current["status"],
+            )
     except asyncpg.ForeignKeyViolationError:
         raise not_found("contact") from None
     if row is None:  # unreachable while the row lock holds; kept as the SQL-level guard
@@ -208,19 +262,22 @@ async def update_invoice(scope: TenantScope, invoice_id: uuid.UUID,
     return invoice_out(row), cleared
 
 
-async def refuse_unless_pending(conn: asyncpg.Connection, invoice_id: uuid.UUID,
-                                action: str) -> None:
+async def refuse_unless_pending(
+    conn: asyncpg.Connection, invoice_id: uuid.UUID, action: str
+) -> None:
     status = await conn.fetchval(SELECT_STATUS, invoice_id)
     if status is None:
         raise not_found("invoice")
     if status == "paid":
         raise APIError(409, "invoice_paid", f"the invoice is already paid; cannot {action}")
-    raise APIError(409, "invoice_not_payable",
-                   f"the invoice is {status}; only a pending invoice can {action}")
+    raise APIError(
+        409, "invoice_not_payable", f"the invoice is {status}; only a pending invoice can {action}"
+    )
 
 
-async def create_payment_link(scope: TenantScope, invoice_id: uuid.UUID,
-                              public_url: str) -> dict[str, Any]:
+async def create_payment_link(
+    scope: TenantScope, invoice_id: uuid.UUID, public_url: str
+) -> dict[str, Any]:
     """A fresh payment link (replacing any earlier one) for a pending invoice."""
     url = f"{public_url.rstrip('/')}/pay/{secrets.token_urlsafe(24)}"
     async with scope.transaction() as conn:
@@ -230,12 +287,16 @@ async def create_payment_link(scope: TenantScope, invoice_id: uuid.UUID,
     return invoice_out(row)
 
 
-async def mark_paid(scope: TenantScope, invoice_id: uuid.UUID,
-                    payment_method: str) -> dict[str, Any]:
+async def mark_paid(
+    scope: TenantScope, invoice_id: uuid.UUID, payment_method: str
+) -> dict[str, Any]:
     async with scope.transaction() as conn:
         row = await conn.fetchrow(MARK_PAID, invoice_id, payment_method)
         if row is None:
             await refuse_unless_pending(conn, invoice_id, "be marked paid")
-        await events.emit(conn, "invoice.paid", {"sub_account_id": str(scope.sub_account_id),
-                                                 "invoice": invoice_out(row)})
+        await events.emit(
+            conn,
+            "invoice.paid",
+            {"sub_account_id": str(scope.sub_account_id), "invoice": invoice_out(row)},
+        )
     return invoice_out(row)

@@ -25,8 +25,7 @@ blueprint = Blueprint("notes", __name__, url_prefix="/webhooks/inbound")
 @validate_errors(Error, 400, 404)
 async def create_note(contact_id: str, data: CreateNoteRequest) -> tuple[dict[str, Any], int]:
     """Add a note to a contact (kept locally, not mirrored to external CRMs)."""
-    note = await service.create_note(tenant_scope(), parse_uuid(contact_id),
-                                     data.content)
+    note = await service.create_note(tenant_scope(), parse_uuid(contact_id), data.content)
     return {"status": "success", "note": note}, 201
 
 
@@ -39,8 +38,12 @@ async def list_notes(contact_id: str) -> dict[str, Any]:
     """List a contact's active notes, newest first."""
     contact_uuid = parse_uuid(contact_id)
     notes = await service.list_notes(tenant_scope(), contact_uuid)
-    return {"status": "success", "contact_id": contact_uuid, "note_count": len(notes),
-            "notes": notes}
+    return {
+        "status": "success",
+        "contact_id": contact_uuid,
+        "note_count": len(notes),
+        "notes": notes,
+    }
 
 
 @blueprint.delete("/contacts/<contact_id>/notes/<note_id>")
@@ -52,5 +55,4 @@ async def delete_note(contact_id: str, note_id: str) -> dict[str, Any]:
     """Soft-delete a note of the contact."""
     contact_uuid, note_uuid = parse_uuid(contact_id), parse_uuid(note_id, "noteId")
     await service.delete_note(tenant_scope(), contact_uuid, note_uuid)
-    return {"status": "success", "deleted": True, "contact_id": contact_uuid,
-            "note_id": note_uuid}
+    return {"status": "success", "deleted": True, "contact_id": contact_uuid, "note_id": note_uuid}

@@ -34,8 +34,7 @@ RETURNING id
 CONTACT_EXISTS = "SELECT EXISTS (SELECT 1 FROM contacts WHERE id = $1)"
 
 
-async def create_note(scope: TenantScope, contact_id: uuid.UUID,
-                      content: str) -> dict[str, Any]:
+async def create_note(scope: TenantScope, contact_id: uuid.UUID, content: str) -> dict[str, Any]:
     try:
         async with scope.transaction() as conn:
             row = await conn.fetchrow(INSERT_NOTE, contact_id, content)
@@ -55,8 +54,7 @@ async def list_notes(scope: TenantScope, contact_id: uuid.UUID) -> list[dict[str
     return [dict(row) for row in rows if row["id"] is not None]
 
 
-async def delete_note(scope: TenantScope, contact_id: uuid.UUID,
-                      note_id: uuid.UUID) -> None:
+async def delete_note(scope: TenantScope, contact_id: uuid.UUID, note_id: uuid.UUID) -> None:
     async with scope.transaction() as conn:
         if await conn.fetchval(SOFT_DELETE_NOTE, contact_id, note_id) is not None:
             return

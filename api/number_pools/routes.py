@@ -25,8 +25,10 @@ blueprint = Blueprint("number_pools", __name__, url_prefix="/webhooks/inbound")
 @validate_errors(Error, 400, 404)
 async def create_number_pool(data: CreatePoolRequest) -> tuple[dict[str, Any], int]:
     """Create a pool of the sub-account's numbers, used round-robin as caller ID."""
-    ids = [parse_uuid(value, f"phone_number_ids[{index}]")
-           for index, value in enumerate(data.phone_number_ids)]
+    ids = [
+        parse_uuid(value, f"phone_number_ids[{index}]")
+        for index, value in enumerate(data.phone_number_ids)
+    ]
     created = await service.create_pool(tenant_scope(), data.name, ids)
     return {"status": "success", "pool": created}, 201
 
@@ -52,4 +54,3 @@ async def get_number_pool(pool_id: str) -> dict[str, Any]:
     """Read a pool and its active numbers in round-robin order."""
     found = await service.get_pool(tenant_scope(), parse_uuid(pool_id))
     return {"status": "success", "pool": found}
-

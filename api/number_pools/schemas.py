@@ -13,8 +13,10 @@ from api.types import UUID_KEYWORDS, NonBlank, document
 
 
 class CreatePoolRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={"phone_number_ids": {"items": UUID_KEYWORDS}}))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(properties={"phone_number_ids": {"items": UUID_KEYWORDS}}),
+    )
 
     name: Annotated[NonBlank, Field(max_length=100)]
     phone_number_ids: Annotated[list[StrictStr], Field(min_length=1, max_length=100)]

@@ -61,8 +61,7 @@ ORDER BY m.position
 """
 
 
-async def create_pool(scope: TenantScope, name: str,
-                      number_ids: list[uuid.UUID]) -> dict[str, Any]:
+async def create_pool(scope: TenantScope, name: str, number_ids: list[uuid.UUID]) -> dict[str, Any]:
     members = list(dict.fromkeys(number_ids))
     async with scope.transaction() as conn:
         found = {row["id"] for row in await conn.fetch(SELECT_ACTIVE_IDS, members)}
@@ -80,8 +79,9 @@ async def get_pool(scope: TenantScope, pool_id: uuid.UUID) -> dict[str, Any]:
     return {**dict(row), "phone_number_ids": members}
 
 
-async def list_pools(scope: TenantScope, limit: int,
-                     offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_pools(
+    scope: TenantScope, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     """A page of pools, newest first, each as GET /number-pools/{id} shows it."""
     async with scope.transaction() as conn:
         return await fetch_page(conn, SELECT_POOLS_PAGE, COUNT_POOLS, limit, offset)

@@ -18,16 +18,25 @@ class PurchaseRequest(BaseModel):
 
 
 class ImportRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(properties={
-        "phone_number": {"pattern": E164_PATTERN,
-                         "description": "E.164, a number the phonenumbers library holds valid"}}))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            properties={
+                "phone_number": {
+                    "pattern": E164_PATTERN,
+                    "description": "E.164, a number the phonenumbers library holds valid",
+                }
+            }
+        ),
+    )
 
     phone_number: Annotated[StrictStr, Field(max_length=32)]
 
 
 class AssignRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={"agent_id": UUID_KEYWORDS}))
+    model_config = ConfigDict(
+        extra="ignore", json_schema_extra=document(properties={"agent_id": UUID_KEYWORDS})
+    )
 
     agent_id: Annotated[StrictStr, Field(max_length=64)]
 

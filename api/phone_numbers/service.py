@@ -105,8 +105,11 @@ WHERE id = $1
 """
 
 # CONTRACT 9: a repeated unassign.
-ALREADY_UNASSIGNED: dict[str, Any] = {"already_unassigned": True, "agent_id": None,
-                                      "dispatch_rule_deleted": False}
+ALREADY_UNASSIGNED: dict[str, Any] = {
+    "already_unassigned": True,
+    "agent_id": None,
+    "dispatch_rule_deleted": False,
+}
 
 RELEASE = """
 UPDATE phone_numbers
@@ -154,8 +157,7 @@ def valid_phone(value: str) -> bool:
 
 async def _exists(scope: TenantScope) -> None:
     """404 when the sub-account a provisioning job names is gone (jobs get ids)."""
-    await fetch_one_or_404(scope.pool, SELECT_SUB_ACCOUNT, scope.sub_account_id,
-                           what="sub-account")
+    await fetch_one_or_404(scope.pool, SELECT_SUB_ACCOUNT, scope.sub_account_id, what="sub-account")
 
 
 def provider_failed(exc: TelephonyError) -> APIError:
@@ -172,15 +174,20 @@ async def run_provider_job(arq: Any, function: str, *args: Any) -> dict[str, Any
     """Enqueue provider work and wait for it; its refusal is re-raised, a timeout is 502."""
     timeout = provider_timeout()
     deadline = time.time() + max(timeout - 2.0, timeout / 2)
-    job = await arq.enqueue_job(function, *args, deadline,
-                                _job_id=f"{function}:{uuid.uuid4().hex}",
-                                _expires=timedelta(seconds=timeout))
+    job = await arq.enqueue_job(
+        function,
+        *args,
+        deadline,
+        _job_id=f"{function}:{uuid.uuid4().hex}",
+        _expires=timedelta(seconds=timeout),
+    )
     try:
         outcome: dict[str, Any] = await job.result(timeout=timeout, poll_delay=0.05)
     except Exception as exc:  # timed out, or the job itself crashed
         log.warning("%s did not finish: %s", function, type(exc).__name__)
-        raise APIError(502, "provider_error",
-                       "the telephony provider did not answer in time") from None
+        raise APIError(
+            502, "provider_error", "the telephony provider did not answer in time"
+        ) from None
     error = outcome.get("error")
     if error is not None:
         raise APIError(error["status"], error["code"], error["message"])
@@ -210,33 +217,45 @@ async def purchase(scope: TenantScope, arq: Any, area_code: str | None) -> dict[
         async with scope.transaction() as conn:
             balance = await conn.fetchval(SELECT_BALANCE)
         if balance < cost:
-            await wallet.record_declined(scope, cost, "phone_number",
-                                         "phone number purchase", "phone_number", None)
-            raise APIError(402, "insufficient_funds",
-                           "the wallet balance cannot cover the number's first month")
-    outcome = await run_provider_job(arq, "purchase_phone_number", str(scope.sub_account_id),
-                                     area_code)
+            await wallet.record_declined(
+                scope, cost, "phone_number", "phone number purchase", "phone_number", None
+            )
+            raise APIError(
+                402,
+                "insufficient_funds",
+                "the wallet balance cannot cover the number's first month",
+            )
+    outcome = await run_provider_job(
+        arq, "purchase_phone_number", str(scope.sub_account_id), area_code
+    )
     return await get_number(scope, uuid.UUID(outcome["phone_number_id"]))
 
 
 async def import_number(scope: TenantScope, arq: Any, phone_number: str) -> dict[str, Any]:
     phone_number = phone_number.strip(" ")
     if not valid_phone(phone_number):
-        raise APIError(400, "validation_error", "phone_number must be a valid E.164 number",
-                       details=[{"field": "phone_number", "message": "not a valid E.164 number",
-                                 "type": "e164"}])
+        raise APIError(
+            400,
+            "validation_error",
+            "phone_number must be a valid E.164 number",
+            details=[
+                {"field": "phone_number", "message": "not a valid E.164 number", "type": "e164"}
+            ],
+        )
     async with scope.transaction() as conn:
         if await conn.fetchval(NUMBER_HELD, phone_number):
             raise _number_exists()
         if await phone_directory.holder(conn, phone_number) is not None:
             raise _number_held_elsewhere()
-    outcome = await run_provider_job(arq, "import_phone_number", str(scope.sub_account_id),
-                                     phone_number)
+    outcome = await run_provider_job(
+        arq, "import_phone_number", str(scope.sub_account_id), phone_number
+    )
     return await get_number(scope, uuid.UUID(outcome["phone_number_id"]))
 
 
-async def assign(scope: TenantScope, arq: Any, number_id: uuid.UUID,
-                 agent_id: uuid.UUID) -> dict[str, Any]:
+async def assign(
+    scope: TenantScope, arq: Any, number_id: uuid.UUID, agent_id: uuid.UUID
+) -> dict[str, Any]:
     number = await get_number(scope, number_id)
     async with scope.transaction() as conn:
         if not await conn.fetchval(AGENT_EXISTS, agent_id):
@@ -245,8 +264,9 @@ async def assign(scope: TenantScope, arq: Any, number_id: uuid.UUID,
         return _assigned(number, agent_id, already=True)
     if number["agent_id"] is not None:
         raise _assigned_elsewhere()
-    outcome = await run_provider_job(arq, "assign_phone_number", str(scope.sub_account_id),
-                                     str(number_id), str(agent_id))
+    outcome = await run_provider_job(
+        arq, "assign_phone_number", str(scope.sub_account_id), str(number_id), str(agent_id)
+    )
     return _assigned(number, agent_id, already=outcome["already_assigned"])
 
 
@@ -256,27 +276,40 @@ async def unassign(scope: TenantScope, arq: Any, number_id: uuid.UUID) -> dict[s
     number = await get_number(scope, number_id)
     outcome = dict(ALREADY_UNASSIGNED)
     if number["agent_id"] is not None:
-        outcome = await run_provider_job(arq, "unassign_phone_number",
-                                         str(scope.sub_account_id), str(number_id))
-    return {"unassigned": True, "phone_number_id": number["id"],
-            "phone_number": number["phone_number"], **outcome}
+        outcome = await run_provider_job(
+            arq, "unassign_phone_number", str(scope.sub_account_id), str(number_id)
+        )
+    return {
+        "unassigned": True,
+        "phone_number_id": number["id"],
+        "phone_number": number["phone_number"],
+        **outcome,
+    }
 
 
 async def release(scope: TenantScope, arq: Any, number_id: uuid.UUID) -> dict[str, Any]:
     await get_number(scope, number_id)
-    return await run_provider_job(arq, "release_phone_number", str(scope.sub_account_id),
-                                  str(number_id))
+    return await run_provider_job(
+        arq, "release_phone_number", str(scope.sub_account_id), str(number_id)
+    )
 
 
 def _assigned(number: dict[str, Any], agent_id: uuid.UUID, *, already: bool) -> dict[str, Any]:
-    return {"assigned": True, "phone_number_id": number["id"],
-            "phone_number": number["phone_number"], "agent_id": agent_id,
-            "already_assigned": already}
+    return {
+        "assigned": True,
+        "phone_number_id": number["id"],
+        "phone_number": number["phone_number"],
+        "agent_id": agent_id,
+        "already_assigned": already,
+    }
 
 
 def _assigned_elsewhere() -> APIError:
-    return APIError(409, "phone_number_assigned_elsewhere",
-                    "the number is assigned to a different agent; unassign it first")
+    return APIError(
+        409,
+        "phone_number_assigned_elsewhere",
+        "the number is assigned to a different agent; unassign it first",
+    )
 
 
 def _number_exists() -> APIError:
@@ -287,8 +320,9 @@ def _number_held_elsewhere() -> APIError:
     return APIError(409, "phone_number_exists", "another sub-account holds that number")
 
 
-async def _claim(conn: asyncpg.Connection, phone_number: str, sub_account_id: uuid.UUID,
-                 number_id: uuid.UUID) -> None:
+async def _claim(
+    conn: asyncpg.Connection, phone_number: str, sub_account_id: uuid.UUID, number_id: uuid.UUID
+) -> None:
     """Enter the number in the platform-wide directory, or refuse (the transaction rolls back)."""
     if not await phone_directory.claim(conn, phone_number, sub_account_id, number_id):
         raise _number_held_elsewhere()
@@ -298,8 +332,9 @@ async def _claim(conn: asyncpg.Connection, phone_number: str, sub_account_id: uu
 
 
 def _held(row: asyncpg.Record) -> HeldNumber:
-    return HeldNumber(row["phone_number"], row["provider_ref"], row["purchased"],
-                      row["dispatch_rule_id"])
+    return HeldNumber(
+        row["phone_number"], row["provider_ref"], row["purchased"], row["dispatch_rule_id"]
+    )
 
 
 async def _give_back(provider: TelephonyProvider, number: HeldNumber) -> None:
@@ -310,8 +345,9 @@ async def _give_back(provider: TelephonyProvider, number: HeldNumber) -> None:
         log.error("could not give %s back to the provider: %s", number.phone_number, exc)
 
 
-async def provision_purchase(scope: TenantScope, providers: Providers, area_code: str | None,
-                             deadline: float) -> dict[str, Any]:
+async def provision_purchase(
+    scope: TenantScope, providers: Providers, area_code: str | None, deadline: float
+) -> dict[str, Any]:
     _check_deadline(deadline)
     provider = providers.get()
     await _exists(scope)
@@ -337,9 +373,13 @@ class _TakenElsewhere(Exception):
         self.phone_number = phone_number
 
 
-async def _purchase_one(scope: TenantScope, provider: TelephonyProvider,
-                        area_code: str | None, held: frozenset[str],
-                        deadline: float) -> dict[str, Any]:
+async def _purchase_one(
+    scope: TenantScope,
+    provider: TelephonyProvider,
+    area_code: str | None,
+    held: frozenset[str],
+    deadline: float,
+) -> dict[str, Any]:
     cost = await wallet.plan_price(scope, "phone_number_monthly")
     try:
         bought = await provider.purchase_number(area_code, held)
@@ -348,25 +388,37 @@ async def _purchase_one(scope: TenantScope, provider: TelephonyProvider,
     number = HeldNumber(bought.phone_number, bought.provider_ref, True, None)
     try:
         async with scope.transaction() as conn:
-            row = await conn.fetchrow(INSERT_PURCHASED, bought.phone_number, provider.name,
-                                      bought.provider_ref)
+            row = await conn.fetchrow(
+                INSERT_PURCHASED, bought.phone_number, provider.name, bought.provider_ref
+            )
             number_id = row["id"]
-            if not await phone_directory.claim(conn, bought.phone_number,
-                                               scope.sub_account_id, number_id):
+            if not await phone_directory.claim(
+                conn, bought.phone_number, scope.sub_account_id, number_id
+            ):
                 raise _TakenElsewhere(bought.phone_number)
-            await schedule_due(conn, scope.sub_account_id, RENEWAL_WORK, number_id,
-                               row["next_billing_date"])
+            await schedule_due(
+                conn, scope.sub_account_id, RENEWAL_WORK, number_id, row["next_billing_date"]
+            )
             if cost > 0:
-                await wallet.debit(conn, cost, "phone_number",
-                                   f"phone number {bought.phone_number}, first month",
-                                   "phone_number", number_id)
+                await wallet.debit(
+                    conn,
+                    cost,
+                    "phone_number",
+                    f"phone number {bought.phone_number}, first month",
+                    "phone_number",
+                    number_id,
+                )
             _check_deadline(deadline)
     except wallet.InsufficientFunds:
         await _give_back(provider, number)
-        await wallet.record_declined(scope, cost,
-                                     "phone_number",
-                                     f"phone number {bought.phone_number}, first month",
-                                     "phone_number", None)
+        await wallet.record_declined(
+            scope,
+            cost,
+            "phone_number",
+            f"phone number {bought.phone_number}, first month",
+            "phone_number",
+            None,
+        )
         raise
     except asyncpg.UniqueViolationError:
         await _give_back(provider, number)
@@ -379,16 +431,18 @@ async def _purchase_one(scope: TenantScope, provider: TelephonyProvider,
     return {"phone_number_id": str(number_id)}
 
 
-async def provision_import(scope: TenantScope, providers: Providers, phone_number: str,
-                           deadline: float) -> dict[str, Any]:
+async def provision_import(
+    scope: TenantScope, providers: Providers, phone_number: str, deadline: float
+) -> dict[str, Any]:
     _check_deadline(deadline)
     provider = providers.get()
     await _exists(scope)
     imported = await provider.import_number(phone_number)
     try:
         async with scope.transaction() as conn:
-            number_id = await conn.fetchval(INSERT_IMPORTED, phone_number, provider.name,
-                                            imported.provider_ref)
+            number_id = await conn.fetchval(
+                INSERT_IMPORTED, phone_number, provider.name, imported.provider_ref
+            )
             await _claim(conn, phone_number, scope.sub_account_id, number_id)
             _check_deadline(deadline)
     except asyncpg.UniqueViolationError:
@@ -396,8 +450,13 @@ async def provision_import(scope: TenantScope, providers: Providers, phone_numbe
     return {"phone_number_id": str(number_id)}
 
 
-async def provision_assignment(scope: TenantScope, providers: Providers, number_id: uuid.UUID,
-                               agent_id: uuid.UUID, deadline: float) -> dict[str, Any]:
+async def provision_assignment(
+    scope: TenantScope,
+    providers: Providers,
+    number_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    deadline: float,
+) -> dict[str, Any]:
     _check_deadline(deadline)
     await _exists(scope)
     # The row lock serialises assignments of one number across requests and workers.
@@ -419,8 +478,7 @@ async def provision_assignment(scope: TenantScope, providers: Providers, number_
     return {"already_assigned": False}
 
 
-async def _undo_assignment(provider: TelephonyProvider, row: asyncpg.Record,
-                           rule_id: str) -> None:
+async def _undo_assignment(provider: TelephonyProvider, row: asyncpg.Record, rule_id: str) -> None:
     number = HeldNumber(row["phone_number"], row["provider_ref"], row["purchased"], rule_id)
     try:
         await provider.unassign_number(number)
@@ -428,8 +486,9 @@ async def _undo_assignment(provider: TelephonyProvider, row: asyncpg.Record,
         log.error("could not remove the dispatch rule of %s: %s", number.phone_number, exc)
 
 
-async def provision_unassignment(scope: TenantScope, providers: Providers,
-                                 number_id: uuid.UUID, deadline: float) -> dict[str, Any]:
+async def provision_unassignment(
+    scope: TenantScope, providers: Providers, number_id: uuid.UUID, deadline: float
+) -> dict[str, Any]:
     _check_deadline(deadline)
     await _exists(scope)
     # The row lock serialises it with assignments and releases of the number; a provider
@@ -440,12 +499,16 @@ async def provision_unassignment(scope: TenantScope, providers: Providers,
             return dict(ALREADY_UNASSIGNED)
         rule_deleted = await providers.get(row["provider"]).unassign_number(_held(row))
         await conn.execute(UNASSIGN, number_id)
-    return {"already_unassigned": False, "agent_id": str(row["agent_id"]),
-            "dispatch_rule_deleted": rule_deleted}
+    return {
+        "already_unassigned": False,
+        "agent_id": str(row["agent_id"]),
+        "dispatch_rule_deleted": rule_deleted,
+    }
 
 
-async def provision_release(scope: TenantScope, providers: Providers, number_id: uuid.UUID,
-                            deadline: float) -> dict[str, Any]:
+async def provision_release(
+    scope: TenantScope, providers: Providers, number_id: uuid.UUID, deadline: float
+) -> dict[str, Any]:
     _check_deadline(deadline)
     await _exists(scope)
     async with scope.transaction() as conn:
@@ -456,9 +519,13 @@ async def provision_release(scope: TenantScope, providers: Providers, number_id:
         await phone_directory.free(conn, row["phone_number"], scope.sub_account_id)
         await conn.execute(LEAVE_POOLS, number_id)
         await cancel_due(conn, RENEWAL_WORK, number_id)
-    return {"released": True, "phone_number_id": str(number_id),
-            "phone_number": row["phone_number"], "was_purchased": row["purchased"],
-            "dispatch_rule_deleted": rule_deleted}
+    return {
+        "released": True,
+        "phone_number_id": str(number_id),
+        "phone_number": row["phone_number"],
+        "was_purchased": row["purchased"],
+        "dispatch_rule_deleted": rule_deleted,
+    }
 
 
 async def renew(scope: TenantScope, number_id: uuid.UUID) -> datetime | None:
@@ -476,9 +543,14 @@ async def renew(scope: TenantScope, number_id: uuid.UUID) -> datetime | None:
             return row["next_billing_date"]  # type: ignore[no-any-return]
         try:
             if cost > 0:
-                await wallet.debit(conn, cost, "phone_number",
-                                   f"phone number {row['phone_number']}, monthly renewal",
-                                   "phone_number", number_id)
+                await wallet.debit(
+                    conn,
+                    cost,
+                    "phone_number",
+                    f"phone number {row['phone_number']}, monthly renewal",
+                    "phone_number",
+                    number_id,
+                )
         except wallet.InsufficientFunds:
             log.warning("renewal of %s declined: wallet too low", row["phone_number"])
             return utcnow() + RENEWAL_RETRY

@@ -45,37 +45,64 @@ def _refusal(exc: APIError) -> dict[str, Any]:
     return {"error": {"status": exc.status, "code": exc.code, "message": exc.message}}
 
 
-async def purchase_phone_number(ctx: dict[str, Any], sub_account_id: str,
-                                area_code: str | None, deadline: float) -> dict[str, Any]:
-    return await _provision(ctx, lambda providers: numbers.provision_purchase(
-        _scope(ctx, sub_account_id), providers, area_code, deadline))
+async def purchase_phone_number(
+    ctx: dict[str, Any], sub_account_id: str, area_code: str | None, deadline: float
+) -> dict[str, Any]:
+    return await _provision(
+        ctx,
+        lambda providers: numbers.provision_purchase(
+            _scope(ctx, sub_account_id), providers, area_code, deadline
+        ),
+    )
 
 
-async def import_phone_number(ctx: dict[str, Any], sub_account_id: str, phone_number: str,
-                              deadline: float) -> dict[str, Any]:
-    return await _provision(ctx, lambda providers: numbers.provision_import(
-        _scope(ctx, sub_account_id), providers, phone_number, deadline))
+async def import_phone_number(
+    ctx: dict[str, Any], sub_account_id: str, phone_number: str, deadline: float
+) -> dict[str, Any]:
+    return await _provision(
+        ctx,
+        lambda providers: numbers.provision_import(
+            _scope(ctx, sub_account_id), providers, phone_number, deadline
+        ),
+    )
 
 
-async def assign_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
-                              agent_id: str, deadline: float) -> dict[str, Any]:
-    return await _provision(ctx, lambda providers: numbers.provision_assignment(
-        _scope(ctx, sub_account_id), providers, uuid.UUID(number_id),
-        uuid.UUID(agent_id), deadline))
+async def assign_phone_number(
+    ctx: dict[str, Any], sub_account_id: str, number_id: str, agent_id: str, deadline: float
+) -> dict[str, Any]:
+    return await _provision(
+        ctx,
+        lambda providers: numbers.provision_assignment(
+            _scope(ctx, sub_account_id),
+            providers,
+            uuid.UUID(number_id),
+            uuid.UUID(agent_id),
+            deadline,
+        ),
+    )
 
 
-async def unassign_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
-                                deadline: float) -> dict[str, Any]:
-    return await _provision(ctx, lambda providers: numbers.provision_unassignment(
-        _scope(ctx, sub_account_id), providers, uuid.UUID(number_id), deadline))
+async def unassign_phone_number(
+    ctx: dict[str, Any], sub_account_id: str, number_id: str, deadline: float
+) -> dict[str, Any]:
+    return await _provision(
+        ctx,
+        lambda providers: numbers.provision_unassignment(
+            _scope(ctx, sub_account_id), providers, uuid.UUID(number_id), deadline
+        ),
+    )
 
 
-async def release_phone_number(ctx: dict[str, Any], sub_account_id: str, number_id: str,
-                               deadline: float) -> dict[str, Any]:
-    return await _provision(ctx, lambda providers: numbers.provision_release(
-        _scope(ctx, sub_account_id), providers, uuid.UUID(number_id), deadline))
+async def release_phone_number(
+    ctx: dict[str, Any], sub_account_id: str, number_id: str, deadline: float
+) -> dict[str, Any]:
+    return await _provision(
+        ctx,
+        lambda providers: numbers.provision_release(
+            _scope(ctx, sub_account_id), providers, uuid.UUID(number_id), deadline
+        ),
+    )
 
 
 async def renew_phone_number(ctx: dict[str, Any], work: DueWork) -> datetime | None:
     return await numbers.renew(work.scope(ctx["db"]), work.ref_id)
-

@@ -30,8 +30,7 @@ async def create_smart_list(data: CreateSmartListRequest) -> tuple[dict[str, Any
     tags = normalise_tags(data.tags or [])
     if not tags:
         raise APIError(400, "tags_required", "at least one non-empty tag is required")
-    smart_list = await service.create_smart_list(tenant_scope(), data.name.strip(),
-                                                 tags)
+    smart_list = await service.create_smart_list(tenant_scope(), data.name.strip(), tags)
     return {"status": "success", "smart_list": smart_list}, 201
 
 

@@ -13,10 +13,18 @@ from api.types import NonBlank, document
 
 class CreateSmartListRequest(BaseModel):
     # At least one non-empty tag.
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        required=("tags",), properties={"tags": {
-            "contains": {"type": "string", "pattern": TAG_PATTERN},
-            "items": {"maxLength": 100}}}))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            required=("tags",),
+            properties={
+                "tags": {
+                    "contains": {"type": "string", "pattern": TAG_PATTERN},
+                    "items": {"maxLength": 100},
+                }
+            },
+        ),
+    )
 
     name: NonBlank = Field(max_length=200)
     tags: list[StrictStr] | None = Field(default=None, max_length=100)

@@ -30,8 +30,7 @@ LIMIT $1 OFFSET $2
 COUNT_SMART_LISTS = "SELECT count(*) FROM smart_lists"
 
 
-async def create_smart_list(scope: TenantScope, name: str,
-                            tags: list[str]) -> dict[str, Any]:
+async def create_smart_list(scope: TenantScope, name: str, tags: list[str]) -> dict[str, Any]:
     async with scope.transaction() as conn:
         return dict(await conn.fetchrow(INSERT_SMART_LIST, name, tags))
 
@@ -42,7 +41,8 @@ async def get_smart_list(scope: TenantScope, smart_list_id: uuid.UUID) -> dict[s
     return dict(row)
 
 
-async def list_smart_lists(scope: TenantScope, limit: int,
-                           offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_smart_lists(
+    scope: TenantScope, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     async with scope.transaction() as conn:
         return await fetch_page(conn, SELECT_SMART_LISTS, COUNT_SMART_LISTS, limit, offset)

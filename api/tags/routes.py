@@ -62,5 +62,4 @@ async def remove_tags(contact_id: str, data: TagsRequest) -> dict[str, Any]:
     contact_uuid = parse_uuid(contact_id)
     tags = requested_tags(data)
     remaining, removed = await service.remove_tags(tenant_scope(), contact_uuid, tags)
-    return {"status": "success", "contact_id": contact_uuid, "tags": remaining,
-            "removed": removed}
+    return {"status": "success", "contact_id": contact_uuid, "tags": remaining, "removed": removed}

@@ -12,8 +12,11 @@ from api.types import WHITESPACE, document
 ZERO_WIDTH_CHARACTERS = "\u200b\u200c\u200d\u2060\ufeff"
 # A tag that is not empty once normalised holds a character that is neither whitespace nor
 # zero-width (NFKC turns nothing else into those).
-TAG_PATTERN = "[^" + "".join(f"\\u{ord(character):04x}"
-                             for character in (*WHITESPACE, *ZERO_WIDTH_CHARACTERS)) + "]"
+TAG_PATTERN = (
+    "[^"
+    + "".join(f"\\u{ord(character):04x}" for character in (*WHITESPACE, *ZERO_WIDTH_CHARACTERS))
+    + "]"
+)
 TAG = {"type": "string", "pattern": TAG_PATTERN}
 
 
@@ -21,11 +24,16 @@ class TagsRequest(BaseModel):
     """`tag` and/or `tags`, combined."""
 
     # At least one non-empty tag, each at most 100 characters once trimmed.
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={"tag": {"maxLength": 100}, "tags": {"items": {"maxLength": 100}}},
-        any_of=[{"required": ["tag"], "properties": {"tag": TAG}},
-                {"required": ["tags"],
-                 "properties": {"tags": {"type": "array", "contains": TAG}}}]))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            properties={"tag": {"maxLength": 100}, "tags": {"items": {"maxLength": 100}}},
+            any_of=[
+                {"required": ["tag"], "properties": {"tag": TAG}},
+                {"required": ["tags"], "properties": {"tags": {"type": "array", "contains": TAG}}},
+            ],
+        ),
+    )
 
     tag: StrictStr | None = Field(default=None, max_length=1000)
     tags: list[StrictStr] | None = Field(default=None, max_length=100)

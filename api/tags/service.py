@@ -69,8 +69,9 @@ async def add_tags(scope: TenantScope, contact_id: uuid.UUID, tags: list[str]) -
         return list(row["tags"])
 
 
-async def remove_tags(scope: TenantScope, contact_id: uuid.UUID,
-                      tags: list[str]) -> tuple[list[str], list[str]]:
+async def remove_tags(
+    scope: TenantScope, contact_id: uuid.UUID, tags: list[str]
+) -> tuple[list[str], list[str]]:
     """(remaining set, the given tags that were present)."""
     async with scope.transaction() as conn:
         row = await fetch_one_or_404(conn, REMOVE_TAGS, contact_id, tags, what="contact")

@@ -35,8 +35,7 @@ def _allow_private() -> bool:
 @validate_errors(Error, 400, 409)
 async def create_tool(data: CreateToolRequest) -> tuple[dict[str, Any], int]:
     """Create a tool (http, transfer_call or send_sms) that agents may offer their model."""
-    tool = await service.create_tool(tenant_scope(), data,
-                                     allow_private_webhooks=_allow_private())
+    tool = await service.create_tool(tenant_scope(), data, allow_private_webhooks=_allow_private())
     return {"status": "success", "tool": tool}, 201
 
 
@@ -72,8 +71,9 @@ async def get_tool(tool_id: str) -> dict[str, Any]:
 async def update_tool(tool_id: str, data: UpdateToolRequest) -> dict[str, Any]:
     """Change a tool's name, description or config (sent whole; a header sent as "***" keeps
     its value); its type and parameters never change."""
-    tool = await service.update_tool(tenant_scope(), parse_uuid(tool_id), data,
-                                     allow_private_webhooks=_allow_private())
+    tool = await service.update_tool(
+        tenant_scope(), parse_uuid(tool_id), data, allow_private_webhooks=_allow_private()
+    )
     return {"status": "success", "tool": tool}
 
 

@@ -58,16 +58,25 @@ def _enum_value(value: Any) -> Any:
         return value
     if isinstance(value, float | Decimal):
         number = Decimal(str(value)) if isinstance(value, float) else value
-        if not number.is_finite() or (not number.is_zero()
-                                      and number.adjusted() >= MAX_JSON_DIGITS):
+        if not number.is_finite() or (
+            not number.is_zero() and number.adjusted() >= MAX_JSON_DIGITS
+        ):
             raise ValueError(f"enum numbers must be finite and below 1e{MAX_JSON_DIGITS}")
         return int(number) if number == number.to_integral_value() else float(number)
     raise ValueError("enum values are strings, numbers or booleans")
 
 
-ENUM_ITEM = {"anyOf": [{"type": "string", "maxLength": MAX_ENUM_TEXT}, {"type": "boolean"},
-                       {"type": "number", "exclusiveMinimum": -(10**MAX_JSON_DIGITS),
-                        "exclusiveMaximum": 10**MAX_JSON_DIGITS}]}
+ENUM_ITEM = {
+    "anyOf": [
+        {"type": "string", "maxLength": MAX_ENUM_TEXT},
+        {"type": "boolean"},
+        {
+            "type": "number",
+            "exclusiveMinimum": -(10**MAX_JSON_DIGITS),
+            "exclusiveMaximum": 10**MAX_JSON_DIGITS,
+        },
+    ]
+}
 EnumValue = Annotated[Any, AfterValidator(_enum_value), WithJsonSchema(ENUM_ITEM)]
 
 
@@ -82,20 +91,30 @@ def _matches(kind: str, value: Any) -> bool:
 
 
 def _enum_of(kind: str) -> dict[str, Any]:
-    item = {"string": {"type": "string"}, "boolean": {"type": "boolean"},
-            "integer": {"type": "integer"}, "number": {"type": "number"}}[kind]
+    item = {
+        "string": {"type": "string"},
+        "boolean": {"type": "boolean"},
+        "integer": {"type": "integer"},
+        "number": {"type": "number"},
+    }[kind]
     return when("type", [kind], {"properties": {"enum": {"items": item}}})
 
 
 class ParameterProperty(BaseModel):
     """One property: its type, and optionally the values it may take and what it means."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=document(
-        all_of=[_enum_of(kind) for kind in PROPERTY_TYPES]))
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=document(all_of=[_enum_of(kind) for kind in PROPERTY_TYPES]),
+    )
 
     type: Literal["string", "number", "integer", "boolean"]
-    enum: Annotated[list[EnumValue], Field(min_length=1, max_length=MAX_ENUM),
-                    Documented(uniqueItems=True)] | None = None
+    enum: (
+        Annotated[
+            list[EnumValue], Field(min_length=1, max_length=MAX_ENUM), Documented(uniqueItems=True)
+        ]
+        | None
+    ) = None
     description: Annotated[StrictStr, Field(max_length=MAX_PROPERTY_DESCRIPTION)] | None = None
 
     @model_validator(mode="after")
@@ -116,12 +135,14 @@ class JSONSchemaObject(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["object"]
-    properties: Annotated[dict[PropertyName, ParameterProperty],
-                          Field(max_length=MAX_PROPERTIES),
-                          Documented(propertyNames={"pattern": PROPERTY_NAME})] = Field(
-        default_factory=dict)
-    required: Annotated[list[PropertyName], Field(max_length=MAX_PROPERTIES),
-                        Documented(uniqueItems=True)] = Field(default_factory=list)
+    properties: Annotated[
+        dict[PropertyName, ParameterProperty],
+        Field(max_length=MAX_PROPERTIES),
+        Documented(propertyNames={"pattern": PROPERTY_NAME}),
+    ] = Field(default_factory=dict)
+    required: Annotated[
+        list[PropertyName], Field(max_length=MAX_PROPERTIES), Documented(uniqueItems=True)
+    ] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _required_are_properties(self) -> JSONSchemaObject:
@@ -152,17 +173,30 @@ MASKED = "***"
 HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$"
 HEADER_VALUE = rf"^[\x20-\x7e]{{1,{MAX_HEADER_VALUE}}}$"
 # Headers the request itself sets (framing, the signature): a tool's headers cannot replace them.
-RESERVED_HEADERS = ("host", "content-length", "content-type", "content-encoding",
-                    "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-                    "webhook-id", "webhook-timestamp", "webhook-signature")
+RESERVED_HEADERS = (
+    "host",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+)
 # The types a tool may have now; check_availability and book_appointment need calendars.
 TOOL_TYPES = ("http", "transfer_call", "send_sms")
 CALENDAR_TOOL_TYPES = ("check_availability", "book_appointment")
 
 
 def _any_case(word: str) -> str:
-    return "".join(f"[{letter.lower()}{letter.upper()}]" if letter.isalpha() else letter
-                   for letter in word)
+    return "".join(
+        f"[{letter.lower()}{letter.upper()}]" if letter.isalpha() else letter for letter in word
+    )
 
 
 RESERVED_HEADER_PATTERN = "^(?:" + "|".join(map(_any_case, RESERVED_HEADERS)) + ")$"
@@ -186,21 +220,34 @@ def _headers(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
-ToolName = Annotated[StrictStr, Field(pattern=TOOL_NAME), AfterValidator(_not_reserved_name),
-                     Documented(**{"not": {"enum": list(RESERVED_TOOL_NAMES)}})]
+ToolName = Annotated[
+    StrictStr,
+    Field(pattern=TOOL_NAME),
+    AfterValidator(_not_reserved_name),
+    Documented(**{"not": {"enum": list(RESERVED_TOOL_NAMES)}}),
+]
 Description = Annotated[NonBlank, Field(max_length=MAX_DESCRIPTION)]
 HeaderName = Annotated[str, StringConstraints(pattern=HEADER_NAME)]
 HeaderValue = Annotated[StrictStr, StringConstraints(pattern=HEADER_VALUE)]
-HEADERS_SCHEMA = {"type": "object", "maxProperties": MAX_HEADERS,
-                  "propertyNames": {"pattern": HEADER_NAME,
-                                    "not": {"pattern": RESERVED_HEADER_PATTERN}},
-                  "additionalProperties": {"type": "string", "pattern": HEADER_VALUE},
-                  "description": "Sent with every request; values are stored encrypted and "
-                                 f"read back as {MASKED!r}. Names ignore case."}
-Headers = Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_HEADERS),
-                    AfterValidator(_headers), WithJsonSchema(HEADERS_SCHEMA)]
-HTTP_URL = {"format": "uri", "pattern": r"^[hH][tT][tT][pP][sS]?://",
-            "description": "An absolute http(s) URL whose host resolves to public addresses."}
+HEADERS_SCHEMA = {
+    "type": "object",
+    "maxProperties": MAX_HEADERS,
+    "propertyNames": {"pattern": HEADER_NAME, "not": {"pattern": RESERVED_HEADER_PATTERN}},
+    "additionalProperties": {"type": "string", "pattern": HEADER_VALUE},
+    "description": "Sent with every request; values are stored encrypted and "
+    f"read back as {MASKED!r}. Names ignore case.",
+}
+Headers = Annotated[
+    dict[HeaderName, HeaderValue],
+    Field(max_length=MAX_HEADERS),
+    AfterValidator(_headers),
+    WithJsonSchema(HEADERS_SCHEMA),
+]
+HTTP_URL = {
+    "format": "uri",
+    "pattern": r"^[hH][tT][tT][pP][sS]?://",
+    "description": "An absolute http(s) URL whose host resolves to public addresses.",
+}
 
 
 class HttpConfig(BaseModel):
@@ -223,13 +270,20 @@ class SendSmsConfig(BaseModel):
 
 
 CONFIG_MODELS: dict[str, type[BaseModel]] = {
-    "http": HttpConfig, "transfer_call": TransferCallConfig, "send_sms": SendSmsConfig}
+    "http": HttpConfig,
+    "transfer_call": TransferCallConfig,
+    "send_sms": SendSmsConfig,
+}
 # The model fills in only an http tool's parameters; the others' are fixed.
 FIXED_PARAMETERS: dict[str, dict[str, Any]] = {
     "transfer_call": {"type": "object", "properties": {}, "required": []},
-    "send_sms": {"type": "object", "properties": {"content": {
-        "type": "string", "description": "The text message to send to the contact."}},
-        "required": ["content"]},
+    "send_sms": {
+        "type": "object",
+        "properties": {
+            "content": {"type": "string", "description": "The text message to send to the contact."}
+        },
+        "required": ["content"],
+    },
 }
 
 
@@ -252,20 +306,25 @@ def _per_type(kind: str) -> dict[str, Any]:
     return when("type", [kind], then)
 
 
-TYPE_DESCRIPTION = ("http, transfer_call or send_sms (check_availability and book_appointment "
-                    "come with calendars). parameters: http only; config: per type.")
+TYPE_DESCRIPTION = (
+    "http, transfer_call or send_sms (check_availability and book_appointment "
+    "come with calendars). parameters: http only; config: per type."
+)
 
 
 class CreateToolRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(
-        properties={"type": {"enum": list(TOOL_TYPES), "description": TYPE_DESCRIPTION}},
-        all_of=[_per_type(kind) for kind in TOOL_TYPES]))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            properties={"type": {"enum": list(TOOL_TYPES), "description": TYPE_DESCRIPTION}},
+            all_of=[_per_type(kind) for kind in TOOL_TYPES],
+        ),
+    )
 
     name: ToolName
     type: StrictStr
     description: Description
-    parameters: JSONSchemaObject = Field(
-        default_factory=lambda: JSONSchemaObject(type="object"))
+    parameters: JSONSchemaObject = Field(default_factory=lambda: JSONSchemaObject(type="object"))
     config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -273,10 +332,14 @@ class UpdateToolRequest(BaseModel):
     """name, description and config; config is replaced whole (an http header sent as "***"
     keeps its stored value). `type` and `parameters` never change."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra=document(
-        not_null=("name", "description", "config"),
-        any_of=required_one_of("name", "description", "config"),
-        refuse={"anyOf": [{"required": ["type"]}, {"required": ["parameters"]}]}))
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra=document(
+            not_null=("name", "description", "config"),
+            any_of=required_one_of("name", "description", "config"),
+            refuse={"anyOf": [{"required": ["type"]}, {"required": ["parameters"]}]},
+        ),
+    )
 
     name: ToolName | None = None
     description: Description | None = None

@@ -98,9 +98,12 @@ def refuse(details: list[dict[str, str]]) -> APIError:
 
 
 def _details(exc: ValidationError, root: str) -> list[dict[str, str]]:
-    return [invalid(".".join([root, *(str(part) for part in error["loc"])]), error["msg"],
-                    error["type"])
-            for error in exc.errors(include_input=False, include_url=False)]
+    return [
+        invalid(
+            ".".join([root, *(str(part) for part in error["loc"])]), error["msg"], error["type"]
+        )
+        for error in exc.errors(include_input=False, include_url=False)
+    ]
 
 
 # --- the rules ----------------------------------------------------------------------------------
@@ -109,8 +112,13 @@ def _details(exc: ValidationError, root: str) -> list[dict[str, str]]:
 def check_type(kind: str) -> None:
     """One of the types a tool may have now; the calendar types are named as such."""
     if kind in CALENDAR_TOOL_TYPES:
-        raise refuse([invalid("type", f"{kind} tools book on calendars, which are not "
-                                      "available yet", "enum")])
+        raise refuse(
+            [
+                invalid(
+                    "type", f"{kind} tools book on calendars, which are not available yet", "enum"
+                )
+            ]
+        )
     if kind not in TOOL_TYPES:
         raise refuse([invalid("type", f"must be one of {', '.join(TOOL_TYPES)}", "enum")])
 
@@ -123,8 +131,9 @@ class Config:
     header_values: dict[str, str] = field(default_factory=dict)
 
 
-def check_config(kind: str, raw: dict[str, Any],
-                 stored_headers: dict[str, str] | None = None) -> Config:
+def check_config(
+    kind: str, raw: dict[str, Any], stored_headers: dict[str, str] | None = None
+) -> Config:
     """The config of a tool of type `kind`, or 400 naming each bad field. `stored_headers`:
     the header values of the tool being changed, which a header sent as "***" keeps; a new
     tool has none (None), so "***" is refused there."""
@@ -157,13 +166,19 @@ def _http_config(config: HttpConfig, stored_headers: dict[str, str] | None) -> C
         elif name.lower() in stored:
             values[name] = stored[name.lower()]
         else:
-            problems.append(invalid(f"config.headers.{name}",
-                                    f"{MASKED} keeps a stored value, and this tool has none "
-                                    "for this header"))
+            problems.append(
+                invalid(
+                    f"config.headers.{name}",
+                    f"{MASKED} keeps a stored value, and this tool has none for this header",
+                )
+            )
     if problems:
         raise refuse(problems)
-    shown = {"url": config.url, "headers": dict.fromkeys(values, MASKED),
-             "timeout_seconds": config.timeout_seconds}
+    shown = {
+        "url": config.url,
+        "headers": dict.fromkeys(values, MASKED),
+        "timeout_seconds": config.timeout_seconds,
+    }
     return Config(shown, values)
 
 
@@ -189,8 +204,13 @@ def _parameters(data: CreateToolRequest) -> dict[str, Any]:
     if fixed is None:
         return data.parameters.stored()
     if "parameters" in data.model_fields_set:
-        raise refuse([invalid("parameters", f"{data.type} tools take fixed parameters; leave "
-                                            "it out", "fixed")])
+        raise refuse(
+            [
+                invalid(
+                    "parameters", f"{data.type} tools take fixed parameters; leave it out", "fixed"
+                )
+            ]
+        )
     return fixed
 
 
@@ -216,17 +236,25 @@ def tool_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
 # --- the operations -----------------------------------------------------------------------------
 
 
-async def create_tool(scope: TenantScope, data: CreateToolRequest, *,
-                      allow_private_webhooks: bool) -> dict[str, Any]:
+async def create_tool(
+    scope: TenantScope, data: CreateToolRequest, *, allow_private_webhooks: bool
+) -> dict[str, Any]:
     check_type(data.type)
     parameters = _parameters(data)
     config = check_config(data.type, data.config)
     await check_url(config.shown, allow_private_webhooks=allow_private_webhooks)
     secret = new_secret()
     async with scope.transaction() as conn:
-        row = await conn.fetchrow(INSERT_TOOL, data.name, data.type, data.description,
-                                  parameters, config.shown, _sealed(config.header_values),
-                                  secrets.encrypt(secret))
+        row = await conn.fetchrow(
+            INSERT_TOOL,
+            data.name,
+            data.type,
+            data.description,
+            parameters,
+            config.shown,
+            _sealed(config.header_values),
+            secrets.encrypt(secret),
+        )
     if row is None:
         raise _name_taken(data.name)
     return {**tool_out(row), "secret": secret}
@@ -238,8 +266,9 @@ async def get_tool(scope: TenantScope, tool_id: uuid.UUID) -> dict[str, Any]:
     return tool_out(row)
 
 
-async def list_tools(scope: TenantScope, limit: int,
-                     offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_tools(
+    scope: TenantScope, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     async with scope.transaction() as conn:
         items, total = await fetch_page(conn, SELECT_TOOLS, COUNT_TOOLS, limit, offset)
     return [tool_out(item) for item in items], total
@@ -247,13 +276,17 @@ async def list_tools(scope: TenantScope, limit: int,
 
 def _changes(data: UpdateToolRequest) -> dict[str, Any]:
     """The fields the body sent, once none is null and it tries no change PATCH cannot make."""
-    fixed = [invalid(name, f"a tool's {name} never changes; create another tool", "read_only")
-             for name in ("type", "parameters") if name in (data.model_extra or {})]
+    fixed = [
+        invalid(name, f"a tool's {name} never changes; create another tool", "read_only")
+        for name in ("type", "parameters")
+        if name in (data.model_extra or {})
+    ]
     if fixed:
         raise refuse(fixed)
     sent = data.model_dump(include=data.model_fields_set & {"name", "description", "config"})
-    nulls = [invalid(name, "must not be null", "null") for name, value in sent.items()
-             if value is None]
+    nulls = [
+        invalid(name, "must not be null", "null") for name, value in sent.items() if value is None
+    ]
     if nulls:
         raise refuse(nulls)
     if not sent:
@@ -261,8 +294,9 @@ def _changes(data: UpdateToolRequest) -> dict[str, Any]:
     return sent
 
 
-async def update_tool(scope: TenantScope, tool_id: uuid.UUID, data: UpdateToolRequest, *,
-                      allow_private_webhooks: bool) -> dict[str, Any]:
+async def update_tool(
+    scope: TenantScope, tool_id: uuid.UUID, data: UpdateToolRequest, *, allow_private_webhooks: bool
+) -> dict[str, Any]:
     """Change name, description or config; a config sent replaces the stored one whole."""
     changes = _changes(data)
     if "config" in changes:
@@ -272,14 +306,20 @@ async def update_tool(scope: TenantScope, tool_id: uuid.UUID, data: UpdateToolRe
         header_values = current["header_values"]
         config = current["config"]
         if "config" in changes:
-            checked = check_config(current["type"], changes["config"],
-                                   _opened(current["header_values"]))
+            checked = check_config(
+                current["type"], changes["config"], _opened(current["header_values"])
+            )
             config, header_values = checked.shown, _sealed(checked.header_values)
         name = changes.get("name", current["name"])
         try:
-            row = await conn.fetchrow(UPDATE_TOOL, tool_id, name,
-                                      changes.get("description", current["description"]),
-                                      config, header_values)
+            row = await conn.fetchrow(
+                UPDATE_TOOL,
+                tool_id,
+                name,
+                changes.get("description", current["description"]),
+                config,
+                header_values,
+            )
         except asyncpg.UniqueViolationError:
             raise _name_taken(name) from None
     return tool_out(row)
@@ -290,8 +330,11 @@ async def delete_tool(scope: TenantScope, tool_id: uuid.UUID) -> None:
     async with scope.transaction() as conn:
         await fetch_one_or_404(conn, LOCK_TOOL_FOR_DELETE, tool_id, what="tool")
         if await conn.fetchval(TOOL_IN_USE, tool_id):
-            raise APIError(409, "tool_in_use", "an agent uses this tool; remove it from the "
-                                               "agent's tool_ids first")
+            raise APIError(
+                409,
+                "tool_in_use",
+                "an agent uses this tool; remove it from the agent's tool_ids first",
+            )
         await conn.execute(DELETE_TOOL, tool_id)
 
 
@@ -310,4 +353,3 @@ async def agent_tools(conn: asyncpg.Connection, agent_id: uuid.UUID) -> list[dic
             tool["config"] = {**tool["config"], "headers": _opened(row["header_values"])}
         tools.append(tool)
     return tools
-

@@ -71,5 +71,6 @@ async def unsubscribe(token: str) -> Response:
         raise _unknown()
     source = "campaign_unsubscribe_header" if request.method == "POST" else "unsubscribe_link"
     await service.record_unsubscribe(await _scope(tracked), tracked.recipient_id, source)
-    return Response(UNSUBSCRIBED_PAGE, status=200, content_type="text/html; charset=utf-8",
-                    headers=NO_STORE)
+    return Response(
+        UNSUBSCRIBED_PAGE, status=200, content_type="text/html; charset=utf-8", headers=NO_STORE
+    )

@@ -42,8 +42,9 @@ async def record_click(scope: TenantScope | None, recipient_id: uuid.UUID) -> bo
         return await conn.fetchval(CLICKED, recipient_id) is not None
 
 
-async def record_unsubscribe(scope: TenantScope | None, recipient_id: uuid.UUID,
-                             source: str) -> bool:
+async def record_unsubscribe(
+    scope: TenantScope | None, recipient_id: uuid.UUID, source: str
+) -> bool:
     """The contact's email consent is revoked (`source`: the link, or the one-click header);
     the campaign counts the unsubscribe once."""
     if scope is None:

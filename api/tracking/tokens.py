@@ -49,8 +49,9 @@ def _mac(payload: bytes, pepper: str | None = None) -> bytes:
     return hmac.new(secret, payload, hashlib.sha256).digest()[:MAC_BYTES]
 
 
-def sign(kind: str, sub_account_id: uuid.UUID, recipient_id: uuid.UUID,
-         url: str | None = None) -> str:
+def sign(
+    kind: str, sub_account_id: uuid.UUID, recipient_id: uuid.UUID, url: str | None = None
+) -> str:
     payload = KINDS[kind] + sub_account_id.bytes + recipient_id.bytes + (url or "").encode()
     return f"{_b64(payload)}.{_b64(_mac(payload))}"
 
@@ -64,8 +65,9 @@ def verify(kind: str, token: str) -> Tracked | None:
         payload, given = _unb64(body), _unb64(mac)
     except (ValueError, TypeError):
         return None
-    if len(payload) < 33 or not any(hmac.compare_digest(given, _mac(payload, pepper))
-                                    for pepper in peppers()):
+    if len(payload) < 33 or not any(
+        hmac.compare_digest(given, _mac(payload, pepper)) for pepper in peppers()
+    ):
         return None
     if payload[:1] != KINDS[kind]:
         return None

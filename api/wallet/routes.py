@@ -55,5 +55,6 @@ async def get_wallet() -> dict[str, Any]:
     """The wallet balance and its transactions (credits, debits, declined debits), newest first."""
     limit, offset = pagination(request.args)
     wallet, transactions, total = await service.wallet_with_transactions(
-        tenant_scope(), limit, offset)
+        tenant_scope(), limit, offset
+    )
     return {**page_body("transactions", transactions, total, limit, offset), "wallet": wallet}

@@ -91,24 +91,50 @@ def _not_negative(amount: Decimal) -> None:
         raise ValueError("wallet amounts are not negative; use credit or debit")
 
 
-async def credit(conn: asyncpg.Connection, amount: Decimal, kind: str = "credit",
-                 description: str | None = None, reference_type: str | None = None,
-                 reference_id: uuid.UUID | None = None) -> Decimal:
+async def credit(
+    conn: asyncpg.Connection,
+    amount: Decimal,
+    kind: str = "credit",
+    description: str | None = None,
+    reference_type: str | None = None,
+    reference_id: uuid.UUID | None = None,
+) -> Decimal:
     _not_negative(amount)
     balance: Decimal | None = await conn.fetchval(CREDIT, amount)
     if balance is None:
-        raise APIError(400, "validation_error",
-                       f"the credit would take the balance past {MAX_BALANCE}",
-                       details=[{"field": "amount", "message": "the balance would exceed "
-                                 f"{MAX_BALANCE}", "type": "less_than_equal"}])
-    await conn.execute(INSERT_TRANSACTION, amount, balance, kind, description, reference_type,
-                       reference_id, "posted")
+        raise APIError(
+            400,
+            "validation_error",
+            f"the credit would take the balance past {MAX_BALANCE}",
+            details=[
+                {
+                    "field": "amount",
+                    "message": f"the balance would exceed {MAX_BALANCE}",
+                    "type": "less_than_equal",
+                }
+            ],
+        )
+    await conn.execute(
+        INSERT_TRANSACTION,
+        amount,
+        balance,
+        kind,
+        description,
+        reference_type,
+        reference_id,
+        "posted",
+    )
     return balance
 
 
-async def debit(conn: asyncpg.Connection, amount: Decimal, kind: str,
-                description: str | None = None, reference_type: str | None = None,
-                reference_id: uuid.UUID | None = None) -> Decimal:
+async def debit(
+    conn: asyncpg.Connection,
+    amount: Decimal,
+    kind: str,
+    description: str | None = None,
+    reference_type: str | None = None,
+    reference_id: uuid.UUID | None = None,
+) -> Decimal:
     """Take `amount` off the balance, or record a declined row and raise InsufficientFunds.
 
     The declined row is written in the caller's transaction: a caller that handles the refusal
@@ -119,30 +145,60 @@ async def debit(conn: asyncpg.Connection, amount: Decimal, kind: str,
     balance = await conn.fetchval(DEBIT, amount)
     if balance is None:
         current: Decimal = await conn.fetchval(SELECT_BALANCE_ONLY)
-        await conn.execute(INSERT_TRANSACTION, -amount, current, kind, description,
-                           reference_type, reference_id, "declined")
+        await conn.execute(
+            INSERT_TRANSACTION,
+            -amount,
+            current,
+            kind,
+            description,
+            reference_type,
+            reference_id,
+            "declined",
+        )
         raise InsufficientFunds(amount, current)
-    await conn.execute(INSERT_TRANSACTION, -amount, balance, kind, description, reference_type,
-                       reference_id, "posted")
+    await conn.execute(
+        INSERT_TRANSACTION,
+        -amount,
+        balance,
+        kind,
+        description,
+        reference_type,
+        reference_id,
+        "posted",
+    )
     return balance  # type: ignore[no-any-return]
 
 
-async def record_declined(scope: TenantScope, amount: Decimal, kind: str,
-                          description: str | None = None, reference_type: str | None = None,
-                          reference_id: uuid.UUID | None = None) -> None:
+async def record_declined(
+    scope: TenantScope,
+    amount: Decimal,
+    kind: str,
+    description: str | None = None,
+    reference_type: str | None = None,
+    reference_id: uuid.UUID | None = None,
+) -> None:
     """Write a declined debit in a transaction of its own (after the caller's rolled back)."""
     async with scope.transaction() as conn:
         current = await conn.fetchval(SELECT_BALANCE_ONLY)
-        await conn.execute(INSERT_TRANSACTION, -amount, current, kind, description,
-                           reference_type, reference_id, "declined")
+        await conn.execute(
+            INSERT_TRANSACTION,
+            -amount,
+            current,
+            kind,
+            description,
+            reference_type,
+            reference_id,
+            "declined",
+        )
 
 
-async def wallet_with_transactions(scope: TenantScope, limit: int,
-                                   offset: int) -> tuple[dict[str, Any], list[dict[str, Any]],
-                                                         int]:
+async def wallet_with_transactions(
+    scope: TenantScope, limit: int, offset: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """The balance and one page of the ledger, newest first."""
     async with scope.transaction() as conn:
         wallet = await conn.fetchrow(SELECT_BALANCE)
-        items, total = await fetch_page(conn, SELECT_TRANSACTIONS, COUNT_TRANSACTIONS, limit,
-                                        offset)
+        items, total = await fetch_page(
+            conn, SELECT_TRANSACTIONS, COUNT_TRANSACTIONS, limit, offset
+        )
     return dict(wallet), items, total

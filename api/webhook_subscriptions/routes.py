@@ -26,15 +26,22 @@ blueprint = Blueprint("webhook_subscriptions", __name__, url_prefix="/webhooks/i
 
 
 def _invalid(field: str, message: str) -> APIError:
-    return APIError(400, "validation_error", message,
-                    details=[{"field": field, "message": message, "type": "value_error"}])
+    return APIError(
+        400,
+        "validation_error",
+        message,
+        details=[{"field": field, "message": message, "type": "value_error"}],
+    )
 
 
 def _events(requested: list[str]) -> list[str]:
     unknown = [event for event in requested if event not in (*EVENT_TYPES, ALL_EVENTS)]
     if unknown:
-        raise _invalid("events", f"unknown event type(s): {', '.join(unknown)}; "
-                                 f"known: {', '.join(EVENT_TYPES)}, or {ALL_EVENTS} for all")
+        raise _invalid(
+            "events",
+            f"unknown event type(s): {', '.join(unknown)}; "
+            f"known: {', '.join(EVENT_TYPES)}, or {ALL_EVENTS} for all",
+        )
     return list(dict.fromkeys(requested))
 
 
@@ -45,8 +52,7 @@ async def _url(raw: str) -> str:
     except TargetNotAllowed as exc:
         raise _invalid("url", f"url: {exc}") from None
     try:
-        await check_target(url, allow_private=current_app.config["SETTINGS"]
-                           .allow_private_webhooks)
+        await check_target(url, allow_private=current_app.config["SETTINGS"].allow_private_webhooks)
     except TargetNotAllowed as exc:
         raise APIError(400, "webhook_url_not_allowed", str(exc)) from None
     return url

@@ -12,12 +12,25 @@ from api.types import document
 
 
 class CreateSubscriptionRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=document(properties={
-        "url": {"format": "uri", "pattern": r"^\s*[hH][tT][tT][pP][sS]?://",
-                "description": "An absolute http(s) URL whose host resolves to public addresses."},
-        "events": {"items": {"enum": [*EVENT_TYPES, ALL_EVENTS]},
-                   "description": f"Event types, or `{ALL_EVENTS}` for every event (future ones "
-                                  "included)."}}))
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra=document(
+            properties={
+                "url": {
+                    "format": "uri",
+                    "pattern": r"^\s*[hH][tT][tT][pP][sS]?://",
+                    "description": (
+                        "An absolute http(s) URL whose host resolves to public addresses."
+                    ),
+                },
+                "events": {
+                    "items": {"enum": [*EVENT_TYPES, ALL_EVENTS]},
+                    "description": f"Event types, or `{ALL_EVENTS}` for every event (future ones "
+                    "included).",
+                },
+            }
+        ),
+    )
 
     url: StrictStr = Field(min_length=1, max_length=2048)
     events: list[StrictStr] = Field(min_length=1, max_length=20)

@@ -55,19 +55,20 @@ RETURNING id
 """
 
 
-async def create_subscription(scope: TenantScope, url: str,
-                              events: list[str]) -> dict[str, Any]:
+async def create_subscription(scope: TenantScope, url: str, events: list[str]) -> dict[str, Any]:
     secret = new_secret()
     async with scope.transaction() as conn:
         row = await conn.fetchrow(INSERT_SUBSCRIPTION, url, events, secrets.encrypt(secret))
     return {**row, "secret": secret}
 
 
-async def list_subscriptions(scope: TenantScope, limit: int,
-                             offset: int) -> tuple[list[dict[str, Any]], int]:
+async def list_subscriptions(
+    scope: TenantScope, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
     async with scope.transaction() as conn:
-        items, total = await fetch_page(conn, SELECT_SUBSCRIPTIONS, COUNT_SUBSCRIPTIONS, limit,
-                                        offset)
+        items, total = await fetch_page(
+            conn, SELECT_SUBSCRIPTIONS, COUNT_SUBSCRIPTIONS, limit, offset
+        )
     items = [{key: value for key, value in item.items() if key != "secret"} for item in items]
     return items, total
 
@@ -80,8 +81,9 @@ async def delete_subscription(scope: TenantScope, subscription_id: uuid.UUID) ->
         await cancel_pending_deliveries(conn, subscription_id)
 
 
-async def disable_subscription(conn: asyncpg.Connection, subscription_id: uuid.UUID,
-                               reason: str) -> None:
+async def disable_subscription(
+    conn: asyncpg.Connection, subscription_id: uuid.UUID, reason: str
+) -> None:
     """Stop sending to a subscription (its receiver answered 410 Gone)."""
     if await conn.fetchval(DISABLE_SUBSCRIPTION, subscription_id, reason) is not None:
         await cancel_pending_deliveries(conn, subscription_id)

@@ -118,10 +118,14 @@ async def deliver_webhook(ctx: dict[str, Any], work: DueWork) -> datetime | None
         return utcnow() + throttled_wait(work, delivery)
     try:
         secret = secrets.decrypt(delivery["secret"])
-        result = await webhooks.post(delivery["url"], secret, delivery["message_id"],
-                                     delivery["body"],
-                                     allow_private=settings.allow_private_webhooks,
-                                     timeout_seconds=settings.webhook_timeout_seconds)
+        result = await webhooks.post(
+            delivery["url"],
+            secret,
+            delivery["message_id"],
+            delivery["body"],
+            allow_private=settings.allow_private_webhooks,
+            timeout_seconds=settings.webhook_timeout_seconds,
+        )
         async with tenant_transaction(ctx["db"], work.schema) as conn:
             return await record_attempt(conn, delivery, result, settings.webhook_retry_scale)
     finally:
@@ -137,8 +141,7 @@ def run_groups(work: DueWork, delivery: asyncpg.Record, per_sub_account: int) ->
     else:
         target = "url:" + hashlib.sha256(delivery["url"].encode()).hexdigest()[:32]
     prefix = f"switchboard:webhook_runs:{work.sub_account_id}"
-    return [RunGroup(f"{prefix}:{target}", RUNS_PER_TARGET),
-            RunGroup(prefix, per_sub_account)]
+    return [RunGroup(f"{prefix}:{target}", RUNS_PER_TARGET), RunGroup(prefix, per_sub_account)]
 
 
 def throttled_wait(work: DueWork, delivery: asyncpg.Record) -> timedelta:
@@ -148,8 +151,9 @@ def throttled_wait(work: DueWork, delivery: asyncpg.Record) -> timedelta:
     return timedelta(seconds=seconds * random.uniform(1.0, 1.2))
 
 
-async def release(ctx: dict[str, Any], work: DueWork, delivery: asyncpg.Record,
-                  groups: list[RunGroup], token: str) -> None:
+async def release(
+    ctx: dict[str, Any], work: DueWork, delivery: asyncpg.Record, groups: list[RunGroup], token: str
+) -> None:
     """Give the slot back and wake the delivery that has waited longest for one. Neither fails
     the run: a slot not given back expires, a delivery not woken looks again on its own."""
     try:
@@ -162,21 +166,43 @@ async def release(ctx: dict[str, Any], work: DueWork, delivery: asyncpg.Record,
 async def wake_waiting(ctx: dict[str, Any], work: DueWork, delivery: asyncpg.Record) -> None:
     async with tenant_transaction(ctx["db"], work.schema) as conn:
         waiting: uuid.UUID | None = await conn.fetchval(
-            SELECT_WAITING, work.sub_account_id, DELIVERY_KIND, delivery["subscription_id"],
-            delivery["agent_id"])
+            SELECT_WAITING,
+            work.sub_account_id,
+            DELIVERY_KIND,
+            delivery["subscription_id"],
+            delivery["agent_id"],
+        )
         if waiting is not None:
             await schedule_due(conn, work.sub_account_id, DELIVERY_KIND, waiting, utcnow())
 
 
-async def record_attempt(conn: asyncpg.Connection, delivery: asyncpg.Record,
-                         result: AttemptResult, scale: float) -> datetime | None:
+async def record_attempt(
+    conn: asyncpg.Connection, delivery: asyncpg.Record, result: AttemptResult, scale: float
+) -> datetime | None:
     number = delivery["attempt_count"] + 1
     status, next_at = _outcome(number, result, scale)
-    inserted = await conn.fetchval(INSERT_ATTEMPT, delivery["id"], number, delivery["url"],
-                                   result.status_code, result.error, result.duration_ms)
-    updated = inserted is not None and await conn.fetchval(
-        UPDATE_DELIVERY + " RETURNING id", delivery["id"], number, status, next_at,
-        result.status_code, result.error) is not None
+    inserted = await conn.fetchval(
+        INSERT_ATTEMPT,
+        delivery["id"],
+        number,
+        delivery["url"],
+        result.status_code,
+        result.error,
+        result.duration_ms,
+    )
+    updated = (
+        inserted is not None
+        and await conn.fetchval(
+            UPDATE_DELIVERY + " RETURNING id",
+            delivery["id"],
+            number,
+            status,
+            next_at,
+            result.status_code,
+            result.error,
+        )
+        is not None
+    )
     if not updated:
         # Another run recorded this attempt first: follow the state it left.
         state = await conn.fetchrow(SELECT_STATE, delivery["id"])

@@ -44,9 +44,11 @@ CONCURRENCY = int(os.environ.get("SWITCHBOARD_CAMPAIGN_CONCURRENCY", "8"))
 BATCH = int(os.environ.get("SWITCHBOARD_CAMPAIGN_BATCH_SIZE", "10"))
 PRICE = Decimal("0.01")
 TARGET_SECONDS = 60
-HTML = ('<html><body><h1>Spring sale</h1><p>Everything is <b>20% off</b> this week. '
-        '<a href="https://shop.example.com/sale?utm=bench">Shop now</a> or '
-        '<a href="https://shop.example.com/faq">read the FAQ</a>.</p></body></html>')
+HTML = (
+    "<html><body><h1>Spring sale</h1><p>Everything is <b>20% off</b> this week. "
+    '<a href="https://shop.example.com/sale?utm=bench">Shop now</a> or '
+    '<a href="https://shop.example.com/faq">read the FAQ</a>.</p></body></html>'
+)
 
 
 class Sink:
@@ -73,9 +75,14 @@ class Sink:
 
 @contextmanager
 def worker(env: dict[str, str]) -> Any:
-    process = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield process
     finally:
@@ -89,20 +96,27 @@ async def prepare(url: str) -> tuple[uuid.UUID, str, str]:
     try:
         organisation_id, _ = await create_organisation(pool, "Bench Agency")
         created = await provision_sub_account(
-            pool, organisation_id, NewSubAccount("owner@bench.example", "Bench", None, None))
+            pool, organisation_id, NewSubAccount("owner@bench.example", "Bench", None, None)
+        )
         sub_account_id = created["sub_account_id"]
         async with pool.acquire() as conn:
             _, key = await insert_key(conn, "sub_account", organisation_id, sub_account_id)
-            await conn.execute("UPDATE control.sub_accounts SET rebilling = $2 WHERE id = $1",
-                               sub_account_id, {"email_per_message": float(PRICE)})
+            await conn.execute(
+                "UPDATE control.sub_accounts SET rebilling = $2 WHERE id = $1",
+                sub_account_id,
+                {"email_per_message": float(PRICE)},
+            )
         schema = f"t_{sub_account_id.hex}"
         async with tenant_transaction(pool, schema) as conn:
             await conn.execute(
                 "INSERT INTO contacts (name, email, tags) "
                 "SELECT 'Reader ' || n, 'reader' || n || '@bench.example', ARRAY['bench'] "
-                "FROM generate_series(1, $1) AS n", RECIPIENTS)
-            await conn.execute("UPDATE wallet SET balance = $1 WHERE id = 1",
-                               PRICE * RECIPIENTS + 100)
+                "FROM generate_series(1, $1) AS n",
+                RECIPIENTS,
+            )
+            await conn.execute(
+                "UPDATE wallet SET balance = $1 WHERE id = 1", PRICE * RECIPIENTS + 100
+            )
     finally:
         await pool.close()
     return sub_account_id, schema, key
@@ -113,21 +127,29 @@ async def proof(url: str, schema: str, campaign_id: uuid.UUID) -> dict[str, Any]
     try:
         async with tenant_transaction(pool, schema) as conn:
             timing = await conn.fetchrow(
-                "SELECT start_date, started_at, completed_at, status FROM campaigns "
-                "WHERE id = $1", campaign_id)
-            states = dict(await conn.fetch(
-                "SELECT state, count(*) FROM campaign_recipients WHERE campaign_id = $1 "
-                "GROUP BY state", campaign_id))
+                "SELECT start_date, started_at, completed_at, status FROM campaigns WHERE id = $1",
+                campaign_id,
+            )
+            states = dict(
+                await conn.fetch(
+                    "SELECT state, count(*) FROM campaign_recipients WHERE campaign_id = $1 "
+                    "GROUP BY state",
+                    campaign_id,
+                )
+            )
             charges = await conn.fetchrow(
                 "SELECT count(*) AS posted, count(DISTINCT reference_id) AS recipients, "
                 "COALESCE(sum(amount), 0) AS total FROM wallet_transactions "
-                "WHERE reference_type = 'campaign_recipient' AND status = 'posted'")
+                "WHERE reference_type = 'campaign_recipient' AND status = 'posted'"
+            )
             expected = {
                 row["email"]: f"<{campaign_id}.{row['contact_id']}@switchboard>"
                 for row in await conn.fetch(
                     "SELECT c.email, r.contact_id FROM campaign_recipients AS r "
                     "JOIN contacts AS c ON c.id = r.contact_id WHERE r.campaign_id = $1",
-                    campaign_id)}
+                    campaign_id,
+                )
+            }
     finally:
         await pool.close()
     return {"timing": timing, "states": states, "charges": charges, "expected": expected}
@@ -160,8 +182,11 @@ async def baseline(host: str, port: int, count: int, connections: int) -> float:
 def run_baseline(port: int) -> float:
     """The baseline in a process of its own, as the worker is (not sharing the sink's GIL)."""
     output = subprocess.run(
-        [sys.executable, "-m", "bench.campaigns", "baseline", str(port)], check=True,
-        capture_output=True, text=True).stdout
+        [sys.executable, "-m", "bench.campaigns", "baseline", str(port)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return float(output.strip().splitlines()[-1])
 
 
@@ -174,26 +199,46 @@ def main() -> None:
         smtp = Controller(sink, hostname="127.0.0.1", port=free_port())
         smtp.start()
         port = free_port()
-        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url,
-               "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp.port),
-               "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000"}
-        with serve(env, port), worker(env), httpx.Client(
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_PORT": str(smtp.port),
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+        }
+        with (
+            serve(env, port),
+            worker(env),
+            httpx.Client(
                 base_url=f"http://127.0.0.1:{port}/webhooks/inbound",
-                headers={"x-api-key": key}, timeout=30) as client:
+                headers={"x-api-key": key},
+                timeout=30,
+            ) as client,
+        ):
             time.sleep(5)  # the worker's due-work listener is up (else the 5 s sweeper finds it)
             response = client.post("/smart-lists", json={"name": "Bench", "tags": ["bench"]})
             assert response.status_code == 201, response.text
-            response = client.post("/campaigns", json={
-                "name": "Bench", "campaign_type": "email", "subject": "Spring sale",
-                "message_content": HTML,
-                "smart_list_id": response.json()["smart_list"]["id"]})
+            response = client.post(
+                "/campaigns",
+                json={
+                    "name": "Bench",
+                    "campaign_type": "email",
+                    "subject": "Spring sale",
+                    "message_content": HTML,
+                    "smart_list_id": response.json()["smart_list"]["id"],
+                },
+            )
             assert response.status_code == 201, response.text
             campaign_id = uuid.UUID(response.json()["campaign"]["id"])
             start = time.time() + 3
-            start_iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start)) + \
-                f".{int(start % 1 * 1000):03d}Z"
-            response = client.post(f"/campaigns/{campaign_id}/schedule",
-                                   json={"start_date": start_iso})
+            start_iso = (
+                time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start))
+                + f".{int(start % 1 * 1000):03d}Z"
+            )
+            response = client.post(
+                f"/campaigns/{campaign_id}/schedule", json={"start_date": start_iso}
+            )
             assert response.status_code == 200, response.text
             deadline = time.monotonic() + 600
             while True:
@@ -210,18 +255,29 @@ def main() -> None:
     report(campaign, result, sink_counts, sink_ids, base_seconds, load)
 
 
-def report(campaign: dict[str, Any], result: dict[str, Any], sink_counts: dict[str, int],
-           sink_ids: dict[str, set[str]], base_seconds: float, load: float) -> None:
+def report(
+    campaign: dict[str, Any],
+    result: dict[str, Any],
+    sink_counts: dict[str, int],
+    sink_ids: dict[str, set[str]],
+    base_seconds: float,
+    load: float,
+) -> None:
     timing, charges, expected = result["timing"], result["charges"], result["expected"]
     seconds = (timing["completed_at"] - timing["start_date"]).total_seconds()
     sending = (timing["completed_at"] - timing["started_at"]).total_seconds()
     rate = RECIPIENTS / seconds
     base_rate = RECIPIENTS / base_seconds
-    once = (len(expected) == RECIPIENTS and set(sink_counts) == set(expected)
-            and all(count == 1 for count in sink_counts.values())
-            and all(sink_ids[rcpt] == {mid} for rcpt, mid in expected.items()))
-    charged_once = (charges["posted"] == RECIPIENTS == charges["recipients"]
-                    and -charges["total"] == PRICE * RECIPIENTS)
+    once = (
+        len(expected) == RECIPIENTS
+        and set(sink_counts) == set(expected)
+        and all(count == 1 for count in sink_counts.values())
+        and all(sink_ids[rcpt] == {mid} for rcpt, mid in expected.items())
+    )
+    charged_once = (
+        charges["posted"] == RECIPIENTS == charges["recipients"]
+        and -charges["total"] == PRICE * RECIPIENTS
+    )
     ok = campaign["status"] == "completed" and once and charged_once and seconds < TARGET_SECONDS
     body = (
         f"Command: `python -m bench.campaigns` ({RECIPIENTS} recipients from a smart list, one "

@@ -67,8 +67,9 @@ FROM generate_series(1, $1) AS n
 async def new_sub_account(pool: Any, name: str) -> tuple[str, str]:
     """(key, tenant schema) of a new sub-account of a new organisation."""
     organisation_id, _ = await create_organisation(pool, f"{name} Agency")
-    created = await provision_sub_account(pool, organisation_id, NewSubAccount(
-        f"owner@{name.lower()}.example", name, None, None))
+    created = await provision_sub_account(
+        pool, organisation_id, NewSubAccount(f"owner@{name.lower()}.example", name, None, None)
+    )
     sub_account_id = created["sub_account_id"]
     async with pool.acquire() as conn:
         _, key = await insert_key(conn, "sub_account", organisation_id, sub_account_id)
@@ -104,8 +105,10 @@ class Connection:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         assert self.reader is not None
-        head = (f"{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: {self.key}\r\n"
-                f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n")
+        head = (
+            f"{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: {self.key}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        )
         self.writer.write(head.encode() + body)
         status, answer, closing = await asyncio.wait_for(self._response(), TIMEOUT)
         if closing:  # hypercorn closes a connection after keep_alive_max_requests (1000)
@@ -117,8 +120,10 @@ class Connection:
         assert self.reader is not None
         lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
-        headers = {n.strip().lower(): v.strip() for n, _, v in
-                   (line.partition(":") for line in lines[1:] if line)}
+        headers = {
+            n.strip().lower(): v.strip()
+            for n, _, v in (line.partition(":") for line in lines[1:] if line)
+        }
         closing = headers.get("connection", "").lower() == "close"
         return status, await self._body(headers), closing
 
@@ -142,8 +147,14 @@ class Connection:
 Request = Callable[[int], tuple[str, str, bytes]]
 
 
-async def load(ports: list[int], key: str, make: Request, seconds: float, concurrency: int,
-               expect: tuple[int, ...]) -> tuple[float, list[float]]:
+async def load(
+    ports: list[int],
+    key: str,
+    make: Request,
+    seconds: float,
+    concurrency: int,
+    expect: tuple[int, ...],
+) -> tuple[float, list[float]]:
     """(requests per second, latencies in ms) of `concurrency` connections for `seconds`,
     spread evenly over the server processes' ports."""
     latencies: list[float] = []
@@ -175,8 +186,13 @@ def server(command: list[str], env: dict[str, str], port: int, log: Path) -> Ite
     """A server process until the block ends. Its output goes to a file: a pipe nobody reads
     fills up with the service's access log and then blocks the server."""
     with log.open("w") as output:
-        process = subprocess.Popen([sys.executable, "-m", *command], env=env,
-                                   stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+        process = subprocess.Popen(
+            [sys.executable, "-m", *command],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+        )
         try:
             deadline = time.monotonic() + 60
             while True:
@@ -196,8 +212,13 @@ def server(command: list[str], env: dict[str, str], port: int, log: Path) -> Ite
                 process.kill()
 
 
-def start(stack: ExitStack, env: dict[str, str], logs: Path, name: str,
-          command: Callable[[int], list[str]]) -> tuple[list[int], list[int]]:
+def start(
+    stack: ExitStack,
+    env: dict[str, str],
+    logs: Path,
+    name: str,
+    command: Callable[[int], list[str]],
+) -> tuple[list[int], list[int]]:
     """WORKERS server processes for one side, each on its own port: (ports, pids).
 
     Separate ports rather than `switchboard serve --workers` (SO_REUSEPORT), because the kernel
@@ -207,21 +228,28 @@ def start(stack: ExitStack, env: dict[str, str], logs: Path, name: str,
     ports, pids = [], []
     for number in range(WORKERS):
         port = free_port()
-        pids.append(stack.enter_context(
-            server(command(port), env, port, logs / f"{name}-{number}.log")))
+        pids.append(
+            stack.enter_context(server(command(port), env, port, logs / f"{name}-{number}.log"))
+        )
         ports.append(port)
     return ports, pids
 
 
 def operations(ids: list[str]) -> list[tuple[str, Request, tuple[int, ...]]]:
     def create(n: int) -> tuple[str, str, bytes]:
-        body = {"email": f"new-{n}-{uuid.uuid4().hex[:12]}@bench.example",
-                "first_name": "New", "last_name": str(n)}
+        body = {
+            "email": f"new-{n}-{uuid.uuid4().hex[:12]}@bench.example",
+            "first_name": "New",
+            "last_name": str(n),
+        }
         return "POST", f"{PREFIX}/contacts", json.dumps(body).encode()
 
     return [
-        ("GET /contacts/{id}",
-         lambda n: ("GET", f"{PREFIX}/contacts/{ids[n * 7919 % len(ids)]}", b""), (200,)),
+        (
+            "GET /contacts/{id}",
+            lambda n: ("GET", f"{PREFIX}/contacts/{ids[n * 7919 % len(ids)]}", b""),
+            (200,),
+        ),
         ("GET /contacts?limit=50", lambda n: ("GET", f"{PREFIX}/contacts?limit=50", b""), (200,)),
         ("GET /tags", lambda n: ("GET", f"{PREFIX}/tags", b""), (200,)),
         ("POST /contacts", create, (201,)),
@@ -251,16 +279,20 @@ def cpu_seconds(pid: int) -> float:
     return sum(times.get(member, 0.0) for member in family)
 
 
-async def rounds(targets: dict[str, tuple[list[int], list[int]]], key: str,
-                 ops: list[tuple[str, Request, tuple[int, ...]]],
-                 results: dict[str, Any]) -> None:
+async def rounds(
+    targets: dict[str, tuple[list[int], list[int]]],
+    key: str,
+    ops: list[tuple[str, Request, tuple[int, ...]]],
+    results: dict[str, Any],
+) -> None:
     """targets: name -> (the ports, the pids of its server processes)."""
     for ports, _ in targets.values():
         for _, make, expect in ops:
             await load(ports, key, make, 1.0, CONCURRENCY, expect)  # warm pools and caches
     for name, _, _ in ops:
-        results[name] = {field: [] for target in targets
-                         for field in (target, f"{target}_ms", f"{target}_cpu")}
+        results[name] = {
+            field: [] for target in targets for field in (target, f"{target}_ms", f"{target}_cpu")
+        }
     for round_number in range(ROUNDS):
         # Alternate which goes first so drift in machine load hits both alike.
         order = list(targets.items())
@@ -290,20 +322,25 @@ async def sequential_tags(port: int, key: str) -> list[float]:
     return timings
 
 
-async def measure(targets: dict[str, tuple[list[int], list[int]]], key: str,
-                  ids: list[str]) -> dict[str, Any]:
+async def measure(
+    targets: dict[str, tuple[list[int], list[int]]], key: str, ids: list[str]
+) -> dict[str, Any]:
     """Reads first, while the newest 5,000 contacts are the tagged seed; creates last."""
     ops = operations(ids)
     print("GET /tags one at a time", file=sys.stderr)
     service_ports, baseline_ports = targets["service"][0], targets["baseline"][0]
-    results: dict[str, Any] = {"sequential_tags": {
-        "service": await sequential_tags(service_ports[0], key),
-        "baseline": await sequential_tags(baseline_ports[0], key)}}
+    results: dict[str, Any] = {
+        "sequential_tags": {
+            "service": await sequential_tags(service_ports[0], key),
+            "baseline": await sequential_tags(baseline_ports[0], key),
+        }
+    }
     await rounds(targets, key, ops[:3], results)
     await rounds(targets, key, ops[3:], results)
     # The framework's floor: the service answering with no key check, no SQL, no limiter.
-    results["healthz"], _ = await load(service_ports, key, lambda n: ("GET", "/healthz", b""),
-                                       SECONDS, CONCURRENCY, (200,))
+    results["healthz"], _ = await load(
+        service_ports, key, lambda n: ("GET", "/healthz", b""), SECONDS, CONCURRENCY, (200,)
+    )
     return results
 
 
@@ -339,10 +376,12 @@ def report(results: dict[str, Any]) -> str:
         s_cpu = sum(entry["service_cpu"]) / len(entry["service_cpu"])
         b_cpu = sum(entry["baseline_cpu"]) / len(entry["baseline_cpu"])
         per_round = [s / b for s, b in zip(entry["service"], entry["baseline"], strict=True)]
-        lines.append(f"| {name} | {service:.0f} | {base:.0f} | {ratio:.2f} | "
-                     f"{min(per_round):.2f} to {max(per_round):.2f} | "
-                     f"{s_ms['p50']:.1f} / {s_ms['p95']:.1f} | "
-                     f"{b_ms['p50']:.1f} / {b_ms['p95']:.1f} | {s_cpu:.2f} / {b_cpu:.2f} |")
+        lines.append(
+            f"| {name} | {service:.0f} | {base:.0f} | {ratio:.2f} | "
+            f"{min(per_round):.2f} to {max(per_round):.2f} | "
+            f"{s_ms['p50']:.1f} / {s_ms['p95']:.1f} | "
+            f"{b_ms['p50']:.1f} / {b_ms['p95']:.1f} | {s_cpu:.2f} / {b_cpu:.2f} |"
+        )
     tags_service = summary(results["sequential_tags"]["service"])
     tags_base = summary(results["sequential_tags"]["baseline"])
     lines += [
@@ -366,18 +405,33 @@ def main() -> None:
         key, ids = asyncio.run(prepare(url))
         smtp = Controller(Sink(), hostname="127.0.0.1", port=free_port())
         smtp.start()
-        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url,
-               "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp.port),
-               "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
-               "SWITCHBOARD_AUTH_CACHE_SECONDS": AUTH_CACHE}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_PORT": str(smtp.port),
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
+            "SWITCHBOARD_AUTH_CACHE_SECONDS": AUTH_CACHE,
+        }
         logs = Path(tempfile.mkdtemp(prefix="switchboard-bench-contacts-"))
         try:
             with ExitStack() as stack:
                 targets = {
-                    "service": start(stack, env, logs, "service", lambda port: [
-                        "cli", "serve", "--port", str(port)]),
-                    "baseline": start(stack, env, logs, "baseline", lambda port: [
-                        "bench.contacts.baseline", str(port)]),
+                    "service": start(
+                        stack,
+                        env,
+                        logs,
+                        "service",
+                        lambda port: ["cli", "serve", "--port", str(port)],
+                    ),
+                    "baseline": start(
+                        stack,
+                        env,
+                        logs,
+                        "baseline",
+                        lambda port: ["bench.contacts.baseline", str(port)],
+                    ),
                 }
                 results = asyncio.run(measure(targets, key, ids))
         finally:

@@ -51,8 +51,7 @@ def contact(row: asyncpg.Record) -> dict[str, Any]:
     return {name: row[name] for name in COLUMNS}
 
 
-async def handle(method: str, path: str, query: str, schema: str,
-                 body: bytes) -> tuple[int, Any]:
+async def handle(method: str, path: str, query: str, schema: str, body: bytes) -> tuple[int, Any]:
     assert POOL is not None
     if path == f"{PREFIX}/tags" and method == "GET":
         async with tenant_transaction(POOL, schema) as conn:
@@ -64,13 +63,19 @@ async def handle(method: str, path: str, query: str, schema: str,
         first = {name: values[0] for name, values in params.items()}
         limit, offset = min(int(first.get("limit", 50)), 100), int(first.get("offset", 0))
         # The search's statements, run by the service's own function (bench.contacts.search).
-        conditions = search_conditions(first.get("q"), first.get("email"), first.get("phone"),
-                                       params.get("tag"))
+        conditions = search_conditions(
+            first.get("q"), first.get("email"), first.get("phone"), params.get("tag")
+        )
         async with tenant_transaction(POOL, schema) as conn:
             rows, total = await run_search(conn, conditions, limit, offset)
-        return 200, {"status": "success", "total": total, "limit": limit, "offset": offset,
-                     "has_more": offset + len(rows) < total,
-                     "contacts": [contact(row) for row in rows]}
+        return 200, {
+            "status": "success",
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "has_more": offset + len(rows) < total,
+            "contacts": [contact(row) for row in rows],
+        }
     if path == f"{PREFIX}/contacts" and method == "POST":
         data = json.loads(body)
         email = data["email"].strip().lower()
@@ -79,9 +84,15 @@ async def handle(method: str, path: str, query: str, schema: str,
             if matched is not None:
                 return 200, {"status": "success", "created": False, "contact_id": matched["id"]}
             values: dict[str, Any] = dict.fromkeys(STORED)
-            values.update(name=data.get("name") or email, first_name=data.get("first_name"),
-                          last_name=data.get("last_name"), email=email, tags=[],
-                          lead_source="inbound_webhook", custom_field_values={})
+            values.update(
+                name=data.get("name") or email,
+                first_name=data.get("first_name"),
+                last_name=data.get("last_name"),
+                email=email,
+                tags=[],
+                lead_source="inbound_webhook",
+                custom_field_values={},
+            )
             created = await conn.fetchval(INSERT_CONTACT, *(values[name] for name in STORED))
         return 201, {"status": "success", "created": True, "contact_id": created}
     if path.startswith(f"{PREFIX}/contacts/") and method == "GET":
@@ -115,15 +126,25 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     headers = dict(scope["headers"])
     principal = await PRINCIPALS.resolve(POOL, headers.get(b"x-api-key", b"").decode())  # type: ignore[arg-type]
     if principal is None or principal.schema is None:
-        status, payload = 401, {"status": "error", "error": {"code": "invalid_api_key",
-                                                             "message": "no"}}
+        status, payload = (
+            401,
+            {"status": "error", "error": {"code": "invalid_api_key", "message": "no"}},
+        )
     else:
-        status, payload = await handle(scope["method"], scope["path"],
-                                       scope["query_string"].decode(), principal.schema, body)
+        status, payload = await handle(
+            scope["method"], scope["path"], scope["query_string"].decode(), principal.schema, body
+        )
     encoded = json.dumps(payload, default=_default).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(encoded)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(encoded)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": encoded})
 
 
@@ -141,8 +162,9 @@ def main() -> None:
         return
     config = Config()
     # As `switchboard serve --workers`: each child on its own socket of the SO_REUSEPORT group.
-    config.bind = ([f"fd://{prefork.listen('127.0.0.1', port).detach()}"] if child
-                   else [f"127.0.0.1:{port}"])
+    config.bind = (
+        [f"fd://{prefork.listen('127.0.0.1', port).detach()}"] if child else [f"127.0.0.1:{port}"]
+    )
     config.accesslog = None
     asyncio.run(serve(app, config))  # type: ignore[arg-type]
 

@@ -42,18 +42,100 @@ BLOCK = 20
 WARM_UP = 20
 TARGET_MS = 25.0
 
-FIRST = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "John", "Margaret",
-         "Ken", "Dennis", "Radia", "Tim", "Vint", "Sophie", "Linus", "Guido", "Bjarne", "Anita",
-         "Leslie", "Shafi", "Niklaus", "Hedy", "Katherine", "Dorothy", "Claude", "Alonzo",
-         "Kurt", "Emmy", "Sofia", "Lise", "Rosalind", "Marie", "Jean", "Evelyn", "Mary", "Ida",
-         "Carl", "Annie", "Joan")
-LAST = ("Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy",
-        "Hamilton", "Thompson", "Ritchie", "Perlman", "Berners", "Cerf", "Wilson", "Torvalds",
-        "Rossum", "Stroustrup", "Borg", "Lamport", "Goldwasser", "Wirth", "Lamarr", "Johnson",
-        "Vaughan", "Shannon", "Church", "Goedel", "Noether", "Kovalevskaya", "Meitner",
-        "Franklin", "Curie", "Bartik", "Boyd", "Jackson", "Rhodes", "Sagan", "Easley", "Clarke")
-DOMAINS = ("mail.example", "post.example", "inbox.example", "corp.example", "uni.example",
-           "lab.example", "co.example", "net.example")
+FIRST = (
+    "Ada",
+    "Grace",
+    "Alan",
+    "Edsger",
+    "Barbara",
+    "Donald",
+    "Frances",
+    "John",
+    "Margaret",
+    "Ken",
+    "Dennis",
+    "Radia",
+    "Tim",
+    "Vint",
+    "Sophie",
+    "Linus",
+    "Guido",
+    "Bjarne",
+    "Anita",
+    "Leslie",
+    "Shafi",
+    "Niklaus",
+    "Hedy",
+    "Katherine",
+    "Dorothy",
+    "Claude",
+    "Alonzo",
+    "Kurt",
+    "Emmy",
+    "Sofia",
+    "Lise",
+    "Rosalind",
+    "Marie",
+    "Jean",
+    "Evelyn",
+    "Mary",
+    "Ida",
+    "Carl",
+    "Annie",
+    "Joan",
+)
+LAST = (
+    "Lovelace",
+    "Hopper",
+    "Turing",
+    "Dijkstra",
+    "Liskov",
+    "Knuth",
+    "Allen",
+    "McCarthy",
+    "Hamilton",
+    "Thompson",
+    "Ritchie",
+    "Perlman",
+    "Berners",
+    "Cerf",
+    "Wilson",
+    "Torvalds",
+    "Rossum",
+    "Stroustrup",
+    "Borg",
+    "Lamport",
+    "Goldwasser",
+    "Wirth",
+    "Lamarr",
+    "Johnson",
+    "Vaughan",
+    "Shannon",
+    "Church",
+    "Goedel",
+    "Noether",
+    "Kovalevskaya",
+    "Meitner",
+    "Franklin",
+    "Curie",
+    "Bartik",
+    "Boyd",
+    "Jackson",
+    "Rhodes",
+    "Sagan",
+    "Easley",
+    "Clarke",
+)
+DOMAINS = (
+    "mail.example",
+    "post.example",
+    "inbox.example",
+    "corp.example",
+    "uni.example",
+    "lab.example",
+    "co.example",
+    "net.example",
+)
 
 SEED = """
 INSERT INTO contacts (name, first_name, last_name, email, phone, tags, created_at)
@@ -105,11 +187,13 @@ async def prepare(url: str) -> tuple[str, str, dict[str, Any]]:
             await conn.execute(SEED, CONTACTS, list(FIRST), list(LAST), list(DOMAINS))
         async with tenant_transaction(pool, schema) as conn:
             await conn.execute("ANALYZE contacts")
-            rows = await conn.fetch("SELECT email, phone FROM contacts ORDER BY created_at "
-                                    "LIMIT 100 OFFSET 777")
+            rows = await conn.fetch(
+                "SELECT email, phone FROM contacts ORDER BY created_at LIMIT 100 OFFSET 777"
+            )
         sample = next(dict(row) for row in rows if valid_phone(row["phone"]))
-        print(f"seeded {CONTACTS} contacts in {time.perf_counter() - started:.1f} s",
-              file=sys.stderr)
+        print(
+            f"seeded {CONTACTS} contacts in {time.perf_counter() - started:.1f} s", file=sys.stderr
+        )
     finally:
         await pool.close()
     return key, schema, sample
@@ -134,8 +218,7 @@ async def timed(connection: Connection, path: str, count: int) -> tuple[list[flo
     return timings, total
 
 
-async def measure(ports: dict[str, int], key: str, sample: dict[str, Any]
-                  ) -> list[dict[str, Any]]:
+async def measure(ports: dict[str, int], key: str, sample: dict[str, Any]) -> list[dict[str, Any]]:
     results = []
     for label, pairs in filters(sample):
         path = f"{PREFIX}/contacts?{urlencode([*pairs, ('limit', '50')])}"
@@ -169,8 +252,9 @@ async def explain(url: str, schema: str, sample: dict[str, Any]) -> str:
             for name, value in pairs:
                 params.setdefault(name, []).append(value)
             first = {name: values[0] for name, values in params.items()}
-            conditions = search_conditions(first.get("q"), first.get("email"),
-                                           first.get("phone"), params.get("tag"))
+            conditions = search_conditions(
+                first.get("q"), first.get("email"), first.get("phone"), params.get("tag")
+            )
             page, count, values = search_statements(conditions)
             out.append(f"-- {label}: {urlencode(pairs) or '-'}")
             async with tenant_transaction(pool, schema) as conn:
@@ -178,8 +262,9 @@ async def explain(url: str, schema: str, sample: dict[str, Any]) -> str:
                 if settings:
                     await conn.execute(settings)
                 for statement, args in ((page, [*values, 50, 0]), (count, values)):
-                    rows = await conn.fetch("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, "
-                                            "SUMMARY ON) " + statement, *args)
+                    rows = await conn.fetch(
+                        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + statement, *args
+                    )
                     out += ["   " + row[0] for row in rows]
     finally:
         await pool.close()
@@ -206,12 +291,17 @@ def report(results: list[dict[str, Any]]) -> str:
         service, base = summary(entry["service"]), summary(entry["baseline"])
         if service["p50"] >= TARGET_MS:
             missed.append(entry["label"])
-        lines.append(f"| {entry['label']} | `{entry['query']}` | {entry['total']:,} | "
-                     f"{service['p50']:.1f} / {service['p95']:.1f} | "
-                     f"{base['p50']:.1f} / {base['p95']:.1f} | "
-                     f"{service['p50'] / base['p50']:.2f} |")
-    lines += ["", f"Target: every filter's service p50 under {TARGET_MS:g} ms: "
-                  + (f"NOT met by {', '.join(missed)}." if missed else "met.")]
+        lines.append(
+            f"| {entry['label']} | `{entry['query']}` | {entry['total']:,} | "
+            f"{service['p50']:.1f} / {service['p95']:.1f} | "
+            f"{base['p50']:.1f} / {base['p95']:.1f} | "
+            f"{service['p50'] / base['p50']:.2f} |"
+        )
+    lines += [
+        "",
+        f"Target: every filter's service p50 under {TARGET_MS:g} ms: "
+        + (f"NOT met by {', '.join(missed)}." if missed else "met."),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -219,17 +309,33 @@ def main() -> None:
     with bench_servers() as (url, redis_url, _):
         upgrade_control(url)
         key, schema, sample = asyncio.run(prepare(url))
-        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url,
-               "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
-               "SWITCHBOARD_AUTH_CACHE_SECONDS": AUTH_CACHE}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000000",
+            "SWITCHBOARD_AUTH_CACHE_SECONDS": AUTH_CACHE,
+        }
         logs = Path(tempfile.mkdtemp(prefix="switchboard-bench-search-"))
         try:
             with ExitStack() as stack:
                 ports = {"service": free_port(), "baseline": free_port()}
-                stack.enter_context(server(["cli", "serve", "--port", str(ports["service"])],
-                                           env, ports["service"], logs / "service.log"))
-                stack.enter_context(server(["bench.contacts.baseline", str(ports["baseline"])],
-                                           env, ports["baseline"], logs / "baseline.log"))
+                stack.enter_context(
+                    server(
+                        ["cli", "serve", "--port", str(ports["service"])],
+                        env,
+                        ports["service"],
+                        logs / "service.log",
+                    )
+                )
+                stack.enter_context(
+                    server(
+                        ["bench.contacts.baseline", str(ports["baseline"])],
+                        env,
+                        ports["baseline"],
+                        logs / "baseline.log",
+                    )
+                )
                 results = asyncio.run(measure(ports, key, sample))
             plans = asyncio.run(explain(url, schema, sample))
         except BaseException:

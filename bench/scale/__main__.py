@@ -111,8 +111,9 @@ TARGET_P99_RATIO = 1.5
 TARGET_MIGRATE_SECONDS = 30.0
 TARGET_PROVISION_P50_MS = 150.0
 
-STATE_DDL = ("CREATE TABLE IF NOT EXISTS public.bench_scale_state "
-             "(name text PRIMARY KEY, value jsonb)")
+STATE_DDL = (
+    "CREATE TABLE IF NOT EXISTS public.bench_scale_state (name text PRIMARY KEY, value jsonb)"
+)
 
 SEED = """
 INSERT INTO contacts (name, first_name, last_name, email, phone, tags)
@@ -160,16 +161,21 @@ def place(data_dir: str | None) -> Iterator[Place]:
     with ExitStack() as stack:
         redis_url = os.environ.get("REDIS_URL")
         if not redis_url:
-            cache = start_redis(Path(tempfile.mkdtemp(prefix="switchboard-scale-redis-")),
-                                port=free_port())
+            cache = start_redis(
+                Path(tempfile.mkdtemp(prefix="switchboard-scale-redis-")), port=free_port()
+            )
             stack.callback(cache.stop)
             redis_url = cache.url
         kept_url = os.environ.get("BENCH_SCALE_DATABASE_URL")
         if kept_url:
             bench_settings(Path(os.environ.get("SWITCHBOARD_DATA_DIR", ".data")))
             asyncio.run(_ensure_database(kept_url))
-            yield Place(kept_url, redis_url, True,
-                        f"BENCH_SCALE_DATABASE_URL={kept_url} python -m bench.scale")
+            yield Place(
+                kept_url,
+                redis_url,
+                True,
+                f"BENCH_SCALE_DATABASE_URL={kept_url} python -m bench.scale",
+            )
         elif data_dir:
             bench_settings(Path(data_dir))  # kept with the database: its keys keep working
             pg = start_postgres(Path(data_dir), shared_buffers=SHARED_BUFFERS)
@@ -177,8 +183,9 @@ def place(data_dir: str | None) -> Iterator[Place]:
                 stack.callback(pg.stop)
             url = pg.url.rsplit("/", 1)[0] + f"/{DATABASE_NAME}"
             asyncio.run(_ensure_database(url))
-            yield Place(url, redis_url, True,
-                        f"python -m bench.scale --data-dir {Path(data_dir).resolve()}")
+            yield Place(
+                url, redis_url, True, f"python -m bench.scale --data-dir {Path(data_dir).resolve()}"
+            )
         else:
             os.environ["REDIS_URL"] = redis_url  # bench_servers must not start a second one
             with bench_servers() as (url, redis, _):
@@ -194,7 +201,10 @@ async def load_state(conn: asyncpg.Connection) -> dict[str, Any]:
 async def save_state(conn: asyncpg.Connection, name: str, value: Any) -> None:
     await conn.execute(
         "INSERT INTO public.bench_scale_state (name, value) VALUES ($1, $2::text::jsonb) "
-        "ON CONFLICT (name) DO UPDATE SET value = excluded.value", name, json.dumps(value))
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        name,
+        json.dumps(value),
+    )
 
 
 # --- 1. build -------------------------------------------------------------------------------
@@ -210,19 +220,23 @@ async def build(url: str) -> dict[str, Any]:
         if organisations is None:
             organisations = []
             for n in range(BUILD_CONCURRENCY):
-                oid, key = await create_organisation(pool, f"Scale Agency {n}", "white_label",
-                                                     1_000_000)
+                oid, key = await create_organisation(
+                    pool, f"Scale Agency {n}", "white_label", 1_000_000
+                )
                 organisations.append({"id": str(oid), "key": key})
             async with pool.acquire() as conn:
                 await save_state(conn, "organisations", organisations)
         org_ids = [uuid.UUID(o["id"]) for o in organisations]
         existing = await pool.fetchval(
-            "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = ANY($1)", org_ids)
+            "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = ANY($1)", org_ids
+        )
         build_facts: dict[str, Any] = state.get("build", {})
         todo = TENANTS - existing
         if todo > 0:
-            print(f"building {todo} sub-accounts ({existing} exist), "
-                  f"{len(org_ids)} at a time", flush=True)
+            print(
+                f"building {todo} sub-accounts ({existing} exist), {len(org_ids)} at a time",
+                flush=True,
+            )
             timings: list[float] = [0.0] * todo
             counter = iter(range(todo))
             started = time.perf_counter()
@@ -231,13 +245,19 @@ async def build(url: str) -> dict[str, Any]:
                 for i in counter:
                     n = existing + i
                     began = time.perf_counter()
-                    await provision_sub_account(pool, organisation_id, NewSubAccount(
-                        f"owner{n}@scale.example", f"Scale {n}", None, None))
+                    await provision_sub_account(
+                        pool,
+                        organisation_id,
+                        NewSubAccount(f"owner{n}@scale.example", f"Scale {n}", None, None),
+                    )
                     timings[i] = (time.perf_counter() - began) * 1000
                     if (n + 1) % 500 == 0:
-                        recent = [t for t in timings[max(0, i - 499):i + 1] if t]
-                        print(f"  {n + 1} sub-accounts, {time.perf_counter() - started:.0f} s, "
-                              f"last 500 p50 {percentile(recent, 50):.0f} ms", flush=True)
+                        recent = [t for t in timings[max(0, i - 499) : i + 1] if t]
+                        print(
+                            f"  {n + 1} sub-accounts, {time.perf_counter() - started:.0f} s, "
+                            f"last 500 p50 {percentile(recent, 50):.0f} ms",
+                            flush=True,
+                        )
 
             await asyncio.gather(*(worker(oid) for oid in org_ids))
             seconds = time.perf_counter() - started
@@ -269,7 +289,9 @@ async def prepare_accounts(pool: asyncpg.Pool, org_ids: list[uuid.UUID]) -> list
     """SPREAD + FEW sub-accounts drawn at random: a key and CONTACTS seeded contacts each."""
     rows = await pool.fetch(
         "SELECT id, organisation_id, schema_name FROM control.sub_accounts "
-        "WHERE organisation_id = ANY($1) ORDER BY id", org_ids)
+        "WHERE organisation_id = ANY($1) ORDER BY id",
+        org_ids,
+    )
     chosen = random.Random(7).sample(list(rows), SPREAD + FEW)
     accounts = []
     for row in chosen:
@@ -278,8 +300,9 @@ async def prepare_accounts(pool: asyncpg.Pool, org_ids: list[uuid.UUID]) -> list
         async with tenant_transaction(pool, row["schema_name"]) as conn:
             ids = [str(r["id"]) for r in await conn.fetch(SEED, CONTACTS)]
         accounts.append({"id": str(row["id"]), "key": key, "contacts": ids})
-    print(f"prepared {len(accounts)} sub-accounts with keys and {CONTACTS} contacts each",
-          flush=True)
+    print(
+        f"prepared {len(accounts)} sub-accounts with keys and {CONTACTS} contacts each", flush=True
+    )
     return accounts
 
 
@@ -320,39 +343,57 @@ async def reset_accounts(url: str, accounts: list[dict[str, Any]]) -> dict[str, 
 # --- 2. the database at this size -----------------------------------------------------------
 
 
-async def database_facts(url: str, organisation_id: str, key_hash_sample: bytes | None
-                         ) -> dict[str, Any]:
+async def database_facts(
+    url: str, organisation_id: str, key_hash_sample: bytes | None
+) -> dict[str, Any]:
     conn = await asyncpg.connect(url)
     try:
         facts: dict[str, Any] = {
             "size": await conn.fetchval("SELECT pg_database_size(current_database())"),
             "relations": await conn.fetchval("SELECT count(*) FROM pg_class"),
             "schemas": await conn.fetchval(
-                "SELECT count(*) FROM pg_namespace WHERE nspname ~ '^t_[0-9a-f]{32}$'"),
+                "SELECT count(*) FROM pg_namespace WHERE nspname ~ '^t_[0-9a-f]{32}$'"
+            ),
             "sub_accounts": await conn.fetchval("SELECT count(*) FROM control.sub_accounts"),
             "version": await conn.fetchval("SHOW server_version"),
             "shared_buffers": await conn.fetchval("SHOW shared_buffers"),
             "fsync": await conn.fetchval("SHOW fsync"),
         }
         one = await conn.fetchval(
-            "SELECT schema_name FROM control.sub_accounts ORDER BY created_at LIMIT 1")
+            "SELECT schema_name FROM control.sub_accounts ORDER BY created_at LIMIT 1"
+        )
         facts["per_tenant_relations"] = await conn.fetchval(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = $1", one)
+            "WHERE n.nspname = $1",
+            one,
+        )
         facts["per_tenant_toast"] = 2 * await conn.fetchval(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = $1 AND c.reltoastrelid <> 0", one)
+            "WHERE n.nspname = $1 AND c.reltoastrelid <> 0",
+            one,
+        )
         facts["per_tenant_bytes_files"] = await conn.fetchval(
             "SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1", one)
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1",
+            one,
+        )
         facts["catalogs"] = {
             name: await conn.fetchval("SELECT pg_total_relation_size($1::regclass)", name)
-            for name in ("pg_class", "pg_attribute", "pg_depend", "pg_index", "pg_constraint",
-                         "pg_type")}
+            for name in (
+                "pg_class",
+                "pg_attribute",
+                "pg_depend",
+                "pg_index",
+                "pg_constraint",
+                "pg_type",
+            )
+        }
         # The two control queries whose cost could grow with the number of sub-accounts.
         plan = await conn.fetch(
             "EXPLAIN (ANALYZE, BUFFERS) SELECT count(*) FROM control.sub_accounts "
-            "WHERE organisation_id = $1", uuid.UUID(organisation_id))
+            "WHERE organisation_id = $1",
+            uuid.UUID(organisation_id),
+        )
         facts["count_plan"] = [r[0] for r in plan]
         if key_hash_sample is not None:
             from tenancy.principals import SELECT_KEY
@@ -372,7 +413,8 @@ async def dump_lock_check(url: str) -> dict[str, Any]:
         facts: dict[str, Any] = {
             "tables": await conn.fetchval(
                 "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.relkind = 'r' AND n.nspname ~ '^t_[0-9a-f]{32}$'"),
+                "WHERE c.relkind = 'r' AND n.nspname ~ '^t_[0-9a-f]{32}$'"
+            ),
             "max_locks": int(await conn.fetchval("SHOW max_locks_per_transaction")),
             "max_connections": int(await conn.fetchval("SHOW max_connections")),
         }
@@ -400,8 +442,13 @@ def migrate_runs(env: dict[str, str]) -> list[float]:
     timings = []
     for _ in range(MIGRATE_RUNS):
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "cli", "migrate"], env=env,
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", "migrate"],
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         timings.append(time.perf_counter() - started)
         assert done.returncode == 0 and "all tenant schemas at head" in done.stderr, done.stderr
     return timings
@@ -418,13 +465,16 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def request(self, method: str, path: str, key: str, body: bytes = b""
-                      ) -> tuple[int, bytes]:
+    async def request(
+        self, method: str, path: str, key: str, body: bytes = b""
+    ) -> tuple[int, bytes]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         assert self.reader is not None
-        head = (f"{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: {key}\r\n"
-                f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n")
+        head = (
+            f"{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: {key}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        )
         self.writer.write(head.encode() + body)
         return await asyncio.wait_for(self._response(), TIMEOUT)
 
@@ -432,8 +482,10 @@ class Connection:
         assert self.reader is not None
         lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
-        headers = {n.strip().lower(): v.strip() for n, _, v in
-                   (line.partition(":") for line in lines[1:] if line)}
+        headers = {
+            n.strip().lower(): v.strip()
+            for n, _, v in (line.partition(":") for line in lines[1:] if line)
+        }
         if "content-length" in headers:
             return status, await self.reader.readexactly(int(headers["content-length"]))
         chunks = b""
@@ -461,8 +513,10 @@ def make_request(account: dict[str, Any], rng: random.Random) -> tuple[str, str,
     if operation == "tags":
         return operation, "GET", f"{PREFIX}/tags", b""
     if operation == "create":
-        body: dict[str, Any] = {"email": f"c-{uuid.uuid4().hex[:16]}@scale.example",
-                                "first_name": "New"}
+        body: dict[str, Any] = {
+            "email": f"c-{uuid.uuid4().hex[:16]}@scale.example",
+            "first_name": "New",
+        }
         return operation, "POST", f"{PREFIX}/contacts", json.dumps(body).encode()
     if operation == "update":
         body = {"first_name": f"N{rng.randrange(10**6)}"}
@@ -498,8 +552,9 @@ class Run:
         return len(self.latencies) / self.seconds if self.seconds else 0.0
 
 
-async def open_loop(port: int, accounts: list[dict[str, Any]], seconds: float, seed: int,
-                    run: Run) -> None:
+async def open_loop(
+    port: int, accounts: list[dict[str, Any]], seconds: float, seed: int, run: Run
+) -> None:
     """RATE requests per second on a fixed schedule, each on a free connection of CONNECTIONS;
     latency from the scheduled time (a request that waits for a connection counts its wait)."""
     rng = random.Random(seed)
@@ -511,8 +566,9 @@ async def open_loop(port: int, accounts: list[dict[str, Any]], seconds: float, s
     start = time.perf_counter() + 0.05
     tasks = []
 
-    async def one(scheduled: float, account: dict[str, Any],
-                  request: tuple[str, str, str, bytes]) -> None:
+    async def one(
+        scheduled: float, account: dict[str, Any], request: tuple[str, str, str, bytes]
+    ) -> None:
         if idle.empty():
             run.waited += 1
         connection = await idle.get()
@@ -573,8 +629,11 @@ async def sample_backends(url: str) -> dict[str, float] | None:
 
 PROBE_QUERIES = [
     ("SELECT id, name, first_name, email, tags FROM contacts WHERE id = $1", True),
-    ("SELECT id, email, count(*) OVER () AS total FROM contacts "
-     "ORDER BY created_at DESC, id DESC LIMIT 20", False),
+    (
+        "SELECT id, email, count(*) OVER () AS total FROM contacts "
+        "ORDER BY created_at DESC, id DESC LIMIT 20",
+        False,
+    ),
     ("SELECT id, content FROM notes WHERE contact_id = $1 ORDER BY created_at DESC LIMIT 5", True),
     ("SELECT balance FROM wallet WHERE id = 1", False),
 ]
@@ -600,16 +659,24 @@ async def catalog_cache_probe(url: str, schemas: list[str]) -> dict[str, float]:
         after = await conn.fetchval(size)
     finally:
         await conn.close()
-    return {"schemas": len(schemas), "kib_per_schema": float(after - before) / 1024 / len(schemas),
-            "cold_ms": timings[0], "warm_ms": timings[1]}
+    return {
+        "schemas": len(schemas),
+        "kib_per_schema": float(after - before) / 1024 / len(schemas),
+        "cold_ms": timings[0],
+        "warm_ms": timings[1],
+    }
 
 
 async def backend_pids(url: str) -> list[int]:
     conn = await asyncpg.connect(url)
     try:
-        return [r[0] for r in await conn.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")]
+        return [
+            r[0]
+            for r in await conn.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            )
+        ]
     finally:
         await conn.close()
 
@@ -617,6 +684,7 @@ async def backend_pids(url: str) -> list[int]:
 async def cpu_seconds(url: str, api_pid: int) -> tuple[float, dict[int, float]]:
     """CPU time (user + system) of the API process and of each of its PostgreSQL backends:
     what a request costs, which machine noise does not inflate the way it does wall time."""
+
     def cpu(pid: int) -> float | None:
         try:
             times = psutil.Process(pid).cpu_times()
@@ -624,16 +692,17 @@ async def cpu_seconds(url: str, api_pid: int) -> tuple[float, dict[int, float]]:
             return None
         return float(times.user + times.system)
 
-    backends = {pid: value for pid in await backend_pids(url)
-                if (value := cpu(pid)) is not None}
+    backends = {pid: value for pid in await backend_pids(url) if (value := cpu(pid)) is not None}
     return cpu(api_pid) or 0.0, backends
 
 
 async def sample_waits(conn: asyncpg.Connection, run: Run, stop: asyncio.Event) -> None:
     """Every 0.2 s, what the server's busy backends are doing (running, or waiting on what)."""
-    query = ("SELECT coalesce(wait_event_type || ':' || wait_event, 'running') FROM "
-             "pg_stat_activity WHERE datname = current_database() AND state = 'active' "
-             "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+    query = (
+        "SELECT coalesce(wait_event_type || ':' || wait_event, 'running') FROM "
+        "pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+        "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    )
     while not stop.is_set():
         for row in await conn.fetch(query):
             run.waits[row[0]] += 1
@@ -647,8 +716,7 @@ async def sample_waits(conn: asyncpg.Connection, run: Run, stop: asyncio.Event) 
 # writes spread over many sub-accounts touch many distinct pages, and the first change of a page
 # after a checkpoint logs the whole page. Compressing those images and checkpointing less often
 # keeps that WAL in proportion. Set for both loads alike; a checkpoint then starts the warm-up.
-SERVER_SETTINGS = {"wal_compression": "on", "checkpoint_timeout": "15min",
-                   "max_wal_size": "4GB"}
+SERVER_SETTINGS = {"wal_compression": "on", "checkpoint_timeout": "15min", "max_wal_size": "4GB"}
 
 
 async def server_settings(url: str) -> dict[str, str]:
@@ -664,8 +732,15 @@ async def server_settings(url: str) -> dict[str, str]:
         await conn.close()
 
 
-async def measure(port: int, url: str, chosen: list[dict[str, Any]], seconds: float, seed: int,
-                  run: Run, api_pid: int) -> None:
+async def measure(
+    port: int,
+    url: str,
+    chosen: list[dict[str, Any]],
+    seconds: float,
+    seed: int,
+    run: Run,
+    api_pid: int,
+) -> None:
     """One slice of load over `chosen`; its requests, CPU time, WAL and waits go into `run`."""
     api_before, pg_before = await cpu_seconds(url, api_pid)
     monitor = await asyncpg.connect(url)
@@ -675,17 +750,21 @@ async def measure(port: int, url: str, chosen: list[dict[str, Any]], seconds: fl
     await open_loop(port, chosen, seconds, seed, run)
     stop.set()
     await sampler
-    run.wal_bytes += float(await monitor.fetchval(
-        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)", wal_before))
+    run.wal_bytes += float(
+        await monitor.fetchval(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)", wal_before
+        )
+    )
     await monitor.close()
     api_after, pg_after = await cpu_seconds(url, api_pid)
     run.api_cpu_s += api_after - api_before
     run.pg_cpu_s += sum(value - pg_before.get(pid, 0.0) for pid, value in pg_after.items())
 
 
-async def drive(port: int, url: str, accounts: list[dict[str, Any]], api_pid: int
-                ) -> tuple[list[Run], dict[str, Any]]:
-    spread, few = accounts[:SPREAD], accounts[SPREAD:SPREAD + FEW]
+async def drive(
+    port: int, url: str, accounts: list[dict[str, Any]], api_pid: int
+) -> tuple[list[Run], dict[str, Any]]:
+    spread, few = accounts[:SPREAD], accounts[SPREAD : SPREAD + FEW]
     sets = [(f"{FEW} sub-accounts", few), (f"{SPREAD} sub-accounts", spread)]
     memory: dict[str, Any] = {}
     for label, chosen in sets:  # warm-up: pools, caches, the first touch of each schema
@@ -693,8 +772,11 @@ async def drive(port: int, url: str, accounts: list[dict[str, Any]], api_pid: in
         seconds = max(WARMUP_SECONDS, WARMUP_PASSES * len(chosen) / RATE)
         await open_loop(port, chosen, seconds, 0, warmup)
         memory[f"warmup {label}"] = {"seconds": seconds, **summary(warmup.latencies)}
-        print(f"  warm-up {label}: {seconds:.0f} s, p50 {percentile(warmup.latencies, 50):.1f} "
-              f"p99 {percentile(warmup.latencies, 99):.1f} ms", flush=True)
+        print(
+            f"  warm-up {label}: {seconds:.0f} s, p50 {percentile(warmup.latencies, 50):.1f} "
+            f"p99 {percentile(warmup.latencies, 99):.1f} ms",
+            flush=True,
+        )
     runs = []
     slices = max(1, round(SECONDS / SLICE_SECONDS))
     for n in range(ROUNDS):
@@ -702,9 +784,16 @@ async def drive(port: int, url: str, accounts: list[dict[str, Any]], api_pid: in
         # this shared machine lands on both rather than on whichever happened to be running.
         round_runs = {label: Run(label, len(chosen)) for label, chosen in sets}
         for k in range(slices):
-            for label, chosen in (sets if k % 2 == 0 else sets[::-1]):
-                await measure(port, url, chosen, SECONDS / slices, 1000 + 100 * n + k,
-                              round_runs[label], api_pid)
+            for label, chosen in sets if k % 2 == 0 else sets[::-1]:
+                await measure(
+                    port,
+                    url,
+                    chosen,
+                    SECONDS / slices,
+                    1000 + 100 * n + k,
+                    round_runs[label],
+                    api_pid,
+                )
         for label, _ in sets:
             run = round_runs[label]
             done = max(1, len(run.latencies))
@@ -712,13 +801,16 @@ async def drive(port: int, url: str, accounts: list[dict[str, Any]], api_pid: in
             run.wal_kib = run.wal_bytes / 1024 / done
             run.loadavg = os.getloadavg()[0]
             runs.append(run)
-            print(f"  round {n + 1} {label}: {run.rate:.0f} req/s, p50 "
-                  f"{percentile(run.latencies, 50):.1f} p99 {percentile(run.latencies, 99):.1f} ms"
-                  f", CPU ms/request API {run.api_cpu_ms:.2f} PostgreSQL {run.pg_cpu_ms:.2f}, "
-                  f"WAL {run.wal_kib:.1f} KiB/request, max {max(run.latencies):.0f} ms, "
-                  f"{run.waited} waited for a connection, load {run.loadavg:.1f}, "
-                  f"statuses {dict(run.statuses)}, backends busy: "
-                  f"{dict(run.waits.most_common(4))}", flush=True)
+            print(
+                f"  round {n + 1} {label}: {run.rate:.0f} req/s, p50 "
+                f"{percentile(run.latencies, 50):.1f} p99 {percentile(run.latencies, 99):.1f} ms"
+                f", CPU ms/request API {run.api_cpu_ms:.2f} PostgreSQL {run.pg_cpu_ms:.2f}, "
+                f"WAL {run.wal_kib:.1f} KiB/request, max {max(run.latencies):.0f} ms, "
+                f"{run.waited} waited for a connection, load {run.loadavg:.1f}, "
+                f"statuses {dict(run.statuses)}, backends busy: "
+                f"{dict(run.waits.most_common(4))}",
+                flush=True,
+            )
         sampled = await sample_backends(url)
         memory.update({label: sampled for label, _ in sets})
     return runs, memory
@@ -731,13 +823,15 @@ def provision_over_http(port: int, agency_key: str) -> tuple[list[float], list[s
     timings: list[float] = []
     created: list[str] = []
     tag = uuid.uuid4().hex[:6]
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"x-api-key": agency_key},
-                      timeout=30) as client:
+    with httpx.Client(
+        base_url=f"http://127.0.0.1:{port}", headers={"x-api-key": agency_key}, timeout=30
+    ) as client:
         for i in range(PROVISION_COUNT + 10):
             started = time.perf_counter()
-            response = client.post("/functions/v1/create-subaccount-webhook",
-                                   json={"email": f"p{i}-{tag}@scale.example",
-                                         "name": f"Probe {tag} {i}"})
+            response = client.post(
+                "/functions/v1/create-subaccount-webhook",
+                json={"email": f"p{i}-{tag}@scale.example", "name": f"Probe {tag} {i}"},
+            )
             elapsed = (time.perf_counter() - started) * 1000
             assert response.status_code == 201, response.text
             created.append(response.json()["sub_account_id"])
@@ -752,10 +846,10 @@ async def drop_sub_accounts(url: str, ids: list[str]) -> None:
     try:
         for sid in ids:
             async with conn.transaction():
-                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema_name_for(uuid.UUID(sid))}" '
-                                   "CASCADE")
-                await conn.execute("DELETE FROM control.sub_accounts WHERE id = $1",
-                                   uuid.UUID(sid))
+                await conn.execute(
+                    f'DROP SCHEMA IF EXISTS "{schema_name_for(uuid.UUID(sid))}" CASCADE'
+                )
+                await conn.execute("DELETE FROM control.sub_accounts WHERE id = $1", uuid.UUID(sid))
     finally:
         await conn.close()
 
@@ -770,8 +864,10 @@ def mib(value: float) -> str:
 def report(facts: dict[str, Any]) -> str:
     db, runs, build = facts["db"], facts["runs"], facts["build"]
     few_label, spread_label = f"{FEW} sub-accounts", f"{SPREAD} sub-accounts"
-    pooled = {label: [x for r in runs if r.label == label for x in r.latencies]
-              for label in (few_label, spread_label)}
+    pooled = {
+        label: [x for r in runs if r.label == label for x in r.latencies]
+        for label in (few_label, spread_label)
+    }
     few, spread = summary(pooled[few_label]), summary(pooled[spread_label])
     ratio = spread["p99"] / few["p99"]
     facts["ratio"] = ratio
@@ -817,12 +913,12 @@ def report(facts: dict[str, Any]) -> str:
         "limit raised to 1,000,000 per window for both, and the default key cache (a resolved "
         "key trusted 60 s while the API process is told of suspensions, tenancy.principals). "
         "Mix: "
-        + ", ".join(f"{k} {v}%" for k, v in MIX.items()) +
-        " (read = GET /contacts/{id}, list = GET /contacts?limit=20, update = PATCH, tag_add = "
+        + ", ".join(f"{k} {v}%" for k, v in MIX.items())
+        + " (read = GET /contacts/{id}, list = GET /contacts?limit=20, update = PATCH, tag_add = "
         "POST /contacts/{id}/tags, note = POST /contacts/{id}/notes, tags = GET /tags). "
         "PostgreSQL settings for the load (as docs/operations.md recommends with many tenants): "
-        + ", ".join(f"{k} = {v}" for k, v in facts.get("server_settings", {}).items()) +
-        ", then a checkpoint before the warm-ups. Each "
+        + ", ".join(f"{k} = {v}" for k, v in facts.get("server_settings", {}).items())
+        + ", then a checkpoint before the warm-ups. Each "
         f"request picks a random sub-account of its set and uses its key; the {SPREAD:,} and the "
         f"{FEW} are disjoint random picks among the {n_tenants:,}, each seeded with {CONTACTS} "
         f"contacts. {ROUNDS} rounds of {SECONDS:.0f} s of each load, the two taking turns in "
@@ -841,22 +937,30 @@ def report(facts: dict[str, Any]) -> str:
     ]
     for n, run in enumerate(runs):
         s = summary(run.latencies)
-        lines.append(f"| round {n // 2 + 1}, {run.label} | {run.rate:.0f} | {s['p50']:.1f} | "
-                     f"{s['p95']:.1f} | {s['p99']:.1f} | {max(run.latencies):.0f} | "
-                     f"{run.api_cpu_ms:.2f} / {run.pg_cpu_ms:.2f} | {run.wal_kib:.1f} | "
-                     f"{run.loadavg:.1f} |")
+        lines.append(
+            f"| round {n // 2 + 1}, {run.label} | {run.rate:.0f} | {s['p50']:.1f} | "
+            f"{s['p95']:.1f} | {s['p99']:.1f} | {max(run.latencies):.0f} | "
+            f"{run.api_cpu_ms:.2f} / {run.pg_cpu_ms:.2f} | {run.wal_kib:.1f} | "
+            f"{run.loadavg:.1f} |"
+        )
     cpu = {}
     for label, s in ((few_label, few), (spread_label, spread)):
         mine = [r for r in runs if r.label == label]
         rate = sum(r.rate for r in mine) / len(mine)
-        cpu[label] = (sum(r.api_cpu_ms for r in mine) / len(mine),
-                      sum(r.pg_cpu_ms for r in mine) / len(mine))
+        cpu[label] = (
+            sum(r.api_cpu_ms for r in mine) / len(mine),
+            sum(r.pg_cpu_ms for r in mine) / len(mine),
+        )
         wal = sum(r.wal_kib for r in mine) / len(mine)
-        lines.append(f"| **all rounds, {label}** | {rate:.0f} | {s['p50']:.1f} | "
-                     f"{s['p95']:.1f} | **{s['p99']:.1f}** | {max(pooled[label]):.0f} | "
-                     f"{cpu[label][0]:.2f} / {cpu[label][1]:.2f} | {wal:.1f} | |")
-    pairs = [summary(b.latencies)["p99"] / summary(a.latencies)["p99"]
-             for a, b in zip(runs[0::2], runs[1::2], strict=True)]
+        lines.append(
+            f"| **all rounds, {label}** | {rate:.0f} | {s['p50']:.1f} | "
+            f"{s['p95']:.1f} | **{s['p99']:.1f}** | {max(pooled[label]):.0f} | "
+            f"{cpu[label][0]:.2f} / {cpu[label][1]:.2f} | {wal:.1f} | |"
+        )
+    pairs = [
+        summary(b.latencies)["p99"] / summary(a.latencies)["p99"]
+        for a, b in zip(runs[0::2], runs[1::2], strict=True)
+    ]
     later = sorted(pairs[1:]) or pairs
     spread_runs = runs[1::2]
     facts["cpu"] = cpu
@@ -882,17 +986,30 @@ def report(facts: dict[str, Any]) -> str:
         "read the p99 verdict together with the per-round ratios and the CPU ratio.",
         "",
         "Busy server backends, sampled every 0.2 s (running, or the wait event): "
-        + "; ".join(f"{label}: " + (", ".join(
-            f"{name} {count}" for name, count in sum(
-                (r.waits for r in runs if r.label == label), Counter()).most_common(5))
-            or "none seen") for label in (few_label, spread_label)) + ".",
+        + "; ".join(
+            f"{label}: "
+            + (
+                ", ".join(
+                    f"{name} {count}"
+                    for name, count in sum(
+                        (r.waits for r in runs if r.label == label), Counter()
+                    ).most_common(5)
+                )
+                or "none seen"
+            )
+            for label in (few_label, spread_label)
+        )
+        + ".",
     ]
     memory = facts["memory"]
     if all(memory.get(label) for label in (few_label, spread_label)):
         m = memory[spread_label]
-        lines += ["", "PostgreSQL backends of the server after the rounds (private anonymous "
-                  f"memory, i.e. without shared buffers): {m['backends']} backends, max "
-                  f"{m['max_mib']:.0f} MiB, sum {m['sum_mib']:.0f} MiB."]
+        lines += [
+            "",
+            "PostgreSQL backends of the server after the rounds (private anonymous "
+            f"memory, i.e. without shared buffers): {m['backends']} backends, max "
+            f"{m['max_mib']:.0f} MiB, sum {m['sum_mib']:.0f} MiB.",
+        ]
     probe = facts["probe"]
     lines += [
         "",
@@ -921,7 +1038,9 @@ def report(facts: dict[str, Any]) -> str:
         f"{build['loadavg']:.1f} at its end); one provisioning took p50 "
         f"{build['p50_first_ms']:.0f} ms over the first {build['chunk']:,} and "
         f"{build['p50_last_ms']:.0f} ms over the last {build['chunk']:,}"
-        if build else "not built in this run")
+        if build
+        else "not built in this run"
+    )
     catalogs = ", ".join(f"{name} {mib(size)}" for name, size in db["catalogs"].items())
     lines += [
         "",
@@ -934,8 +1053,11 @@ def report(facts: dict[str, Any]) -> str:
         f"seeded data); **{db['relations']:,} rows in pg_class** ({db['per_tenant_relations']} "
         f"relations in each tenant schema (tables, indexes, sequences) plus "
         f"{db['per_tenant_toast']} TOAST tables and indexes in pg_toast). Catalogs: {catalogs}."
-        + (f" The whole data directory, WAL included: {mib(facts['data_dir_bytes'])}."
-           if facts.get("data_dir_bytes") else ""),
+        + (
+            f" The whole data directory, WAL included: {mib(facts['data_dir_bytes'])}."
+            if facts.get("data_dir_bytes")
+            else ""
+        ),
         "",
         f"`switchboard migrate` no-op: the control upgrade (alembic) plus one indexed query on "
         f"control.sub_accounts, so it does not grow with the schemas. Provisioning counts the "
@@ -958,19 +1080,22 @@ def dump_paragraph(locks: dict[str, Any], sub_accounts: int) -> str:
     text = (
         f"Backups: `pg_dump` of the whole database locks every table it dumps (ACCESS SHARE, "
         f"one transaction). A transaction taking that lock on all {locks['tables']:,} tenant "
-        f"tables ({per_tenant:.0f} per sub-account) ")
+        f"tables ({per_tenant:.0f} per sub-account) "
+    )
     if locks["error"] is None:
         return text + (
             f"held them in the shared lock table (max_locks_per_transaction x max_connections = "
             f"{locks['max_locks']} x {locks['max_connections']} = {slots:,} slots); it stops "
-            f"fitting at about {slots / per_tenant:,.0f} sub-accounts.")
+            f"fitting at about {slots / per_tenant:,.0f} sub-accounts."
+        )
     return text + (
         f"**failed** (`{locks['error']}`): the shared lock table has max_locks_per_transaction "
         f"x max_connections = {locks['max_locks']} x {locks['max_connections']} = {slots:,} "
         f"slots. A whole-database dump at this size needs max_locks_per_transaction of at least "
         f"about {needed} with {locks['max_connections']} connections (a server restart), or "
         "dumps per schema (`pg_dump -n`, or `switchboard tenants export`) or physical backups "
-        "(pg_basebackup, WAL archiving), which take no table locks.")
+        "(pg_basebackup, WAL archiving), which take no table locks."
+    )
 
 
 def citus_paragraph(facts: dict[str, Any], ratio: float, prov: dict[str, float]) -> str:
@@ -981,7 +1106,7 @@ def citus_paragraph(facts: dict[str, Any], ratio: float, prov: dict[str, float])
     per_tenant_rows = db["per_tenant_relations"] + db["per_tenant_toast"]
     return (
         "**Extrapolating to a Citus cluster** (not measured on one; schema-based sharding as in "
-        "docs/operations.md \"Citus\": each tenant schema is a distributed schema placed whole "
+        'docs/operations.md "Citus": each tenant schema is a distributed schema placed whole '
         "on one worker, the control tables are reference tables copied to every node). "
         "*Scales with the number of workers N:* the per-tenant load and data (all of a "
         "request's tenant SQL runs on the one worker that holds its schema, so each worker "
@@ -1009,7 +1134,7 @@ def citus_paragraph(facts: dict[str, Any], ratio: float, prov: dict[str, float])
         f"about {per_tenant_rows} rows per sub-account of the whole cluster (plus its own "
         f"shards), and the {catalogs / 2**30:.1f} GiB of catalogs measured here at "
         f"{db['sub_accounts']:,} sub-accounts is a floor per node, not something N divides. So "
-        "Citus moves the limit from \"one machine's CPU, memory and disk\" to \"one "
+        'Citus moves the limit from "one machine\'s CPU, memory and disk" to "one '
         "coordinator's routing and one catalog's size\": plan for the data and the tenant "
         "traffic per worker, and keep the number of tenant tables per sub-account small."
     )
@@ -1047,8 +1172,11 @@ def remember(url: str, facts: dict[str, Any], ratio: float) -> list[dict[str, An
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scale")
-    parser.add_argument("--data-dir", default=os.environ.get("BENCH_SCALE_DATA_DIR"),
-                        help="keep an embedded PostgreSQL cluster here and reuse it")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("BENCH_SCALE_DATA_DIR"),
+        help="keep an embedded PostgreSQL cluster here and reuse it",
+    )
     args = parser.parse_args()
     facts: dict[str, Any] = {"load_start": os.getloadavg()[0]}
     sink = Sink()
@@ -1066,32 +1194,45 @@ def main() -> int:
             organisation = built["organisations"][0]
             from tenancy.keys import hash_key
 
-            facts["db"] = asyncio.run(database_facts(where.url, organisation["id"],
-                                                     hash_key(accounts[0]["key"])))
+            facts["db"] = asyncio.run(
+                database_facts(where.url, organisation["id"], hash_key(accounts[0]["key"]))
+            )
             facts["largest_org"] = asyncio.run(_org_size(where.url, organisation["id"]))
-            facts["probe"] = asyncio.run(catalog_cache_probe(
-                where.url, [schema_name_for(uuid.UUID(a["id"])) for a in accounts[:500]]))
+            facts["probe"] = asyncio.run(
+                catalog_cache_probe(
+                    where.url, [schema_name_for(uuid.UUID(a["id"])) for a in accounts[:500]]
+                )
+            )
             print(f"catalog cache probe: {facts['probe']}", flush=True)
             facts["dump_locks"] = asyncio.run(dump_lock_check(where.url))
             print(f"pg_dump lock check: {facts['dump_locks']}", flush=True)
             plan = facts["db"]["count_plan"]
-            facts["count_ms"] = next((line.strip() for line in plan
-                                      if "Execution Time" in line), "?")
-            print(f"database: {mib(facts['db']['size'])}, {facts['db']['relations']:,} "
-                  "pg_class rows", flush=True)
+            facts["count_ms"] = next(
+                (line.strip() for line in plan if "Execution Time" in line), "?"
+            )
+            print(
+                f"database: {mib(facts['db']['size'])}, {facts['db']['relations']:,} pg_class rows",
+                flush=True,
+            )
 
-            env = {**os.environ, "DATABASE_URL": where.url, "REDIS_URL": where.redis_url,
-                   "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp.port),
-                   "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
-                   "SWITCHBOARD_LOG_FORMAT": "text"}
+            env = {
+                **os.environ,
+                "DATABASE_URL": where.url,
+                "REDIS_URL": where.redis_url,
+                "SMTP_HOST": "127.0.0.1",
+                "SMTP_PORT": str(smtp.port),
+                "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+                "SWITCHBOARD_LOG_FORMAT": "text",
+            }
             facts["migrate"] = migrate_runs(env)
             print(f"migrate no-op: {facts['migrate']}", flush=True)
 
             facts["server_settings"] = asyncio.run(server_settings(where.url))
             print(f"server settings for the load: {facts['server_settings']}", flush=True)
             facts["reset"] = asyncio.run(reset_accounts(where.url, accounts))
-            print(f"measured sub-accounts reset to their seeded state: {facts['reset']}",
-                  flush=True)
+            print(
+                f"measured sub-accounts reset to their seeded state: {facts['reset']}", flush=True
+            )
             facts["load_before_load"] = os.getloadavg()[0]
             port = free_port()
             with serve(env, port) as api:
@@ -1102,8 +1243,11 @@ def main() -> int:
             asyncio.run(drop_sub_accounts(where.url, created))
             facts["load_end"] = os.getloadavg()[0]
             if args.data_dir:
-                du = subprocess.run(["du", "-sb", str(Path(args.data_dir) / "postgres")],
-                                    capture_output=True, text=True)
+                du = subprocess.run(
+                    ["du", "-sb", str(Path(args.data_dir) / "postgres")],
+                    capture_output=True,
+                    text=True,
+                )
                 if du.returncode == 0:
                     facts["data_dir_bytes"] = int(du.stdout.split()[0])
             how = where.how
@@ -1111,15 +1255,20 @@ def main() -> int:
             if where.kept:
                 history = remember(where.url, facts, facts["ratio"])
                 if len(history) > 1:
-                    body += ("\n\nRuns on this database (UTC, highest load average during the "
-                             "rounds, p99 ratio, CPU-per-request ratio): " + "; ".join(
-                                 f"{h['when']}: load {h['load']:.1f}, p99 {h['ratio']:.2f}x, "
-                                 f"CPU {h['cpu_ratio']:.2f}x"
-                                 + ("" if h.get("reset") else " (not reset)")
-                                 for h in history) + ". Runs marked \"not reset\" started from "
-                             "what earlier runs had written (by the last of them, thousands of "
-                             "contacts and notes on each of the 10, which slowed their reads): "
-                             "their ratios flatter the 1,000.")
+                    body += (
+                        "\n\nRuns on this database (UTC, highest load average during the "
+                        "rounds, p99 ratio, CPU-per-request ratio): "
+                        + "; ".join(
+                            f"{h['when']}: load {h['load']:.1f}, p99 {h['ratio']:.2f}x, "
+                            f"CPU {h['cpu_ratio']:.2f}x"
+                            + ("" if h.get("reset") else " (not reset)")
+                            for h in history
+                        )
+                        + '. Runs marked "not reset" started from '
+                        "what earlier runs had written (by the last of them, thousands of "
+                        "contacts and notes on each of the 10, which slowed their reads): "
+                        "their ratios flatter the 1,000."
+                    )
     finally:
         smtp.stop()
     print(body)
@@ -1138,9 +1287,12 @@ def main() -> int:
 async def _org_size(url: str, organisation_id: str) -> int:
     conn = await asyncpg.connect(url)
     try:
-        return int(await conn.fetchval(
-            "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = $1",
-            uuid.UUID(organisation_id)))
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = $1",
+                uuid.UUID(organisation_id),
+            )
+        )
     finally:
         await conn.close()
 

@@ -45,8 +45,16 @@ TOLERANCE = 0.20
 PREFIX = "/webhooks/inbound"
 TAGS = [f"tag{n}" for n in range(20)]
 # Operation weights: reads dominate, as in real traffic.
-MIX = {"create": 12, "read": 30, "update": 15, "tag_add": 12, "tag_remove": 6, "note": 12,
-       "invoice": 6, "list": 7}
+MIX = {
+    "create": 12,
+    "read": 30,
+    "update": 15,
+    "tag_add": 12,
+    "tag_remove": 6,
+    "note": 12,
+    "invoice": 6,
+    "list": 7,
+}
 
 
 class Sink:
@@ -83,16 +91,20 @@ class Tally:
 async def prepare(url: str) -> list[Account]:
     pool = await create_pool(url, min_size=1, max_size=4)
     try:
-        organisation_id, _ = await create_organisation(pool, "Soak Agency", "white_label",
-                                                       SUB_ACCOUNTS + 10)
+        organisation_id, _ = await create_organisation(
+            pool, "Soak Agency", "white_label", SUB_ACCOUNTS + 10
+        )
         accounts = []
         for n in range(SUB_ACCOUNTS):
             created = await provision_sub_account(
-                pool, organisation_id, NewSubAccount(f"owner{n}@soak.example", f"Soak {n}",
-                                                     None, None))
+                pool,
+                organisation_id,
+                NewSubAccount(f"owner{n}@soak.example", f"Soak {n}", None, None),
+            )
             async with pool.acquire() as conn:
-                _, key = await insert_key(conn, "sub_account", organisation_id,
-                                          created["sub_account_id"])
+                _, key = await insert_key(
+                    conn, "sub_account", organisation_id, created["sub_account_id"]
+                )
             accounts.append(Account(key))
         return accounts
     finally:
@@ -103,12 +115,20 @@ class Client:
     def __init__(self, http: httpx.AsyncClient, tally: Tally) -> None:
         self.http, self.tally = http, tally
 
-    async def call(self, operation: str, account: Account, method: str, path: str,
-                   body: Any = None, expect: tuple[int, ...] = (200,)) -> dict[str, Any] | None:
+    async def call(
+        self,
+        operation: str,
+        account: Account,
+        method: str,
+        path: str,
+        body: Any = None,
+        expect: tuple[int, ...] = (200,),
+    ) -> dict[str, Any] | None:
         started = time.perf_counter()
         try:
-            answer = await self.http.request(method, PREFIX + path, json=body,
-                                             headers={"x-api-key": account.key})
+            answer = await self.http.request(
+                method, PREFIX + path, json=body, headers={"x-api-key": account.key}
+            )
         except httpx.HTTPError as exc:
             self.tally.transport_errors += 1
             self.tally.unexpected.append(f"{operation}: {type(exc).__name__}")
@@ -129,8 +149,9 @@ async def step(client: Client, account: Account, rng: random.Random) -> None:
     contact = rng.choice(account.contacts) if account.contacts else None
     if operation == "create":
         email = f"c-{uuid.uuid4().hex[:16]}@soak.example"
-        answer = await client.call(operation, account, "POST", "/contacts", {"email": email},
-                                   (201,))
+        answer = await client.call(
+            operation, account, "POST", "/contacts", {"email": email}, (201,)
+        )
         if answer is not None:
             account.contacts.append(ContactState(str(answer["contact_id"]), email))
             client.tally.acknowledged_writes += 1
@@ -142,38 +163,65 @@ async def step(client: Client, account: Account, rng: random.Random) -> None:
     elif operation == "update":
         assert contact is not None
         name = f"N{rng.randrange(10**6)}"
-        if await client.call(operation, account, "PATCH", f"/contacts/{contact.id}",
-                             {"first_name": name}) is not None:
+        if (
+            await client.call(
+                operation, account, "PATCH", f"/contacts/{contact.id}", {"first_name": name}
+            )
+            is not None
+        ):
             contact.first_name = name
             client.tally.acknowledged_writes += 1
     elif operation == "tag_add":
         assert contact is not None
         tag = rng.choice(TAGS)
-        if await client.call(operation, account, "POST", f"/contacts/{contact.id}/tags",
-                             {"tags": [tag]}) is not None:
+        if (
+            await client.call(
+                operation, account, "POST", f"/contacts/{contact.id}/tags", {"tags": [tag]}
+            )
+            is not None
+        ):
             contact.tags.add(tag)
             client.tally.acknowledged_writes += 1
     elif operation == "tag_remove":
         assert contact is not None
         tag = rng.choice(sorted(contact.tags)) if contact.tags else rng.choice(TAGS)
-        if await client.call(operation, account, "DELETE", f"/contacts/{contact.id}/tags",
-                             {"tags": [tag]}) is not None:
+        if (
+            await client.call(
+                operation, account, "DELETE", f"/contacts/{contact.id}/tags", {"tags": [tag]}
+            )
+            is not None
+        ):
             contact.tags.discard(tag)
             client.tally.acknowledged_writes += 1
     elif operation == "note":
         assert contact is not None
-        answer = await client.call(operation, account, "POST", f"/contacts/{contact.id}/notes",
-                                   {"content": f"note {uuid.uuid4().hex}"}, (201,))
+        answer = await client.call(
+            operation,
+            account,
+            "POST",
+            f"/contacts/{contact.id}/notes",
+            {"content": f"note {uuid.uuid4().hex}"},
+            (201,),
+        )
         if answer is not None:
             contact.notes.add(str(answer["note"]["id"]))
             client.tally.acknowledged_writes += 1
     elif operation == "invoice":
         assert contact is not None
         notes = f"inv {uuid.uuid4().hex[:8]}"
-        answer = await client.call(operation, account, "POST", "/invoices", {
-            "contact_id": contact.id, "due_date": (date.today() + timedelta(days=30)).isoformat(),
-            "items": [{"item": "Service", "quantity": rng.randint(1, 5), "amount": 12.5}],
-            "notes": notes}, (201,))
+        answer = await client.call(
+            operation,
+            account,
+            "POST",
+            "/invoices",
+            {
+                "contact_id": contact.id,
+                "due_date": (date.today() + timedelta(days=30)).isoformat(),
+                "items": [{"item": "Service", "quantity": rng.randint(1, 5), "amount": 12.5}],
+                "notes": notes,
+            },
+            (201,),
+        )
         if answer is not None:
             account.invoices[str(answer["invoice"]["id"])] = (contact.id, notes)
             client.tally.acknowledged_writes += 1
@@ -219,8 +267,9 @@ async def verify(http: httpx.AsyncClient, accounts: list[Account]) -> tuple[int,
     return checked, lost, problems
 
 
-async def sample_memory(processes: dict[str, psutil.Process], samples: dict[str, list[float]],
-                        stop: asyncio.Event) -> None:
+async def sample_memory(
+    processes: dict[str, psutil.Process], samples: dict[str, list[float]], stop: asyncio.Event
+) -> None:
     while not stop.is_set():
         for name, process in processes.items():
             samples[name].append(process.memory_info().rss / 2**20)
@@ -234,7 +283,7 @@ def memory_verdict(series: list[float]) -> tuple[float, float, float, bool]:
     """(RSS at end of warm-up, peak after it, last; MiB) and whether it stayed within 20 %."""
     warm = max(1, len(series) // 5)
     baseline = series[warm - 1]
-    after = series[warm - 1:]
+    after = series[warm - 1 :]
     peak = max(after)
     return baseline, peak, series[-1], peak <= baseline * (1 + TOLERANCE)
 
@@ -245,8 +294,9 @@ async def drive(port: int, accounts: list[Account], pids: dict[str, int]) -> dic
     samples: dict[str, list[float]] = {name: [] for name in pids}
     stop = asyncio.Event()
     limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30,
-                                 limits=limits) as http:
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=30, limits=limits
+    ) as http:
         sampler = asyncio.create_task(sample_memory(processes, samples, stop))
         deadline = time.monotonic() + SECONDS
         started = time.monotonic()
@@ -263,8 +313,14 @@ async def drive(port: int, accounts: list[Account], pids: dict[str, int]) -> dic
         stop.set()
         await sampler
         checked, lost, problems = await verify(http, accounts)
-    return {"tally": tally, "elapsed": elapsed, "samples": samples, "checked": checked,
-            "lost": lost, "problems": problems}
+    return {
+        "tally": tally,
+        "elapsed": elapsed,
+        "samples": samples,
+        "checked": checked,
+        "lost": lost,
+        "problems": problems,
+    }
 
 
 def report(result: dict[str, Any]) -> str:
@@ -280,8 +336,8 @@ def report(result: dict[str, Any]) -> str:
         "",
         f"- requests: {total} ({total / result['elapsed']:.0f}/s); latency p50 "
         f"{latency['p50']:.1f} ms, p95 {latency['p95']:.1f} ms, p99 {latency['p99']:.1f} ms",
-        "- operations: " + ", ".join(f"{name} {count}"
-                                     for name, count in sorted(tally.operations.items())),
+        "- operations: "
+        + ", ".join(f"{name} {count}" for name, count in sorted(tally.operations.items())),
         f"- status codes: {dict(sorted(tally.statuses.items()))}",
         f"- 5xx: {server_errors}; transport errors: {tally.transport_errors}; other unexpected "
         f"answers: {len(tally.unexpected) - tally.transport_errors}",
@@ -292,13 +348,20 @@ def report(result: dict[str, Any]) -> str:
     for name, series in result["samples"].items():
         baseline, peak, last, ok = memory_verdict(series)
         flat = flat and ok
-        lines.append(f"- RSS {name}: {baseline:.0f} MiB after warm-up, peak {peak:.0f} MiB, "
-                     f"last {last:.0f} MiB ({len(series)} samples every {SAMPLE_SECONDS:.0f} s; "
-                     f"{'flat within 20 %' if ok else 'GREW MORE THAN 20 %'})")
-    passed = (server_errors == 0 and tally.transport_errors == 0 and result["lost"] == 0
-              and flat and not tally.unexpected)
+        lines.append(
+            f"- RSS {name}: {baseline:.0f} MiB after warm-up, peak {peak:.0f} MiB, "
+            f"last {last:.0f} MiB ({len(series)} samples every {SAMPLE_SECONDS:.0f} s; "
+            f"{'flat within 20 %' if ok else 'GREW MORE THAN 20 %'})"
+        )
+    passed = (
+        server_errors == 0
+        and tally.transport_errors == 0
+        and result["lost"] == 0
+        and flat
+        and not tally.unexpected
+    )
     lines.append(f"- verdict: {'PASS' if passed else 'FAIL'}")
-    for text in (tally.unexpected[:5] + result["problems"][:5]):
+    for text in tally.unexpected[:5] + result["problems"][:5]:
         lines.append(f"  - {text}")
     return "\n".join(lines)
 
@@ -313,20 +376,31 @@ def main() -> int:
             os.environ.update({"SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp.port)})
             get_settings.cache_clear()
             accounts = asyncio.run(prepare(database_url))
-            env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
-                   "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp.port),
-                   "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
-                   "SWITCHBOARD_LOG_FORMAT": "text"}
+            env = {
+                **os.environ,
+                "DATABASE_URL": database_url,
+                "REDIS_URL": redis_url,
+                "SMTP_HOST": "127.0.0.1",
+                "SMTP_PORT": str(smtp.port),
+                "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+                "SWITCHBOARD_LOG_FORMAT": "text",
+            }
             port = free_port()
-            log = tempfile.NamedTemporaryFile(prefix="switchboard-soak-worker-", suffix=".log",
-                                              delete=False)
-            worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=log)
+            log = tempfile.NamedTemporaryFile(
+                prefix="switchboard-soak-worker-", suffix=".log", delete=False
+            )
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "cli", "worker"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
             try:
                 with serve(env, port) as api:
-                    result = asyncio.run(drive(port, accounts,
-                                               {"api": api.pid, "worker": worker.pid}))
+                    result = asyncio.run(
+                        drive(port, accounts, {"api": api.pid, "worker": worker.pid})
+                    )
             finally:
                 worker.terminate()
                 worker.wait(60)

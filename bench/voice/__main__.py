@@ -92,20 +92,35 @@ STREAM_PATH = "/voice/twilio/stream"
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.voice")
-    parser.add_argument("--calls", default="1,10,20,40,80",
-                        help="comma-separated numbers of concurrent calls, one round each")
-    parser.add_argument("--ramp", type=float, default=4.0,
-                        help="seconds over which a round's calls are started")
+    parser.add_argument(
+        "--calls",
+        default="1,10,20,40,80",
+        help="comma-separated numbers of concurrent calls, one round each",
+    )
+    parser.add_argument(
+        "--ramp", type=float, default=4.0, help="seconds over which a round's calls are started"
+    )
     parser.add_argument("--pause-ms", type=int, default=300, help="voice_activity_timeout")
     parser.add_argument("--stt-ms", type=int, default=150)
     parser.add_argument("--llm-ms", type=int, default=250, help="LLM first token")
     parser.add_argument("--tts-ms", type=int, default=150, help="TTS first byte")
-    parser.add_argument("--processes", type=int, default=1,
-                        help="voice processes on the port (switchboard voice --processes)")
-    parser.add_argument("--max-calls", type=int, default=20,
-                        help="SWITCHBOARD_VOICE_MAX_CALLS: calls per voice process")
-    parser.add_argument("--no-write", action="store_true",
-                        help="print the section instead of writing bench/RESULTS.md")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="voice processes on the port (switchboard voice --processes)",
+    )
+    parser.add_argument(
+        "--max-calls",
+        type=int,
+        default=20,
+        help="SWITCHBOARD_VOICE_MAX_CALLS: calls per voice process",
+    )
+    parser.add_argument(
+        "--no-write",
+        action="store_true",
+        help="print the section instead of writing bench/RESULTS.md",
+    )
     return parser.parse_args(argv)
 
 
@@ -113,13 +128,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 @contextlib.contextmanager
-def vendors_process(args: argparse.Namespace, env: dict[str, str]
-                    ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def vendors_process(
+    args: argparse.Namespace, env: dict[str, str]
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.voice", "vendors", "--llm-ms", str(args.llm_ms),
-         "--stt-ms", str(args.stt_ms), "--tts-ms", str(args.tts_ms)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        text=True)
+        [
+            sys.executable,
+            "-m",
+            "bench.voice",
+            "vendors",
+            "--llm-ms",
+            str(args.llm_ms),
+            "--stt-ms",
+            str(args.stt_ms),
+            "--tts-ms",
+            str(args.tts_ms),
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         origin = ""
@@ -134,13 +164,26 @@ def vendors_process(args: argparse.Namespace, env: dict[str, str]
 
 
 @contextlib.contextmanager
-def voice_process(env: dict[str, str], port: int, log_path: Path, processes: int
-                  ) -> Iterator[subprocess.Popen[bytes]]:
+def voice_process(
+    env: dict[str, str], port: int, log_path: Path, processes: int
+) -> Iterator[subprocess.Popen[bytes]]:
     with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "cli", "voice", "--port", str(port),
-                                    "--processes", str(processes)],
-                                   env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cli",
+                "voice",
+                "--port",
+                str(port),
+                "--processes",
+                str(processes),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 60
             while True:
@@ -164,9 +207,13 @@ def voice_process(env: dict[str, str], port: int, log_path: Path, processes: int
 
 @contextlib.contextmanager
 def worker_process(env: dict[str, str]) -> Iterator[None]:
-    process = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(3)
         yield
@@ -192,50 +239,114 @@ def phone(rng: random.Random) -> str:
     while True:
         number = f"+1415{rng.randint(2_000_000, 9_999_999)}"
         # A "person" (any number but the sandbox's special endings) with a valid number.
-        if number[-4:] not in ("0155", "0166", "0177", "0186", "0187", "0199") \
-                and valid_phone(number) == number:
+        if (
+            number[-4:] not in ("0155", "0166", "0177", "0186", "0187", "0199")
+            and valid_phone(number) == number
+        ):
             return number
 
 
 def provision(env: dict[str, str], api: str, contacts: int, pause_ms: int) -> Setup:
-    created = subprocess.run([sys.executable, "-m", "cli", "create-organisation", "--name",
-                              "Bench voice"], env=env, check=True, capture_output=True, text=True)
+    created = subprocess.run(
+        [sys.executable, "-m", "cli", "create-organisation", "--name", "Bench voice"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     organisation = json.loads(created.stdout.strip().splitlines()[-1])
     agency = {"x-api-key": organisation["agency_api_key"]}
     with httpx.Client(base_url=api, timeout=30) as client:
+
         def ok(response: httpx.Response, status: int = 200) -> dict[str, Any]:
             assert response.status_code == status, (response.status_code, response.text)
             return response.json()  # type: ignore[no-any-return]
 
-        sub = ok(client.post("/functions/v1/create-subaccount-webhook", headers=agency,
-                             json={"email": "owner@bench.example", "name": "Bench voice"}), 201)
+        sub = ok(
+            client.post(
+                "/functions/v1/create-subaccount-webhook",
+                headers=agency,
+                json={"email": "owner@bench.example", "name": "Bench voice"},
+            ),
+            201,
+        )
         sub_account_id = uuid.UUID(sub["sub_account_id"])
-        key = ok(client.post(f"/functions/v1/agency/sub-accounts/{sub_account_id}/api-keys",
-                             headers=agency), 201)["api_key"]
+        key = ok(
+            client.post(
+                f"/functions/v1/agency/sub-accounts/{sub_account_id}/api-keys", headers=agency
+            ),
+            201,
+        )["api_key"]
         headers = {"x-api-key": key}
-        ok(client.put(f"{BASE}/integrations/openai", headers=headers,
-                      json={"api_key": "sk-bench-voice"}))
-        agent = ok(client.post("/functions/v1/crm-api/create-agent", headers=headers, json={
-            "name": "Bench agent", "voice_id": "alloy", "max_duration": 10, "temperature": 0.7,
-            "silence_timeout": 10, "voice_activity_timeout": pause_ms, "llm_model": "gpt-4o",
-            "language": "en-US", "background_noise": False, "voicemail_detection": False,
-            "backcchanneling": False, "organization_id": organisation["organisation_id"],
-            "sub_account_id": str(sub_account_id), "webhook": False, "recording": True,
-            "prompt": "You are a friendly sales agent.", "transcriber": "openai"}), 201)
+        ok(
+            client.put(
+                f"{BASE}/integrations/openai", headers=headers, json={"api_key": "sk-bench-voice"}
+            )
+        )
+        agent = ok(
+            client.post(
+                "/functions/v1/crm-api/create-agent",
+                headers=headers,
+                json={
+                    "name": "Bench agent",
+                    "voice_id": "alloy",
+                    "max_duration": 10,
+                    "temperature": 0.7,
+                    "silence_timeout": 10,
+                    "voice_activity_timeout": pause_ms,
+                    "llm_model": "gpt-4o",
+                    "language": "en-US",
+                    "background_noise": False,
+                    "voicemail_detection": False,
+                    "backcchanneling": False,
+                    "organization_id": organisation["organisation_id"],
+                    "sub_account_id": str(sub_account_id),
+                    "webhook": False,
+                    "recording": True,
+                    "prompt": "You are a friendly sales agent.",
+                    "transcriber": "openai",
+                },
+            ),
+            201,
+        )
         agent_id = str(agent["id"])
         # Number import and assignment are provider jobs: a worker runs for them only (with
         # one running later, the calls would be placed by the sandbox carrier, not the bench).
         with worker_process(env):
-            number = ok(client.post(f"{BASE}/phone-numbers/import", headers=headers,
-                                    json={"phone_number": "+14155550142"}), 201)
-            ok(client.post(f"{BASE}/phone-numbers/{number['phone_number']['id']}/agent",
-                           headers=headers, json={"agent_id": agent_id}))
+            number = ok(
+                client.post(
+                    f"{BASE}/phone-numbers/import",
+                    headers=headers,
+                    json={"phone_number": "+14155550142"},
+                ),
+                201,
+            )
+            ok(
+                client.post(
+                    f"{BASE}/phone-numbers/{number['phone_number']['id']}/agent",
+                    headers=headers,
+                    json={"agent_id": agent_id},
+                )
+            )
         rng = random.Random(7)
         contact_ids = []
         for n in range(contacts):
-            contact_ids.append(str(ok(client.post(f"{BASE}/contacts", headers=headers, json={
-                "name": f"Bench contact {n}", "phone": phone(rng),
-                "email": f"contact{n}@bench.example"}), 201)["contact_id"]))
+            contact_ids.append(
+                str(
+                    ok(
+                        client.post(
+                            f"{BASE}/contacts",
+                            headers=headers,
+                            json={
+                                "name": f"Bench contact {n}",
+                                "phone": phone(rng),
+                                "email": f"contact{n}@bench.example",
+                            },
+                        ),
+                        201,
+                    )["contact_id"]
+                )
+            )
     return Setup(sub_account_id, key, agent_id, contact_ids)
 
 
@@ -244,8 +355,9 @@ def place_calls(api: str, setup: Setup, count: int) -> list[str]:
     call_ids = []
     with httpx.Client(base_url=api, timeout=30, headers=headers) as client:
         for contact_id in setup.contacts[:count]:
-            response = client.post(f"{BASE}/contacts/{contact_id}/call",
-                                   json={"agent_id": setup.agent_id})
+            response = client.post(
+                f"{BASE}/contacts/{contact_id}/call", json={"agent_id": setup.agent_id}
+            )
             assert response.status_code == 200, response.text
             call_ids.append(str(response.json()["call_id"]))
     return call_ids
@@ -253,8 +365,9 @@ def place_calls(api: str, setup: Setup, count: int) -> list[str]:
 
 def read_calls(api: str, setup: Setup, call_ids: list[str]) -> list[dict[str, Any]]:
     with httpx.Client(base_url=api, timeout=30, headers={"x-api-key": setup.key}) as client:
-        return [client.get(f"{BASE}/calls/{call_id}").json().get("call", {})
-                for call_id in call_ids]
+        return [
+            client.get(f"{BASE}/calls/{call_id}").json().get("call", {}) for call_id in call_ids
+        ]
 
 
 # --- sampling -----------------------------------------------------------------------------------
@@ -296,6 +409,7 @@ class Sampler:
         def loop() -> None:
             while not self._stop.wait(self.every):
                 self.sample()
+
         self._thread = threading.Thread(target=loop, daemon=True)
         self._thread.start()
 
@@ -346,7 +460,7 @@ def vad_decision_ms(pause_ms: int) -> dict[str, float]:
         pcm = mulaw.decode(mulaw.encode(pcm[: len(pcm) // 320 * 320]))
         previous = None
         for at in range(0, len(pcm), 320):
-            state = await analyzer.analyze_audio(pcm[at:at + 320])
+            state = await analyzer.analyze_audio(pcm[at : at + 320])
             fed = (at + 320) / 2 / SAMPLE_RATE
             if previous == VADState.STOPPING and state == VADState.QUIET:
                 return (fed - lead - clip_speech_end(name)) * 1000 - pause_ms
@@ -389,13 +503,20 @@ class Round:
     runtime_added_ms: list[float]
 
 
-STAGES = ("VAD decision beyond the pause", "fake STT own time", "runtime: transcript to LLM "
-          "request", "fake LLM own time", "runtime: LLM reply to TTS request",
-          "fake TTS own time", "runtime: TTS audio to the contact")
+STAGES = (
+    "VAD decision beyond the pause",
+    "fake STT own time",
+    "runtime: transcript to LLM request",
+    "fake LLM own time",
+    "runtime: LLM reply to TTS request",
+    "fake TTS own time",
+    "runtime: TTS audio to the contact",
+)
 
 
-def decompose(result: dict[str, Any], spans: list[list[Any]], ends: dict[str, float],
-              args: argparse.Namespace) -> dict[str, list[float]]:
+def decompose(
+    result: dict[str, Any], spans: list[list[Any]], ends: dict[str, float], args: argparse.Namespace
+) -> dict[str, list[float]]:
     """One call alone: each turn split at the vendor requests the fakes saw (ms per stage)."""
     stages: dict[str, list[float]] = {name: [] for name in STAGES}
     lines, chunks, t0 = result["lines"], result["chunks"], result["t0"]
@@ -413,17 +534,23 @@ def decompose(result: dict[str, Any], spans: list[list[Any]], ends: dict[str, fl
         tts = after("tts", llm[2]) if llm else None
         if not (finished and first and stt and llm and tts) or tts[1] > first:
             continue
-        values = (stt[1] - speech_end - args.pause_ms / 1000,
-                  stt[2] - stt[1] - args.stt_ms / 1000, llm[1] - stt[2],
-                  llm[2] - llm[1] - args.llm_ms / 1000, tts[1] - llm[2],
-                  tts[2] - tts[1] - args.tts_ms / 1000, first - tts[2])
+        values = (
+            stt[1] - speech_end - args.pause_ms / 1000,
+            stt[2] - stt[1] - args.stt_ms / 1000,
+            llm[1] - stt[2],
+            llm[2] - llm[1] - args.llm_ms / 1000,
+            tts[1] - llm[2],
+            tts[2] - tts[1] - args.tts_ms / 1000,
+            first - tts[2],
+        )
         for stage, value in zip(STAGES, values, strict=True):
             stages[stage].append(value * 1000)
     return stages
 
 
-def analyse(result: dict[str, Any], fixed_ms: float, ends: dict[str, float]
-            ) -> tuple[list[tuple[str, float]], int, int, float, list[str]]:
+def analyse(
+    result: dict[str, Any], fixed_ms: float, ends: dict[str, float]
+) -> tuple[list[tuple[str, float]], int, int, float, list[str]]:
     """(turn, response ms) per answered turn, messages, late messages, max lateness, anomalies."""
     lines = result["lines"]
     chunks = result["chunks"]
@@ -457,16 +584,32 @@ def analyse(result: dict[str, Any], fixed_ms: float, ends: dict[str, float]
     return turns, total, late, max_late, anomalies
 
 
-def run_round(count: int, args: argparse.Namespace, api: str, voice_url: str, origin: str,
-              setup: Setup, voice_pid: int, voice_log: Path, folder: Path,
-              vad: dict[str, float]) -> Round:
+def run_round(
+    count: int,
+    args: argparse.Namespace,
+    api: str,
+    voice_url: str,
+    origin: str,
+    setup: Setup,
+    voice_pid: int,
+    voice_log: Path,
+    folder: Path,
+    vad: dict[str, float],
+) -> Round:
     settings = get_settings()
     call_ids = place_calls(api, setup, count)
-    plan = {"url": voice_url + STREAM_PATH, "ramp_seconds": args.ramp if count > 1 else 0.0,
-            "max_seconds": 120, "calls": [
-                {"call_id": call_id, "parameters": stream_parameters(
-                    settings, setup.sub_account_id, uuid.UUID(call_id))}
-                for call_id in call_ids]}
+    plan = {
+        "url": voice_url + STREAM_PATH,
+        "ramp_seconds": args.ramp if count > 1 else 0.0,
+        "max_seconds": 120,
+        "calls": [
+            {
+                "call_id": call_id,
+                "parameters": stream_parameters(settings, setup.sub_account_id, uuid.UUID(call_id)),
+            }
+            for call_id in call_ids
+        ],
+    }
     sessions, out = folder / f"sessions-{count}.json", folder / f"contacts-{count}.json"
     sessions.write_text(json.dumps(plan))
     httpx.post(f"{origin}/_bench/reset", timeout=10)
@@ -475,13 +618,26 @@ def run_round(count: int, args: argparse.Namespace, api: str, voice_url: str, or
     before = sampler.sample()
     sampler.start()
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "bench.voice", "contacts", "--sessions",
-                    str(sessions), "--out", str(out)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.voice",
+            "contacts",
+            "--sessions",
+            str(sessions),
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     deadline = time.monotonic() + 120
     # Every call's record written (with --processes, /health answers for one process only).
-    while any(record.get("status") not in ("completed", "failed")
-              for record in read_calls(api, setup, call_ids)):
+    while any(
+        record.get("status") not in ("completed", "failed")
+        for record in read_calls(api, setup, call_ids)
+    ):
         assert time.monotonic() < deadline, "calls still running in the runtime"
         time.sleep(0.5)
     time.sleep(1.0)
@@ -527,19 +683,39 @@ def run_round(count: int, args: argparse.Namespace, api: str, voice_url: str, or
     peak = max(row[2] for row in sampler.samples)
     stages = decompose(ok[0], vendor_stats["spans"], ends, args) if count == 1 else {}
     return Round(
-        calls=count, call_results=results, records=records, responses_ms=responses,
-        added_ms=[ms - fixed_ms for ms in responses], added_by_turn=by_turn,
-        beyond_vad_ms=beyond_vad, chunks=chunks,
-        late=late, max_lateness_ms=max_late, anomalies=anomalies,
-        cores_per_call=cpu / call_seconds, full_window=full, round_busy=busy,
-        rss_before=before[2], rss_peak=peak, rss_after=after[2],
-        contacts_cpu=(children_after.ru_utime + children_after.ru_stime
-                      - children_before.ru_utime - children_before.ru_stime),
-        contacts_lag=contacts["loop_lag"], vendor_overheads=vendor_stats["overheads_ms"],
-        vendor_lag=vendor_stats["loop_lag"], log_bytes=voice_log.stat().st_size - log_before,
+        calls=count,
+        call_results=results,
+        records=records,
+        responses_ms=responses,
+        added_ms=[ms - fixed_ms for ms in responses],
+        added_by_turn=by_turn,
+        beyond_vad_ms=beyond_vad,
+        chunks=chunks,
+        late=late,
+        max_lateness_ms=max_late,
+        anomalies=anomalies,
+        cores_per_call=cpu / call_seconds,
+        full_window=full,
+        round_busy=busy,
+        rss_before=before[2],
+        rss_peak=peak,
+        rss_after=after[2],
+        contacts_cpu=(
+            children_after.ru_utime
+            + children_after.ru_stime
+            - children_before.ru_utime
+            - children_before.ru_stime
+        ),
+        contacts_lag=contacts["loop_lag"],
+        vendor_overheads=vendor_stats["overheads_ms"],
+        vendor_lag=vendor_stats["loop_lag"],
+        log_bytes=voice_log.stat().st_size - log_before,
         stages=stages,
-        runtime_added_ms=[ms - args.stt_ms - args.llm_ms - args.tts_ms
-                          for ms in runtime_responses(voice_log, log_before)])
+        runtime_added_ms=[
+            ms - args.stt_ms - args.llm_ms - args.tts_ms
+            for ms in runtime_responses(voice_log, log_before)
+        ],
+    )
 
 
 RESPONDED = re.compile(rb"agent responded ([0-9.]+) ms after the turn ended")
@@ -559,8 +735,13 @@ def p(values: list[float], q: float) -> str:
     return f"{percentile(values, q):.0f}" if values else "-"
 
 
-def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, float, float],
-           started: str, vad: dict[str, float]) -> str:
+def report(
+    rounds: list[Round],
+    args: argparse.Namespace,
+    load: tuple[float, float, float],
+    started: str,
+    vad: dict[str, float],
+) -> str:
     fixed = args.pause_ms + args.stt_ms + args.llm_ms + args.tts_ms
     mib = 2**20
     lines = [
@@ -584,8 +765,11 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
-        window = (f"{r.full_window[1]:.3f} / {r.full_window[2] * 100:.0f}% "
-                  f"({r.full_window[0]:.0f} s)" if r.full_window else "-")
+        window = (
+            f"{r.full_window[1]:.3f} / {r.full_window[2] * 100:.0f}% ({r.full_window[0]:.0f} s)"
+            if r.full_window
+            else "-"
+        )
         lines.append(
             f"| {r.calls} | {len(r.responses_ms)} | {p(r.responses_ms, 50)} / "
             f"{p(r.responses_ms, 99)} | **{p(r.added_ms, 50)} / {p(r.added_ms, 99)}** | "
@@ -594,29 +778,42 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
             f"{r.late} / {r.chunks} | {r.max_lateness_ms:.0f} | "
             f"{r.cores_per_call:.3f} | {window} | {r.rss_before / mib:.0f} / "
             f"{r.rss_peak / mib:.0f} / {r.rss_after / mib:.0f} | "
-            f"**{(r.rss_peak - r.rss_before) / mib / r.calls:.1f}** |")
-    lines += ["", "Per turn, added latency p50 / p99 ms (turn 1 is the call's first LLM and TTS "
-              "request, on new connections):", "",
-              "| calls | after \"Hello?\" | after \"Yes, I have a minute.\" | after \"That sounds "
-              "good.\" |", "|---|---|---|---|"]
+            f"**{(r.rss_peak - r.rss_before) / mib / r.calls:.1f}** |"
+        )
+    lines += [
+        "",
+        "Per turn, added latency p50 / p99 ms (turn 1 is the call's first LLM and TTS "
+        "request, on new connections):",
+        "",
+        '| calls | after "Hello?" | after "Yes, I have a minute." | after "That sounds good." |',
+        "|---|---|---|---|",
+    ]
     for r in rounds:
-        cells = [f"{p(r.added_by_turn.get(n, []), 50)} / {p(r.added_by_turn.get(n, []), 99)}"
-                 for n in ("hello", "minute", "sounds_good")]
+        cells = [
+            f"{p(r.added_by_turn.get(n, []), 50)} / {p(r.added_by_turn.get(n, []), 99)}"
+            for n in ("hello", "minute", "sounds_good")
+        ]
         lines.append(f"| {r.calls} | " + " | ".join(cells) + " |")
-    lines += ["", "Around the runtime, per round: the fake vendors' own handler time beyond their "
-              "configured latency (p50 / p99 ms; part of the added latency above, not subtracted), "
-              "their event loop's lag, the contacts' process (CPU cores and event loop lag: a late "
-              "contact loop would stamp arrivals late), and the calls' records (GET /calls/{id}).",
-              "", "| calls | fake STT / LLM / TTS own time p50 / p99 ms | fakes' loop lag p99 / "
-              "max ms | contacts CPU (cores) | contacts' loop lag p99 / max ms | calls completed "
-              "/ transcript lines per call | runtime log KiB per call | calls that waited for "
-              "a place / longest wait s |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Around the runtime, per round: the fake vendors' own handler time beyond their "
+        "configured latency (p50 / p99 ms; part of the added latency above, not subtracted), "
+        "their event loop's lag, the contacts' process (CPU cores and event loop lag: a late "
+        "contact loop would stamp arrivals late), and the calls' records (GET /calls/{id}).",
+        "",
+        "| calls | fake STT / LLM / TTS own time p50 / p99 ms | fakes' loop lag p99 / "
+        "max ms | contacts CPU (cores) | contacts' loop lag p99 / max ms | calls completed "
+        "/ transcript lines per call | runtime log KiB per call | calls that waited for "
+        "a place / longest wait s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rounds:
-        own = " / ".join(f"{p(r.vendor_overheads[k], 50)}-{p(r.vendor_overheads[k], 99)}"
-                         for k in ("stt", "llm", "tts"))
+        own = " / ".join(
+            f"{p(r.vendor_overheads[k], 50)}-{p(r.vendor_overheads[k], 99)}"
+            for k in ("stt", "llm", "tts")
+        )
         ok = [c for c in r.call_results if "error" not in c]
-        span = (max(c["t0"] + c["duration"] for c in ok) - min(c["t0"] for c in ok))
+        span = max(c["t0"] + c["duration"] for c in ok) - min(c["t0"] for c in ok)
         completed = sum(1 for rec in r.records if rec.get("status") == "completed")
         messages = [len((rec.get("transcript") or "").splitlines()) for rec in r.records]
         lines.append(
@@ -625,21 +822,31 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
             f"{r.contacts_lag['max_ms']:.0f} | {completed}/{r.calls} / "
             f"{min(messages)}-{max(messages)} | {r.log_bytes / 1024 / r.calls:.0f} | "
             f"{sum(1 for c in ok if c['waited'] > 0.25)} / "
-            f"{max(c['waited'] for c in ok):.1f} |")
+            f"{max(c['waited'] for c in ok):.1f} |"
+        )
     alone = next((r for r in rounds if r.stages and any(r.stages.values())), None)
     if alone is not None:
-        lines += ["", "Where the added latency of one call alone goes (its turns split at the "
-                  "vendor requests the fakes received; mean ms per turn; the last stage runs from "
-                  "the end of the TTS response, which the fake writes at once after its first "
-                  "byte, to the first agent message at the contact):", "",
-                  "| stage | ms |", "|---|---|"]
+        lines += [
+            "",
+            "Where the added latency of one call alone goes (its turns split at the "
+            "vendor requests the fakes received; mean ms per turn; the last stage runs from "
+            "the end of the TTS response, which the fake writes at once after its first "
+            "byte, to the first agent message at the contact):",
+            "",
+            "| stage | ms |",
+            "|---|---|",
+        ]
         for stage, values in alone.stages.items():
             if values:
                 lines.append(f"| {stage} | {float(np.mean(values)):.0f} |")
     odd = [(r.calls, a) for r in rounds for a in r.anomalies]
     if odd:
-        lines += ["", "Anomalies: " + "; ".join(f"N={n}: {a}" for n, a in odd[:20])
-                  + (f" (and {len(odd) - 20} more)" if len(odd) > 20 else "")]
+        lines += [
+            "",
+            "Anomalies: "
+            + "; ".join(f"N={n}: {a}" for n, a in odd[:20])
+            + (f" (and {len(odd) - 20} more)" if len(odd) > 20 else ""),
+        ]
     target = next((r for r in rounds if r.calls == TARGET_CALLS), None)
     if target is not None:
         p50, p99 = percentile(target.added_ms, 50), percentile(target.added_ms, 99)
@@ -647,12 +854,15 @@ def report(rounds: list[Round], args: argparse.Namespace, load: tuple[float, flo
         own50 = percentile(target.runtime_added_ms, 50) if target.runtime_added_ms else math.inf
         own99 = percentile(target.runtime_added_ms, 99) if target.runtime_added_ms else math.inf
         own_met = own50 < TARGET_P50_MS and own99 < TARGET_P99_MS and target.late == 0
-        lines += ["", f"Target at {TARGET_CALLS} calls (added p50 under {TARGET_P50_MS:.0f} ms, "
-                  f"p99 under {TARGET_P99_MS:.0f} ms, no late messages): measured at the "
-                  f"contact from the end of its speech, {'met' if met else 'NOT met'} (p50 "
-                  f"{p50:.0f}, p99 {p99:.0f}, late {target.late}); by the runtime's own stamps "
-                  f"from the turn end it decided, {'met' if own_met else 'NOT met'} (p50 "
-                  f"{own50:.0f}, p99 {own99:.0f})."]
+        lines += [
+            "",
+            f"Target at {TARGET_CALLS} calls (added p50 under {TARGET_P50_MS:.0f} ms, "
+            f"p99 under {TARGET_P99_MS:.0f} ms, no late messages): measured at the "
+            f"contact from the end of its speech, {'met' if met else 'NOT met'} (p50 "
+            f"{p50:.0f}, p99 {p99:.0f}, late {target.late}); by the runtime's own stamps "
+            f"from the turn end it decided, {'met' if own_met else 'NOT met'} (p50 "
+            f"{own50:.0f}, p99 {own99:.0f}).",
+        ]
     return "\n".join(lines)
 
 
@@ -666,37 +876,62 @@ def main(argv: list[str]) -> None:
     vad = vad_decision_ms(args.pause_ms)
     print("Silero alone, ms beyond the pause:", {k: round(v) for k, v in vad.items()}, flush=True)
     with bench_servers() as (url, redis_url, _):
-        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url,
-               "SWITCHBOARD_TELEPHONY": "sandbox",
-               "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "REDIS_URL": redis_url,
+            "SWITCHBOARD_TELEPHONY": "sandbox",
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+        }
         get_settings.cache_clear()
-        subprocess.run([sys.executable, "-m", "cli", "migrate"], env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "cli", "migrate"], env=env, check=True, capture_output=True
+        )
         with vendors_process(args, env) as (origin, _vendors):
             from voice.fake_vendors import env_for
 
             voice_port, api_port = free_port(), free_port()
             voice_url = f"ws://127.0.0.1:{voice_port}"
-            env = {**env, **env_for(origin), "SWITCHBOARD_VOICE_URL": voice_url,
-                   "SWITCHBOARD_VOICE_MAX_CALLS": str(args.max_calls)}
+            env = {
+                **env,
+                **env_for(origin),
+                "SWITCHBOARD_VOICE_URL": voice_url,
+                "SWITCHBOARD_VOICE_MAX_CALLS": str(args.max_calls),
+            }
             api = f"http://127.0.0.1:{api_port}"
             voice_log = folder / "voice.log"
-            with serve(env, api_port), voice_process(env, voice_port, voice_log,
-                                                           args.processes) as voice:
+            with (
+                serve(env, api_port),
+                voice_process(env, voice_port, voice_log, args.processes) as voice,
+            ):
                 setup = provision(env, api, max(counts) + 1, args.pause_ms)
                 # A warm-up call (imports, first model load, first connections): not reported.
-                warm = run_round(1, args, api, voice_url, origin, setup, voice.pid, voice_log,
-                                 folder, vad)
+                warm = run_round(
+                    1, args, api, voice_url, origin, setup, voice.pid, voice_log, folder, vad
+                )
                 print(f"warm-up: added {[round(v) for v in warm.added_ms]} ms", flush=True)
                 for count in counts:
-                    done = run_round(count, args, api, voice_url, origin, setup, voice.pid,
-                                     voice_log, folder, vad)
+                    done = run_round(
+                        count,
+                        args,
+                        api,
+                        voice_url,
+                        origin,
+                        setup,
+                        voice.pid,
+                        voice_log,
+                        folder,
+                        vad,
+                    )
                     rounds.append(done)
-                    print(f"N={count}: added p50 {p(done.added_ms, 50)} p99 "
-                          f"{p(done.added_ms, 99)} ms, late {done.late}/{done.chunks}, "
-                          f"cores/call {done.cores_per_call:.3f}, MiB/call "
-                          f"{(done.rss_peak - done.rss_before) / 2**20 / count:.1f}, "
-                          f"anomalies {len(done.anomalies)}", flush=True)
+                    print(
+                        f"N={count}: added p50 {p(done.added_ms, 50)} p99 "
+                        f"{p(done.added_ms, 99)} ms, late {done.late}/{done.chunks}, "
+                        f"cores/call {done.cores_per_call:.3f}, MiB/call "
+                        f"{(done.rss_peak - done.rss_before) / 2**20 / count:.1f}, "
+                        f"anomalies {len(done.anomalies)}",
+                        flush=True,
+                    )
     body = report(rounds, args, load, started, vad)
     print(body)
     print(f"(work files in {folder})")

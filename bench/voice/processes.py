@@ -52,8 +52,11 @@ class LoopLag:
         if not self.samples:
             return {"p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
         values = np.array(self.samples) * 1000
-        return {"p50_ms": float(np.percentile(values, 50)),
-                "p99_ms": float(np.percentile(values, 99)), "max_ms": float(values.max())}
+        return {
+            "p50_ms": float(np.percentile(values, 50)),
+            "p99_ms": float(np.percentile(values, 99)),
+            "max_ms": float(values.max()),
+        }
 
 
 # --- the fake vendors ----------------------------------------------------------------------------
@@ -93,8 +96,15 @@ class TimedVendors(FakeVendors):
         record.answer = await work
         return record.answer
 
-    async def _speak(self, request: web.Request, record: RecordedRequest, text: str,
-                     rate: int, encoding: str, container: str = "raw") -> web.StreamResponse:
+    async def _speak(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        text: str,
+        rate: int,
+        encoding: str,
+        container: str = "raw",
+    ) -> web.StreamResponse:
         record.answer = text
         loop = asyncio.get_running_loop()
 
@@ -102,8 +112,11 @@ class TimedVendors(FakeVendors):
             key = (text, rate, encoding, container)
             if key not in self._speech:
                 samples = fake_audio.synthesize(text, rate)
-                data = (fake_audio.wav(samples, rate) if container == "wav"
-                        else _encode(samples, encoding))
+                data = (
+                    fake_audio.wav(samples, rate)
+                    if container == "wav"
+                    else _encode(samples, encoding)
+                )
                 self._speech[key] = _split(data)
             return self._speech[key]
 
@@ -120,13 +133,16 @@ class TimedVendors(FakeVendors):
 
     def app(self) -> web.Application:
         app = super().app()
-        configured = {"llm": self.config.llm_first_token_ms, "stt": self.config.stt_ms,
-                      "tts": self.config.tts_first_byte_ms}
+        configured = {
+            "llm": self.config.llm_first_token_ms,
+            "stt": self.config.stt_ms,
+            "tts": self.config.tts_first_byte_ms,
+        }
 
         @web.middleware
-        async def timed(request: web.Request,
-                        handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                        ) -> web.StreamResponse:
+        async def timed(
+            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
             started = time.monotonic()
             response = await handler(request)
             kind = _kind(request.path)
@@ -137,8 +153,13 @@ class TimedVendors(FakeVendors):
             return response
 
         async def stats(_request: web.Request) -> web.Response:
-            return web.json_response({"overheads_ms": self.overheads, "spans": self.spans,
-                                      "loop_lag": self.lag.summary()})
+            return web.json_response(
+                {
+                    "overheads_ms": self.overheads,
+                    "spans": self.spans,
+                    "loop_lag": self.lag.summary(),
+                }
+            )
 
         async def reset(_request: web.Request) -> web.Response:
             for values in self.overheads.values():
@@ -155,8 +176,9 @@ class TimedVendors(FakeVendors):
 
 
 async def run_vendors(args: argparse.Namespace) -> None:
-    vendors = TimedVendors(llm_first_token_ms=args.llm_ms, stt_ms=args.stt_ms,
-                           tts_first_byte_ms=args.tts_ms)
+    vendors = TimedVendors(
+        llm_first_token_ms=args.llm_ms, stt_ms=args.stt_ms, tts_first_byte_ms=args.tts_ms
+    )
     origin = await vendors.start("127.0.0.1", args.port)
     vendors.lag.start()
     print(origin, flush=True)
@@ -174,7 +196,7 @@ def _chunk(arrived: float, pcm: bytes) -> list[float]:
     samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
     speech = 0.0
     for at in range(0, samples.size, 160):
-        frame = samples[at:at + 160]
+        frame = samples[at : at + 160]
         if frame.size and float(np.sqrt(np.mean(frame * frame))) > SPEECH_RMS:
             speech = 1.0
             break
@@ -200,8 +222,10 @@ async def one_contact(url: str, session: ContactSession, delay: float) -> dict[s
         "waited": waited,
         "ended_by": result.ended_by,
         "duration": result.duration_seconds,
-        "lines": [[line.name, line.start_seconds, line.end_seconds, line.finished]
-                  for line in result.lines],
+        "lines": [
+            [line.name, line.start_seconds, line.end_seconds, line.finished]
+            for line in result.lines
+        ],
         "chunks": [_chunk(chunk.arrived_seconds, chunk.pcm) for chunk in result.agent_chunks],
         "clears": result.clears,
     }
@@ -214,10 +238,13 @@ async def run_contacts(plan: dict[str, Any]) -> dict[str, Any]:
     tasks = []
     for index, call in enumerate(plan["calls"]):
         session = ContactSession(
-            call_sid=f"CA{call['call_id'].replace('-', '')}", account_sid="ACbench",
-            stream_sid=f"MZ{call['call_id'].replace('-', '')}", script="person",
+            call_sid=f"CA{call['call_id'].replace('-', '')}",
+            account_sid="ACbench",
+            stream_sid=f"MZ{call['call_id'].replace('-', '')}",
+            script="person",
             custom_parameters={**call["parameters"], "answered_by": "human"},
-            max_seconds=plan["max_seconds"])
+            max_seconds=plan["max_seconds"],
+        )
         delay = plan["ramp_seconds"] * index / count if count > 1 else 0.0
         tasks.append(one_contact(plan["url"], session, delay))
     results = await asyncio.gather(*tasks)

@@ -97,8 +97,9 @@ class CallState:
 class TelephonyProvider(Protocol):
     name: str
 
-    async def purchase_number(self, area_code: str | None,
-                              exclude: frozenset[str]) -> ProviderNumber:
+    async def purchase_number(
+        self, area_code: str | None, exclude: frozenset[str]
+    ) -> ProviderNumber:
         """Buy a number (in `area_code` when given) that is not one of `exclude`."""
         ...
 
@@ -125,16 +126,21 @@ class TelephonyProvider(Protocol):
         """Dial out; return the provider's call id."""
         ...
 
-    async def call_state(self, provider_call_id: str) -> CallState:
-        ...
+    async def call_state(self, provider_call_id: str) -> CallState: ...
 
     async def transfer_call(self, provider_call_id: str, to_number: str) -> None:
         """Connect the contact of a live call to `to_number`; the agent's stream leaves the call
         (CONTRACT 10 transfer_call). TelephonyError when the carrier cannot (busy, refused)."""
         ...
 
-    async def send_sms(self, from_number: str | None, to_number: str, body: str,
-                       message_id: str, reference: str | None = None) -> str:
+    async def send_sms(
+        self,
+        from_number: str | None,
+        to_number: str,
+        body: str,
+        message_id: str,
+        reference: str | None = None,
+    ) -> str:
         """Send a text message; return the provider's message id.
 
         `message_id` is ours and stable for one message, so a provider that deduplicates can
@@ -143,8 +149,7 @@ class TelephonyProvider(Protocol):
         """
         ...
 
-    async def aclose(self) -> None:
-        ...
+    async def aclose(self) -> None: ...
 
 
 def telephony_provider(name: str) -> TelephonyProvider:
@@ -185,7 +190,15 @@ class Providers:
 
 
 __all__ = [
-    "CallState", "CallStatus", "HeldNumber", "NoNumbersAvailable", "OutboundCall",
-    "ProviderNumber", "Providers", "TERMINAL", "TelephonyError", "TelephonyProvider",
+    "CallState",
+    "CallStatus",
+    "HeldNumber",
+    "NoNumbersAvailable",
+    "OutboundCall",
+    "ProviderNumber",
+    "Providers",
+    "TERMINAL",
+    "TelephonyError",
+    "TelephonyProvider",
     "telephony_provider",
 ]

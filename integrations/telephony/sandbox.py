@@ -62,8 +62,21 @@ UNASSIGN_FAILING_SUFFIX = "0198"
 BUSY_SUFFIX = "0187"
 # 00..97: the failing numbers above are never sold.
 SOLD_SUFFIXES = range(98)
-DEFAULT_AREA_CODES = ("201", "212", "305", "312", "404", "415", "503", "512", "617", "702", "718",
-                      "804", "917")
+DEFAULT_AREA_CODES = (
+    "201",
+    "212",
+    "305",
+    "312",
+    "404",
+    "415",
+    "503",
+    "512",
+    "617",
+    "702",
+    "718",
+    "804",
+    "917",
+)
 
 
 def fails(phone_number: str) -> bool:
@@ -80,20 +93,23 @@ def _valid(number: str) -> bool:
 class SandboxTelephony:
     name = "sandbox"
 
-    def __init__(self, ring_seconds: float = 1.0,
-                 voice_url: str = "ws://127.0.0.1:8100") -> None:
+    def __init__(self, ring_seconds: float = 1.0, voice_url: str = "ws://127.0.0.1:8100") -> None:
         self.ring_seconds = ring_seconds
         self.voice_url = voice_url
 
     @classmethod
     def from_env(cls) -> SandboxTelephony:
-        return cls(float(os.environ.get("SWITCHBOARD_SANDBOX_RING_SECONDS", "1")),
-                   os.environ.get("SWITCHBOARD_VOICE_URL", "ws://127.0.0.1:8100"))
+        return cls(
+            float(os.environ.get("SWITCHBOARD_SANDBOX_RING_SECONDS", "1")),
+            os.environ.get("SWITCHBOARD_VOICE_URL", "ws://127.0.0.1:8100"),
+        )
 
-    async def purchase_number(self, area_code: str | None,
-                              exclude: frozenset[str]) -> ProviderNumber:
-        area_codes = [area_code] if area_code else random.sample(DEFAULT_AREA_CODES,
-                                                                 len(DEFAULT_AREA_CODES))
+    async def purchase_number(
+        self, area_code: str | None, exclude: frozenset[str]
+    ) -> ProviderNumber:
+        area_codes = (
+            [area_code] if area_code else random.sample(DEFAULT_AREA_CODES, len(DEFAULT_AREA_CODES))
+        )
         for npa in area_codes:
             if not _valid(f"+1{npa}5550100"):
                 continue
@@ -102,8 +118,11 @@ class SandboxTelephony:
             if free:
                 number = random.choice(free)
                 return ProviderNumber(number, f"sandbox-number-{number[1:]}")
-        raise NoNumbersAvailable(f"no sandbox numbers available in area code {area_code}"
-                                 if area_code else "no sandbox numbers available")
+        raise NoNumbersAvailable(
+            f"no sandbox numbers available in area code {area_code}"
+            if area_code
+            else "no sandbox numbers available"
+        )
 
     async def import_number(self, phone_number: str) -> ProviderNumber:
         return ProviderNumber(phone_number, f"sandbox-import-{phone_number[1:]}")
@@ -130,11 +149,16 @@ class SandboxTelephony:
         provider_call_id = f"sbx_{started_ms}_{script}_{call.call_id}"
         if script not in NEVER_CONNECTS:
             session = ContactSession(
-                call_sid=f"CA{call.call_id.replace('-', '')}", account_sid="ACsandbox",
-                stream_sid=f"MZ{uuid.uuid4().hex}", script=script,
-                custom_parameters={**call.stream_parameters,
-                                   "answered_by": answered_by_for(script)},
-                max_seconds=call.max_duration_seconds + 30)
+                call_sid=f"CA{call.call_id.replace('-', '')}",
+                account_sid="ACsandbox",
+                stream_sid=f"MZ{uuid.uuid4().hex}",
+                script=script,
+                custom_parameters={
+                    **call.stream_parameters,
+                    "answered_by": answered_by_for(script),
+                },
+                max_seconds=call.max_duration_seconds + 30,
+            )
             task = asyncio.create_task(self._contact(session, provider_call_id))
             _CONTACTS.add(task)
             task.add_done_callback(_CONTACTS.discard)
@@ -146,16 +170,23 @@ class SandboxTelephony:
             _LINE_LOG[provider_call_id] = (time.time(), lived)
             error = "voice_unavailable: the voice runtime left the call without its record"
         except TelephonyError as exc:  # the runtime is down: the call fails at once
-            log.warning("sandbox contact of %s could not reach the runtime: %s",
-                        session.call_sid, exc)
+            log.warning(
+                "sandbox contact of %s could not reach the runtime: %s", session.call_sid, exc
+            )
             error = f"voice_unavailable: {exc}"
         now = time.time()
         for kept in (_LINE_CLOSED, _LINE_LOG):
             for key in [k for k, (at, _) in kept.items() if now - at > LINE_CLOSED_KEEP_SECONDS]:
                 del kept[key]
-        _LINE_CLOSED[provider_call_id] = (now, CallState(
-            "failed", ended_at=datetime.fromtimestamp(now, UTC), ended_reason="failed",
-            error=error))
+        _LINE_CLOSED[provider_call_id] = (
+            now,
+            CallState(
+                "failed",
+                ended_at=datetime.fromtimestamp(now, UTC),
+                ended_reason="failed",
+                error=error,
+            ),
+        )
 
     @staticmethod
     def line_log(provider_call_id: str) -> ContactResult | None:
@@ -172,13 +203,21 @@ class SandboxTelephony:
             raise TelephonyError("sandbox: unknown call id") from None
         started_at = datetime.fromtimestamp(started, UTC)
         if script == "busy":
-            return CallState("failed", started_at=started_at, ended_reason="busy",
-                             error="provider_error: the line was busy")
+            return CallState(
+                "failed",
+                started_at=started_at,
+                ended_reason="busy",
+                error="provider_error: the line was busy",
+            )
         if script == "no_answer":
             if time.time() - started < self.ring_seconds:
                 return CallState("ringing", started_at=started_at)
-            return CallState("failed", started_at=started_at, ended_reason="no_answer",
-                             error="provider_error: nobody answered")
+            return CallState(
+                "failed",
+                started_at=started_at,
+                ended_reason="no_answer",
+                error="provider_error: nobody answered",
+            )
         closed = _LINE_CLOSED.get(provider_call_id)
         if closed is not None:
             return closed[1]
@@ -189,8 +228,14 @@ class SandboxTelephony:
         if to_number.endswith(BUSY_SUFFIX):
             raise TelephonyError("sandbox: the transfer target was busy")
 
-    async def send_sms(self, from_number: str | None, to_number: str, body: str,
-                       message_id: str, reference: str | None = None) -> str:
+    async def send_sms(
+        self,
+        from_number: str | None,
+        to_number: str,
+        body: str,
+        message_id: str,
+        reference: str | None = None,
+    ) -> str:
         if fails(to_number):
             raise TelephonyError("sandbox: the carrier rejected the destination number")
         # Derived from our id: a repeat of one message is recognisable as such.

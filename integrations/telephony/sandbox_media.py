@@ -29,8 +29,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from integrations.telephony import TelephonyError, mulaw
 from integrations.telephony.sandbox_audio import CLIPS, SAMPLE_RATE, load_clip
 
-ScriptKind = Literal["person", "talkative", "interrupting", "answering_machine", "silent",
-                     "no_answer", "busy"]
+ScriptKind = Literal[
+    "person", "talkative", "interrupting", "answering_machine", "silent", "no_answer", "busy"
+]
 AnsweredBy = Literal["human", "machine"]
 EndedBy = Literal["contact", "runtime", "timeout"]
 
@@ -259,8 +260,11 @@ class _Contact:
             return True
         agent_answered = heard.last_speech_end > self._said_last_at
         if self.script == "interrupting":
-            return (agent_answered and heard.speech_start > self._said_last_at
-                    and now - heard.speech_start >= INTERRUPT_AFTER_SECONDS)
+            return (
+                agent_answered
+                and heard.speech_start > self._said_last_at
+                and now - heard.speech_start >= INTERRUPT_AFTER_SECONDS
+            )
         return agent_answered and now - heard.last_speech_end >= TURN_GAP_SECONDS
 
     def _finish(self, name: str, start: float, end: float) -> None:
@@ -294,22 +298,38 @@ class _Stream:
     async def _send(self, message: dict[str, Any], numbered: bool = True) -> None:
         if numbered:
             self._sequence += 1
-            message = {"event": message["event"], "sequenceNumber": str(self._sequence),
-                       **{k: v for k, v in message.items() if k != "event"}}
+            message = {
+                "event": message["event"],
+                "sequenceNumber": str(self._sequence),
+                **{k: v for k, v in message.items() if k != "event"},
+            }
         await self.ws.send(json.dumps(message))
 
     async def run(self) -> EndedBy:
         s = self.session
         self.t0 = time.monotonic()
         try:
-            await self._send({"event": "connected", "protocol": "Call", "version": "1.0.0"},
-                             numbered=False)
-            await self._send({"event": "start", "start": {
-                "accountSid": s.account_sid, "streamSid": s.stream_sid, "callSid": s.call_sid,
-                "tracks": ["inbound"], "customParameters": dict(s.custom_parameters),
-                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": SAMPLE_RATE,
-                                "channels": 1},
-            }, "streamSid": s.stream_sid})
+            await self._send(
+                {"event": "connected", "protocol": "Call", "version": "1.0.0"}, numbered=False
+            )
+            await self._send(
+                {
+                    "event": "start",
+                    "start": {
+                        "accountSid": s.account_sid,
+                        "streamSid": s.stream_sid,
+                        "callSid": s.call_sid,
+                        "tracks": ["inbound"],
+                        "customParameters": dict(s.custom_parameters),
+                        "mediaFormat": {
+                            "encoding": "audio/x-mulaw",
+                            "sampleRate": SAMPLE_RATE,
+                            "channels": 1,
+                        },
+                    },
+                    "streamSid": s.stream_sid,
+                }
+            )
         except ConnectionClosed:  # the runtime closed the connection at once
             return "runtime"
         self.t0 = time.monotonic()
@@ -333,8 +353,13 @@ class _Stream:
     async def _hang_up(self) -> None:
         s = self.session
         with contextlib.suppress(ConnectionClosed):
-            await self._send({"event": "stop", "streamSid": s.stream_sid,
-                              "stop": {"accountSid": s.account_sid, "callSid": s.call_sid}})
+            await self._send(
+                {
+                    "event": "stop",
+                    "streamSid": s.stream_sid,
+                    "stop": {"accountSid": s.account_sid, "callSid": s.call_sid},
+                }
+            )
         await self.ws.close()
 
     async def _send_frames(self) -> EndedBy:
@@ -347,8 +372,13 @@ class _Stream:
                 if now >= self.contact.hangup_at:
                     return "contact"
                 for name in self.heard.due_marks(self.elapsed()):
-                    await self._send({"event": "mark", "streamSid": self.session.stream_sid,
-                                      "mark": {"name": name}})
+                    await self._send(
+                        {
+                            "event": "mark",
+                            "streamSid": self.session.stream_sid,
+                            "mark": {"name": name},
+                        }
+                    )
                     self.marks_echoed.append(name)
                 await self._send_media(self.contact.frame(now, self.heard))
                 delay = self.t0 + self.frames_sent * FRAME_SECONDS - time.monotonic()
@@ -358,10 +388,18 @@ class _Stream:
 
     async def _send_media(self, pcm: bytes) -> None:
         k = self.frames_sent
-        await self._send({"event": "media", "media": {
-            "track": "inbound", "chunk": str(k + 1), "timestamp": str(k * 20),
-            "payload": base64.b64encode(mulaw.encode(pcm)).decode("ascii"),
-        }, "streamSid": self.session.stream_sid})
+        await self._send(
+            {
+                "event": "media",
+                "media": {
+                    "track": "inbound",
+                    "chunk": str(k + 1),
+                    "timestamp": str(k * 20),
+                    "payload": base64.b64encode(mulaw.encode(pcm)).decode("ascii"),
+                },
+                "streamSid": self.session.stream_sid,
+            }
+        )
         self.frames_sent += 1
 
     async def _receive(self) -> None:
@@ -389,10 +427,14 @@ class _Stream:
         self.contact.cut()
         self.heard.drop_unplayed(end)
         return ContactResult(
-            ended_by=ended_by, duration_seconds=round(end, 3),
-            lines=self.contact.lines, agent_chunks=self.chunks,
-            agent_utterances=self.heard.utterances(), beep_end_seconds=self.contact.beep_end,
-            clear_seconds=self.clear_seconds, marks_echoed=self.marks_echoed,
+            ended_by=ended_by,
+            duration_seconds=round(end, 3),
+            lines=self.contact.lines,
+            agent_chunks=self.chunks,
+            agent_utterances=self.heard.utterances(),
+            beep_end_seconds=self.contact.beep_end,
+            clear_seconds=self.clear_seconds,
+            marks_echoed=self.marks_echoed,
             frames_sent=self.frames_sent,
         )
 
@@ -409,8 +451,9 @@ async def dial(url: str, deadline: float | None = None) -> ClientConnection:
         except InvalidStatus as exc:
             busy = exc.response.status_code == HTTPStatus.SERVICE_UNAVAILABLE
             if not busy or time.monotonic() >= deadline:
-                raise TelephonyError(f"voice runtime {'busy' if busy else 'refused the call'} "
-                                     f"at {url}: {exc}") from exc
+                raise TelephonyError(
+                    f"voice runtime {'busy' if busy else 'refused the call'} at {url}: {exc}"
+                ) from exc
         except (OSError, TimeoutError, InvalidURI, InvalidHandshake) as exc:
             raise TelephonyError(f"voice runtime unreachable at {url}: {exc}") from exc
         await asyncio.sleep(BUSY_RETRY_SECONDS)
@@ -436,6 +479,8 @@ async def run_contact(url: str, session: ContactSession) -> ContactResult:
         if ended_by != "runtime" or ws.close_code != TRY_AGAIN_LATER:
             return stream.result(ended_by)
         if time.monotonic() >= deadline:
-            raise TelephonyError(f"voice runtime busy at {url}: the stream was closed with "
-                                 f"{TRY_AGAIN_LATER} (try again later) for {BUSY_SECONDS:g} s")
+            raise TelephonyError(
+                f"voice runtime busy at {url}: the stream was closed with "
+                f"{TRY_AGAIN_LATER} (try again later) for {BUSY_SECONDS:g} s"
+            )
         await asyncio.sleep(BUSY_RETRY_SECONDS)

@@ -18,8 +18,7 @@ def include_object(obj, name, type_, reflected, compare_to):  # type: ignore[no-
 
 
 def run_migrations_online() -> None:
-    schema = (context.get_x_argument(as_dictionary=True).get("schema")
-              or config.attributes["schema"])
+    schema = context.get_x_argument(as_dictionary=True).get("schema") or config.attributes["schema"]
     if not SCHEMA_NAME.match(schema):
         raise SystemExit(f"not a tenant schema: {schema!r}")
     connection = config.attributes.get("connection")

@@ -20,18 +20,21 @@ tenant_metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
 def uuid_pk() -> sa.Column[Any]:
-    return sa.Column("id", pg.UUID(as_uuid=True), primary_key=True,
-                     server_default=sa.text("gen_random_uuid()"))
+    return sa.Column(
+        "id", pg.UUID(as_uuid=True), primary_key=True, server_default=sa.text("gen_random_uuid()")
+    )
 
 
 def created_at() -> sa.Column[Any]:
-    return sa.Column("created_at", sa.TIMESTAMP(timezone=True), nullable=False,
-                     server_default=sa.text("now()"))
+    return sa.Column(
+        "created_at", sa.TIMESTAMP(timezone=True), nullable=False, server_default=sa.text("now()")
+    )
 
 
 def updated_at() -> sa.Column[Any]:
-    return sa.Column("updated_at", sa.TIMESTAMP(timezone=True), nullable=False,
-                     server_default=sa.text("now()"))
+    return sa.Column(
+        "updated_at", sa.TIMESTAMP(timezone=True), nullable=False, server_default=sa.text("now()")
+    )
 
 
 MONEY = sa.Numeric(12, 2)

@@ -45,11 +45,13 @@ appointments = sa.Table(
     uuid_pk(),
     # A calendar is deleted only when none of its booked appointments is still to come; its
     # past and cancelled ones go with it.
-    sa.Column("calendar_id", UUID, sa.ForeignKey("calendars.id", ondelete="CASCADE"),
-              nullable=False),
+    sa.Column(
+        "calendar_id", UUID, sa.ForeignKey("calendars.id", ondelete="CASCADE"), nullable=False
+    ),
     # A contact with appointments cannot be deleted (409 contact_referenced).
-    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="RESTRICT"),
-              nullable=False),
+    sa.Column(
+        "contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="RESTRICT"), nullable=False
+    ),
     sa.Column("start", TIMESTAMP, nullable=False),
     sa.Column("end", TIMESTAMP, nullable=False),
     sa.Column("status", sa.Text, nullable=False, server_default="booked"),
@@ -69,8 +71,10 @@ appointments = sa.Table(
     pg.ExcludeConstraint(
         (sa.column("calendar_id"), "="),
         (sa.func.tstzrange(sa.column("start"), sa.column("end")), "&&"),
-        name="ex_appointments_booked_overlap", using="gist",
-        where=sa.text("status = 'booked'")),
+        name="ex_appointments_booked_overlap",
+        using="gist",
+        where=sa.text("status = 'booked'"),
+    ),
     # A calendar's appointments by time (lists, the calendar_in_use check, the cascade).
     sa.Index("ix_appointments_calendar_id_start", "calendar_id", "start"),
     sa.Index("ix_appointments_contact_id", "contact_id"),

@@ -40,8 +40,9 @@ campaigns = sa.Table(
     sa.Column("status", sa.Text, nullable=False, server_default="draft"),
     sa.Column("subject", sa.Text),
     sa.Column("message_content", sa.Text),
-    sa.Column("contact_ids", pg.ARRAY(UUID), nullable=False,
-              server_default=sa.text("'{}'::uuid[]")),
+    sa.Column(
+        "contact_ids", pg.ARRAY(UUID), nullable=False, server_default=sa.text("'{}'::uuid[]")
+    ),
     sa.Column("smart_list_id", UUID, sa.ForeignKey("smart_lists.id")),
     sa.Column("start_date", TIMESTAMP),
     sa.Column("business_hours_enabled", sa.Boolean, nullable=False, server_default=sa.false()),
@@ -65,10 +66,16 @@ campaign_recipients = sa.Table(
     "campaign_recipients",
     tenant_metadata,
     uuid_pk(),
-    sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id", ondelete="CASCADE"),
-              nullable=False),
-    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
-              nullable=False, index=True),
+    sa.Column(
+        "campaign_id", UUID, sa.ForeignKey("campaigns.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column(
+        "contact_id",
+        UUID,
+        sa.ForeignKey("contacts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("state", sa.Text, nullable=False, server_default="pending"),
     # Set in the transaction that debits the wallet for this recipient (0 when messages are
     # free): a recipient with a charge is never charged again.
@@ -97,8 +104,9 @@ conversations = sa.Table(
     sa.Column("last_message_at", TIMESTAMP),
     created_at(),
     updated_at(),
-    sa.Index("ix_conversations_last_message_at", sa.text("last_message_at DESC"),
-             sa.text("id DESC")),
+    sa.Index(
+        "ix_conversations_last_message_at", sa.text("last_message_at DESC"), sa.text("id DESC")
+    ),
 )
 
 messages = sa.Table(
@@ -127,16 +135,31 @@ messages = sa.Table(
     sa.CheckConstraint("direction IN ('inbound', 'outbound')", name="direction"),
     sa.CheckConstraint("message_type IN ('sms', 'email')", name="message_type"),
     sa.CheckConstraint(_one_of("status", MESSAGE_STATUSES), name="status"),
-    sa.Index("ix_messages_conversation_id_created_at", "conversation_id",
-             sa.text("created_at DESC"), sa.text("seq DESC")),
+    sa.Index(
+        "ix_messages_conversation_id_created_at",
+        "conversation_id",
+        sa.text("created_at DESC"),
+        sa.text("seq DESC"),
+    ),
     # A provider that retries an inbound webhook gives the same id: kept once.
-    sa.Index("uq_messages_inbound_provider_message_id", "message_type", "provider_message_id",
-             unique=True, postgresql_where=sa.text("direction = 'inbound'")),
+    sa.Index(
+        "uq_messages_inbound_provider_message_id",
+        "message_type",
+        "provider_message_id",
+        unique=True,
+        postgresql_where=sa.text("direction = 'inbound'"),
+    ),
     # The carrier's status callback finds an outbound message by its id.
-    sa.Index("ix_messages_outbound_provider_message_id", "provider_message_id",
-             postgresql_where=sa.text("direction = 'outbound'")),
-    sa.Index("ix_messages_unread_conversation_id", "conversation_id",
-             postgresql_where=sa.text("direction = 'inbound' AND read_at IS NULL")),
+    sa.Index(
+        "ix_messages_outbound_provider_message_id",
+        "provider_message_id",
+        postgresql_where=sa.text("direction = 'outbound'"),
+    ),
+    sa.Index(
+        "ix_messages_unread_conversation_id",
+        "conversation_id",
+        postgresql_where=sa.text("direction = 'inbound' AND read_at IS NULL"),
+    ),
 )
 
 # A carrier's status report for an outbound message whose id is not stored yet: the carrier

@@ -39,8 +39,9 @@ contacts = sa.Table(
     sa.Column("tags", pg.ARRAY(sa.Text), nullable=False, server_default=sa.text("'{}'::text[]")),
     sa.Column("lead_source", sa.Text, nullable=False, server_default="inbound_webhook"),
     # Values live on the row itself, so a contact and its values are saved in one statement.
-    sa.Column("custom_field_values", pg.JSONB, nullable=False,
-              server_default=sa.text("'{}'::jsonb")),
+    sa.Column(
+        "custom_field_values", pg.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")
+    ),
     sa.Column("company_id", UUID, sa.ForeignKey("companies.id", ondelete="SET NULL")),
     # A member of control.users; no foreign key across schemas (Citus schema-based sharding).
     sa.Column("assigned_user_id", UUID),
@@ -54,18 +55,41 @@ contacts = sa.Table(
     sa.Index("ix_contacts_tags", "tags", postgresql_using="gin"),
     # The search's `q` (CONTRACT 7): substring matches through pg_trgm (in schema public).
     # Email is stored lowercased (the check below), so uq_contacts_email serves `email=`.
-    sa.Index("ix_contacts_name_trgm", "name", postgresql_using="gin",
-             postgresql_ops={"name": "gin_trgm_ops"}, postgresql_with=SEARCH_GIN),
-    sa.Index("ix_contacts_email_trgm", "email", postgresql_using="gin",
-             postgresql_ops={"email": "gin_trgm_ops"}, postgresql_with=SEARCH_GIN),
-    sa.Index("ix_contacts_phone_trgm", "phone", postgresql_using="gin",
-             postgresql_ops={"phone": "gin_trgm_ops"}, postgresql_with=SEARCH_GIN),
+    sa.Index(
+        "ix_contacts_name_trgm",
+        "name",
+        postgresql_using="gin",
+        postgresql_ops={"name": "gin_trgm_ops"},
+        postgresql_with=SEARCH_GIN,
+    ),
+    sa.Index(
+        "ix_contacts_email_trgm",
+        "email",
+        postgresql_using="gin",
+        postgresql_ops={"email": "gin_trgm_ops"},
+        postgresql_with=SEARCH_GIN,
+    ),
+    sa.Index(
+        "ix_contacts_phone_trgm",
+        "phone",
+        postgresql_using="gin",
+        postgresql_ops={"phone": "gin_trgm_ops"},
+        postgresql_with=SEARCH_GIN,
+    ),
     # A 2-character `q` gives pg_trgm nothing to look up: these index every 2-character piece
     # (public.switchboard_bigrams, set up with pg_trgm by the control migrations).
-    sa.Index("ix_contacts_text_bigrams", sa.text(TEXT_BIGRAMS), postgresql_using="gin",
-             postgresql_with=SEARCH_GIN),
-    sa.Index("ix_contacts_phone_bigrams", sa.text(PHONE_BIGRAMS), postgresql_using="gin",
-             postgresql_with=SEARCH_GIN),
+    sa.Index(
+        "ix_contacts_text_bigrams",
+        sa.text(TEXT_BIGRAMS),
+        postgresql_using="gin",
+        postgresql_with=SEARCH_GIN,
+    ),
+    sa.Index(
+        "ix_contacts_phone_bigrams",
+        sa.text(PHONE_BIGRAMS),
+        postgresql_using="gin",
+        postgresql_with=SEARCH_GIN,
+    ),
     sa.Index("ix_contacts_company_id", "company_id"),
 )
 
@@ -86,7 +110,8 @@ custom_fields = sa.Table(
     updated_at(),
     sa.CheckConstraint(
         "field_type IN ('text', 'number', 'boolean', 'date', 'select', 'multi_select')",
-        name="field_type"),
+        name="field_type",
+    ),
     sa.Index("ix_custom_fields_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
 
@@ -94,8 +119,7 @@ notes = sa.Table(
     "notes",
     tenant_metadata,
     uuid_pk(),
-    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
-              nullable=False),
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"), nullable=False),
     sa.Column("content", sa.Text, nullable=False),
     # The agent that wrote it (after a call); agents live in another module, so no foreign key.
     sa.Column("agent_id", UUID),
@@ -103,16 +127,19 @@ notes = sa.Table(
     created_at(),
     updated_at(),
     sa.CheckConstraint("char_length(content) BETWEEN 1 AND 5000", name="content_length"),
-    sa.Index("ix_notes_contact_id_created_at", "contact_id", sa.text("created_at DESC"),
-             postgresql_where=sa.text("deleted_at IS NULL")),
+    sa.Index(
+        "ix_notes_contact_id_created_at",
+        "contact_id",
+        sa.text("created_at DESC"),
+        postgresql_where=sa.text("deleted_at IS NULL"),
+    ),
 )
 
 # One row per contact and channel that has been set; no row reads `unknown` (sending allowed).
 contact_consents = sa.Table(
     "contact_consents",
     tenant_metadata,
-    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"),
-              nullable=False),
+    sa.Column("contact_id", UUID, sa.ForeignKey("contacts.id", ondelete="CASCADE"), nullable=False),
     sa.Column("channel", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("source", sa.Text, nullable=False),
@@ -120,6 +147,8 @@ contact_consents = sa.Table(
     sa.PrimaryKeyConstraint("contact_id", "channel"),
     sa.CheckConstraint("channel IN ('sms', 'email', 'call')", name="channel"),
     sa.CheckConstraint("status IN ('granted', 'revoked')", name="status"),
-    sa.CheckConstraint("source IN ('api', 'inbound_keyword', 'unsubscribe_link', "
-                       "'campaign_unsubscribe_header')", name="source"),
+    sa.CheckConstraint(
+        "source IN ('api', 'inbound_keyword', 'unsubscribe_link', 'campaign_unsubscribe_header')",
+        name="source",
+    ),
 )

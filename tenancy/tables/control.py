@@ -28,8 +28,12 @@ organisations = sa.Table(
 email_configs = sa.Table(
     "email_configs",
     control_metadata,
-    sa.Column("organisation_id", UUID, sa.ForeignKey("organisations.id", ondelete="CASCADE"),
-              primary_key=True),
+    sa.Column(
+        "organisation_id",
+        UUID,
+        sa.ForeignKey("organisations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
     sa.Column("host", sa.Text, nullable=False),
     sa.Column("port", sa.Integer, nullable=False),
     sa.Column("username", sa.Text),
@@ -44,8 +48,12 @@ plans = sa.Table(
     "plans",
     control_metadata,
     uuid_pk(),
-    sa.Column("organisation_id", UUID, sa.ForeignKey("organisations.id", ondelete="CASCADE"),
-              nullable=False),
+    sa.Column(
+        "organisation_id",
+        UUID,
+        sa.ForeignKey("organisations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
     sa.Column("slug", sa.Text, nullable=False),
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("max_users", sa.Integer),
@@ -63,8 +71,13 @@ sub_accounts = sa.Table(
     "sub_accounts",
     control_metadata,
     uuid_pk(),
-    sa.Column("organisation_id", UUID, sa.ForeignKey("organisations.id", ondelete="CASCADE"),
-              nullable=False, index=True),
+    sa.Column(
+        "organisation_id",
+        UUID,
+        sa.ForeignKey("organisations.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("slug", sa.Text, nullable=False, unique=True),
     sa.Column("schema_name", sa.Text, nullable=False, unique=True),
@@ -87,8 +100,9 @@ sub_accounts = sa.Table(
     updated_at(),
     sa.CheckConstraint("status IN ('active', 'suspended', 'deleted')", name="status"),
     sa.CheckConstraint("(status = 'deleted') = (purge_after IS NOT NULL)", name="purge_after"),
-    sa.Index("ix_sub_accounts_purge_after", "purge_after",
-             postgresql_where=sa.text("status = 'deleted'")),
+    sa.Index(
+        "ix_sub_accounts_purge_after", "purge_after", postgresql_where=sa.text("status = 'deleted'")
+    ),
 )
 
 api_keys = sa.Table(
@@ -96,10 +110,15 @@ api_keys = sa.Table(
     control_metadata,
     uuid_pk(),
     sa.Column("kind", sa.Text, nullable=False),
-    sa.Column("organisation_id", UUID, sa.ForeignKey("organisations.id", ondelete="CASCADE"),
-              nullable=False),
-    sa.Column("sub_account_id", UUID, sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"),
-              index=True),
+    sa.Column(
+        "organisation_id",
+        UUID,
+        sa.ForeignKey("organisations.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column(
+        "sub_account_id", UUID, sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"), index=True
+    ),
     sa.Column("key_hash", sa.LargeBinary, nullable=False, unique=True),
     sa.Column("prefix", sa.Text, nullable=False),
     sa.Column("name", sa.Text),
@@ -133,8 +152,13 @@ memberships = sa.Table(
     control_metadata,
     uuid_pk(),
     sa.Column("user_id", UUID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("sub_account_id", UUID, sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"),
-              nullable=False, index=True),
+    sa.Column(
+        "sub_account_id",
+        UUID,
+        sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("role", sa.Text, nullable=False),
     sa.Column("is_active", sa.Boolean, nullable=False, server_default=sa.true()),
     created_at(),
@@ -147,8 +171,9 @@ invitations = sa.Table(
     "invitations",
     control_metadata,
     uuid_pk(),
-    sa.Column("sub_account_id", UUID, sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"),
-              nullable=False),
+    sa.Column(
+        "sub_account_id", UUID, sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"), nullable=False
+    ),
     sa.Column("email", sa.Text, nullable=False),
     sa.Column("role", sa.Text, nullable=False),
     sa.Column("first_name", sa.Text),
@@ -163,8 +188,13 @@ invitations = sa.Table(
     sa.CheckConstraint(_ROLE_CHECK, name="role"),
     sa.CheckConstraint("email = lower(email)", name="email_lower"),
     # One open invitation per address and sub-account: a repeat refreshes it.
-    sa.Index("uq_invitations_open", "sub_account_id", "email", unique=True,
-             postgresql_where=sa.text("accepted_at IS NULL")),
+    sa.Index(
+        "uq_invitations_open",
+        "sub_account_id",
+        "email",
+        unique=True,
+        postgresql_where=sa.text("accepted_at IS NULL"),
+    ),
 )
 
 # Active phone numbers are unique platform-wide (CONTRACT 9): the sub-account holding each one.
@@ -174,8 +204,13 @@ phone_number_directory = sa.Table(
     "phone_number_directory",
     control_metadata,
     sa.Column("phone_number", sa.Text, primary_key=True),
-    sa.Column("sub_account_id", UUID, sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"),
-              nullable=False, index=True),
+    sa.Column(
+        "sub_account_id",
+        UUID,
+        sa.ForeignKey("sub_accounts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("phone_number_id", UUID, nullable=False),
     created_at(),
 )

@@ -8,8 +8,12 @@ from tenancy.tables.base import control_metadata, created_at
 idempotency_keys = sa.Table(
     "idempotency_keys",
     control_metadata,
-    sa.Column("api_key_id", pg.UUID(as_uuid=True),
-              sa.ForeignKey("api_keys.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column(
+        "api_key_id",
+        pg.UUID(as_uuid=True),
+        sa.ForeignKey("api_keys.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
     sa.Column("key", sa.Text, primary_key=True),
     sa.Column("request_hash", sa.LargeBinary, nullable=False),
     # running until the first request answers; a crashed request's lease runs out.

@@ -18,8 +18,9 @@ invoices = sa.Table(
     sa.Column("quote_id", UUID),
     sa.Column("amount", MONEY, nullable=False),
     sa.Column("status", sa.Text, nullable=False, server_default="pending"),
-    sa.Column("issued_at", sa.TIMESTAMP(timezone=True), nullable=False,
-              server_default=sa.text("now()")),
+    sa.Column(
+        "issued_at", sa.TIMESTAMP(timezone=True), nullable=False, server_default=sa.text("now()")
+    ),
     sa.Column("due_date", sa.Date, nullable=False),
     sa.Column("paid_at", sa.TIMESTAMP(timezone=True)),
     sa.Column("payment_method", sa.Text),

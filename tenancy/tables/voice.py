@@ -13,8 +13,17 @@ LLM_PROVIDERS = ("openai", "anthropic", "google", "deepseek", "grok")
 SPEECH_PROVIDERS = ("deepgram", "elevenlabs", "cartesia")
 PROVIDERS = LLM_PROVIDERS + SPEECH_PROVIDERS
 CALL_STATUSES = ("queued", "ringing", "in_progress", "completed", "failed")
-ENDED_REASONS = ("customer_hangup", "agent_hangup", "silence_timeout", "max_duration", "voicemail",
-                 "no_answer", "busy", "failed", "transferred")
+ENDED_REASONS = (
+    "customer_hangup",
+    "agent_hangup",
+    "silence_timeout",
+    "max_duration",
+    "voicemail",
+    "no_answer",
+    "busy",
+    "failed",
+    "transferred",
+)
 # CONTRACT 10: what an agent's tool does when the model calls it. The calendar types are
 # accepted by the table already; the API refuses them until the calendars feature exists.
 TOOL_TYPES = ("http", "transfer_call", "send_sms", "check_availability", "book_appointment")
@@ -68,8 +77,7 @@ agents = sa.Table(
     # model (ids of `tools`, in order; DELETE of a tool checks them under a lock, as there is
     # no foreign key on an array) and the post-call analysis settings (null: none).
     sa.Column("timezone", sa.Text, nullable=False, server_default="UTC"),
-    sa.Column("tool_ids", pg.ARRAY(UUID), nullable=False,
-              server_default=sa.text("'{}'::uuid[]")),
+    sa.Column("tool_ids", pg.ARRAY(UUID), nullable=False, server_default=sa.text("'{}'::uuid[]")),
     sa.Column("analysis", JSONB),
     # A deleted agent is 404 everywhere; its calls keep their agent_id.
     sa.Column("deleted_at", TIMESTAMP),
@@ -77,12 +85,17 @@ agents = sa.Table(
     updated_at(),
     sa.CheckConstraint("transcriber IN ('openai', 'deepgram')", name="transcriber"),
     sa.CheckConstraint("temperature >= 0 AND temperature <= 1", name="temperature"),
-    sa.CheckConstraint("max_duration > 0 AND silence_timeout > 0 AND voice_activity_timeout > 0",
-                       name="positive_durations"),
-    sa.CheckConstraint("NOT background_noise OR background_type IS NOT NULL",
-                       name="background_type"),
-    sa.CheckConstraint("NOT voicemail_detection OR voicemail_type IN ('leave_message', 'hangup')",
-                       name="voicemail_type"),
+    sa.CheckConstraint(
+        "max_duration > 0 AND silence_timeout > 0 AND voice_activity_timeout > 0",
+        name="positive_durations",
+    ),
+    sa.CheckConstraint(
+        "NOT background_noise OR background_type IS NOT NULL", name="background_type"
+    ),
+    sa.CheckConstraint(
+        "NOT voicemail_detection OR voicemail_type IN ('leave_message', 'hangup')",
+        name="voicemail_type",
+    ),
     sa.CheckConstraint("NOT webhook OR webhook_url IS NOT NULL", name="webhook_url"),
     sa.Index("ix_agents_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
@@ -106,12 +119,18 @@ phone_numbers = sa.Table(
     sa.Column("released_at", TIMESTAMP),
     created_at(),
     updated_at(),
-    sa.CheckConstraint("purchased OR (purchased_at IS NULL AND next_billing_date IS NULL)",
-                       name="imported_not_billed"),
+    sa.CheckConstraint(
+        "purchased OR (purchased_at IS NULL AND next_billing_date IS NULL)",
+        name="imported_not_billed",
+    ),
     sa.CheckConstraint("is_active OR agent_id IS NULL", name="released_unassigned"),
     # A number is held once; a released one may be bought or imported again.
-    sa.Index("uq_phone_numbers_phone_number", "phone_number", unique=True,
-             postgresql_where=sa.text("is_active")),
+    sa.Index(
+        "uq_phone_numbers_phone_number",
+        "phone_number",
+        unique=True,
+        postgresql_where=sa.text("is_active"),
+    ),
     sa.Index("ix_phone_numbers_agent_id", "agent_id"),
 )
 
@@ -130,10 +149,15 @@ number_pools = sa.Table(
 number_pool_members = sa.Table(
     "number_pool_members",
     tenant_metadata,
-    sa.Column("pool_id", UUID, sa.ForeignKey("number_pools.id", ondelete="CASCADE"),
-              primary_key=True),
-    sa.Column("phone_number_id", UUID, sa.ForeignKey("phone_numbers.id", ondelete="CASCADE"),
-              primary_key=True),
+    sa.Column(
+        "pool_id", UUID, sa.ForeignKey("number_pools.id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column(
+        "phone_number_id",
+        UUID,
+        sa.ForeignKey("phone_numbers.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
     sa.Column("position", sa.Integer, nullable=False),
     sa.UniqueConstraint("pool_id", "position"),
     sa.Index("ix_number_pool_members_phone_number_id", "phone_number_id"),
@@ -177,18 +201,21 @@ calls = sa.Table(
     created_at(),
     updated_at(),
     sa.CheckConstraint(
-        "status IN ('queued', 'ringing', 'in_progress', 'completed', 'failed')", name="status"),
+        "status IN ('queued', 'ringing', 'in_progress', 'completed', 'failed')", name="status"
+    ),
     sa.CheckConstraint("direction IN ('outbound', 'inbound')", name="direction"),
     sa.CheckConstraint(_one_of("ended_reason", ENDED_REASONS), name="ended_reason"),
     sa.CheckConstraint("answered_by IN ('human', 'machine', 'unknown')", name="answered_by"),
     sa.Index("ix_calls_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
     sa.Index("ix_calls_contact_id", "contact_id"),
     sa.Index("ix_calls_agent_id", "agent_id"),
-    sa.Index("ix_calls_open", "status", postgresql_where=sa.text(
-        "status IN ('queued', 'ringing', 'in_progress')")),
+    sa.Index(
+        "ix_calls_open",
+        "status",
+        postgresql_where=sa.text("status IN ('queued', 'ringing', 'in_progress')"),
+    ),
     # The sub-account's queue of calls waiting for a free place (max_concurrent_calls).
-    sa.Index("ix_calls_queued", "created_at", "id", postgresql_where=sa.text(
-        "status = 'queued'")),
+    sa.Index("ix_calls_queued", "created_at", "id", postgresql_where=sa.text("status = 'queued'")),
 )
 
 # CONTRACT 10: a tool an agent offers its model. `config` is what the API shows (an http tool's

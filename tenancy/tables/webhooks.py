@@ -41,8 +41,12 @@ webhook_subscriptions = sa.Table(
     sa.Column("deleted_at", TIMESTAMP),
     created_at(),
     updated_at(),
-    sa.Index("ix_webhook_subscriptions_created_at", sa.text("created_at DESC"), sa.text("id DESC"),
-             postgresql_where=sa.text("deleted_at IS NULL")),
+    sa.Index(
+        "ix_webhook_subscriptions_created_at",
+        sa.text("created_at DESC"),
+        sa.text("id DESC"),
+        postgresql_where=sa.text("deleted_at IS NULL"),
+    ),
     sa.Index("ix_webhook_subscriptions_events", "events", postgresql_using="gin"),
 )
 
@@ -52,8 +56,12 @@ webhook_deliveries = sa.Table(
     "webhook_deliveries",
     tenant_metadata,
     uuid_pk(),
-    sa.Column("subscription_id", UUID,
-              sa.ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"), index=True),
+    sa.Column(
+        "subscription_id",
+        UUID,
+        sa.ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"),
+        index=True,
+    ),
     sa.Column("target_url", sa.Text),
     sa.Column("target_secret", sa.Text),
     # The agent whose post-call webhook this is (GET /agents/{id}/deliveries).
@@ -79,24 +87,44 @@ webhook_deliveries = sa.Table(
         name="target",
     ),
     sa.Index("ix_webhook_deliveries_message_id", "message_id"),
-    sa.Index("ix_webhook_deliveries_subscription_log", "subscription_id",
-             sa.text("created_at DESC"), sa.text("id DESC")),
-    sa.Index("ix_webhook_deliveries_agent_log", "agent_id", sa.text("created_at DESC"),
-             sa.text("id DESC"), postgresql_where=sa.text("agent_id IS NOT NULL")),
+    sa.Index(
+        "ix_webhook_deliveries_subscription_log",
+        "subscription_id",
+        sa.text("created_at DESC"),
+        sa.text("id DESC"),
+    ),
+    sa.Index(
+        "ix_webhook_deliveries_agent_log",
+        "agent_id",
+        sa.text("created_at DESC"),
+        sa.text("id DESC"),
+        postgresql_where=sa.text("agent_id IS NOT NULL"),
+    ),
     # The redelivery limit counts an original's redeliveries of the last hour.
-    sa.Index("ix_webhook_deliveries_redeliveries", "original_delivery_id", "created_at",
-             postgresql_where=sa.text("original_delivery_id IS NOT NULL")),
+    sa.Index(
+        "ix_webhook_deliveries_redeliveries",
+        "original_delivery_id",
+        "created_at",
+        postgresql_where=sa.text("original_delivery_id IS NOT NULL"),
+    ),
     # Retention: finished deliveries past 30 days go (api/event_log/tasks.py).
-    sa.Index("ix_webhook_deliveries_completed_at", "completed_at",
-             postgresql_where=sa.text("completed_at IS NOT NULL")),
+    sa.Index(
+        "ix_webhook_deliveries_completed_at",
+        "completed_at",
+        postgresql_where=sa.text("completed_at IS NOT NULL"),
+    ),
 )
 
 webhook_attempts = sa.Table(
     "webhook_attempts",
     tenant_metadata,
     uuid_pk(),
-    sa.Column("delivery_id", UUID, sa.ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
-              nullable=False),
+    sa.Column(
+        "delivery_id",
+        UUID,
+        sa.ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
     sa.Column("attempt_number", sa.Integer, nullable=False),
     sa.Column("url", sa.Text, nullable=False),
     sa.Column("status_code", sa.Integer),

@@ -25,8 +25,9 @@ def parse_ts(value: str) -> datetime:
 
 async def test_create_returns_201_with_every_field(client, agency):
     owner = unique_email("owner")
-    response = await client.post(CREATE, json={"email": owner, "name": "Acme Dental"},
-                                 headers=agency.headers)
+    response = await client.post(
+        CREATE, json={"email": owner, "name": "Acme Dental"}, headers=agency.headers
+    )
     assert response.status_code == 201
     body = await response.get_json()
     assert body["success"] is True
@@ -42,11 +43,14 @@ async def test_create_returns_201_with_every_field(client, agency):
 
 async def test_create_makes_tenant_schema_with_zero_wallet(client, agency, pool):
     body = await create_sub_account(client, agency.headers)
-    schema = await pool.fetchval("SELECT schema_name FROM control.sub_accounts WHERE id = $1",
-                                 uuid.UUID(body["sub_account_id"]))
+    schema = await pool.fetchval(
+        "SELECT schema_name FROM control.sub_accounts WHERE id = $1",
+        uuid.UUID(body["sub_account_id"]),
+    )
     assert schema == f"t_{uuid.UUID(body['sub_account_id']).hex}"
     exists = await pool.fetchval(
-        "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", schema)
+        "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", schema
+    )
     assert exists == 1
     balance = await pool.fetchval(f'SELECT balance FROM "{schema}".wallet')
     assert balance == Decimal("0")
@@ -55,8 +59,10 @@ async def test_create_makes_tenant_schema_with_zero_wallet(client, agency, pool)
 async def test_owner_invitation_is_stored_hashed_for_seven_days(client, agency, pool):
     owner = unique_email("Owner")
     body = await create_sub_account(client, agency.headers, email=owner)
-    rows = await pool.fetch("SELECT * FROM control.invitations WHERE sub_account_id = $1",
-                            uuid.UUID(body["sub_account_id"]))
+    rows = await pool.fetch(
+        "SELECT * FROM control.invitations WHERE sub_account_id = $1",
+        uuid.UUID(body["sub_account_id"]),
+    )
     assert len(rows) == 1
     row = rows[0]
     assert row["role"] == "sub_account_owner"
@@ -82,8 +88,9 @@ async def test_invitation_email_arrives_with_token(client, agency, mailbox):
 
 
 async def test_invitation_email_uses_organisation_email_config(client, agency, pool, mailbox):
-    await set_email_config(pool, agency.id, mailbox.host, mailbox.port,
-                           "Acme Agency <hello@acme-agency.example>")
+    await set_email_config(
+        pool, agency.id, mailbox.host, mailbox.port, "Acme Agency <hello@acme-agency.example>"
+    )
     owner = unique_email("owner")
     body = await create_sub_account(client, agency.headers, email=owner)
     [message] = mailbox.to(owner)
@@ -101,28 +108,43 @@ async def test_invitation_email_uses_platform_config_without_one(client, agency,
 
 
 async def test_plan_applies_limits_features_and_rebilling(client, agency, pool):
-    plan = await create_plan(client, agency.headers, max_users=3,
-                             features={"voice": True, "campaigns": False},
-                             rebilling={"email_per_message": 0.01, "sms_per_message": 0.05,
-                                        "call_per_minute": 0.12, "phone_number_monthly": 2.5})
+    plan = await create_plan(
+        client,
+        agency.headers,
+        max_users=3,
+        features={"voice": True, "campaigns": False},
+        rebilling={
+            "email_per_message": 0.01,
+            "sms_per_message": 0.05,
+            "call_per_minute": 0.12,
+            "phone_number_monthly": 2.5,
+        },
+    )
     body = await create_sub_account(client, agency.headers, plan=plan["slug"])
     assert body["plan"] == plan["slug"]
     row = await pool.fetchrow(
         "SELECT s.max_users, s.features, s.rebilling, p.slug FROM control.sub_accounts AS s"
         " JOIN control.plans AS p ON p.id = s.plan_id WHERE s.id = $1",
-        uuid.UUID(body["sub_account_id"]))
+        uuid.UUID(body["sub_account_id"]),
+    )
     assert row["slug"] == plan["slug"]
     assert row["max_users"] == 3
     assert row["features"] == {"voice": True, "campaigns": False}
     assert {k: Decimal(str(v)) for k, v in row["rebilling"].items()} == {
-        "email_per_message": Decimal("0.01"), "sms_per_message": Decimal("0.05"),
-        "call_per_minute": Decimal("0.12"), "phone_number_monthly": Decimal("2.5")}
+        "email_per_message": Decimal("0.01"),
+        "sms_per_message": Decimal("0.05"),
+        "call_per_minute": Decimal("0.12"),
+        "phone_number_monthly": Decimal("2.5"),
+    }
 
 
 async def test_unknown_plan_slug_is_404_and_writes_nothing(client, agency, pool):
     before = await count_sub_accounts(pool, agency.id)
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X",
-                                               "plan": "no-such-plan"}, headers=agency.headers)
+    response = await client.post(
+        CREATE,
+        json={"email": unique_email(), "name": "X", "plan": "no-such-plan"},
+        headers=agency.headers,
+    )
     assert response.status_code == 404
     body = await response.get_json()
     assert body["success"] is False and body["error"]["code"] == "not_found"
@@ -131,8 +153,11 @@ async def test_unknown_plan_slug_is_404_and_writes_nothing(client, agency, pool)
 
 async def test_plan_of_another_organisation_is_404(client, agency, agency_second):
     plan = await create_plan(client, agency_second.headers)
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X",
-                                               "plan": plan["slug"]}, headers=agency.headers)
+    response = await client.post(
+        CREATE,
+        json={"email": unique_email(), "name": "X", "plan": plan["slug"]},
+        headers=agency.headers,
+    )
     assert response.status_code == 404
 
 
@@ -143,7 +168,7 @@ async def test_same_name_twice_gets_timestamp_suffix(client, agency):
     assert first["sub_account_slug"] == name.lower().replace(" ", "-")
     assert second["sub_account_slug"] != first["sub_account_slug"]
     assert second["sub_account_slug"].startswith(first["sub_account_slug"] + "-")
-    suffix = second["sub_account_slug"][len(first["sub_account_slug"]) + 1:]
+    suffix = second["sub_account_slug"][len(first["sub_account_slug"]) + 1 :]
     assert re.fullmatch(r"\d{17}", suffix), suffix
     stamp = datetime.strptime(suffix[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC)
     assert abs(stamp - datetime.now(UTC)) < timedelta(minutes=5)
@@ -151,14 +176,17 @@ async def test_same_name_twice_gets_timestamp_suffix(client, agency):
 
 async def test_location_name_wins_and_crm_connects(client, agency, pool):
     location = f"loc{uuid.uuid4().hex[:8]}"
-    body = await create_sub_account(client, agency.headers, name="Ignored Name",
-                                    locationID=location)
+    body = await create_sub_account(
+        client, agency.headers, name="Ignored Name", locationID=location
+    )
     assert body["crm_connected"] is True
     assert "crm_error" not in body
     assert body["sub_account_slug"].startswith(f"sandbox-location-{location}")
-    row = await pool.fetchrow("SELECT name, crm_connected, crm_location_id, crm_error"
-                              " FROM control.sub_accounts WHERE id = $1",
-                              uuid.UUID(body["sub_account_id"]))
+    row = await pool.fetchrow(
+        "SELECT name, crm_connected, crm_location_id, crm_error"
+        " FROM control.sub_accounts WHERE id = $1",
+        uuid.UUID(body["sub_account_id"]),
+    )
     assert row["name"] == f"Sandbox Location {location}"
     assert row["crm_connected"] is True
     assert row["crm_location_id"] == location
@@ -167,21 +195,25 @@ async def test_location_name_wins_and_crm_connects(client, agency, pool):
 
 async def test_location_alone_is_enough(client, agency):
     location = f"loc{uuid.uuid4().hex[:8]}"
-    response = await client.post(CREATE, json={"email": unique_email(), "locationID": location},
-                                 headers=agency.headers)
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "locationID": location}, headers=agency.headers
+    )
     assert response.status_code == 201
     assert (await response.get_json())["crm_connected"] is True
 
 
 async def test_failed_location_still_creates_with_crm_error(client, agency, pool):
     before = await count_sub_accounts(pool, agency.id)
-    body = await create_sub_account(client, agency.headers, name="Fallback Name",
-                                    locationID=f"invalid-{uuid.uuid4().hex[:6]}")
+    body = await create_sub_account(
+        client, agency.headers, name="Fallback Name", locationID=f"invalid-{uuid.uuid4().hex[:6]}"
+    )
     assert body["crm_connected"] is False
     assert isinstance(body["crm_error"], str) and body["crm_error"]
     assert await count_sub_accounts(pool, agency.id) == before + 1
-    row = await pool.fetchrow("SELECT name, crm_connected, crm_error FROM control.sub_accounts"
-                              " WHERE id = $1", uuid.UUID(body["sub_account_id"]))
+    row = await pool.fetchrow(
+        "SELECT name, crm_connected, crm_error FROM control.sub_accounts WHERE id = $1",
+        uuid.UUID(body["sub_account_id"]),
+    )
     assert row["name"] == "Fallback Name"
     assert row["crm_connected"] is False
     assert row["crm_error"] == body["crm_error"]
@@ -191,8 +223,9 @@ async def test_failed_location_without_name_is_named_by_location(client, agency,
     location = f"invalid-{uuid.uuid4().hex[:6]}"
     body = await create_sub_account(client, agency.headers, locationID=location)
     assert body["crm_connected"] is False and body["crm_error"]
-    name = await pool.fetchval("SELECT name FROM control.sub_accounts WHERE id = $1",
-                               uuid.UUID(body["sub_account_id"]))
+    name = await pool.fetchval(
+        "SELECT name FROM control.sub_accounts WHERE id = $1", uuid.UUID(body["sub_account_id"])
+    )
     assert name == location
 
 
@@ -211,19 +244,23 @@ BAD_BODIES = [
     pytest.param({"email": "not-an-email", "name": "X"}, "validation_error", id="invalid-email"),
     pytest.param({"email": "a@b@c.com", "name": "X"}, "validation_error", id="two-ats"),
     pytest.param({"email": "owner@example.com"}, "validation_error", id="no-name-no-location"),
-    pytest.param({"email": "owner@example.com", "name": "   "}, "validation_error",
-                 id="blank-name"),
+    pytest.param(
+        {"email": "owner@example.com", "name": "   "}, "validation_error", id="blank-name"
+    ),
     pytest.param({"email": 5, "name": "X"}, "validation_error", id="email-number"),
-    pytest.param({"email": "owner@example.com", "name": 7}, "validation_error",
-                 id="name-number"),
-    pytest.param({"email": "owner@example.com", "name": ["X"]}, "validation_error",
-                 id="name-list"),
-    pytest.param({"email": "owner@example.com", "locationID": 123}, "validation_error",
-                 id="location-number"),
-    pytest.param({"email": "owner@example.com", "name": "X", "plan": True}, "validation_error",
-                 id="plan-bool"),
-    pytest.param([{"email": "owner@example.com", "name": "X"}], "validation_error",
-                 id="array-body"),
+    pytest.param({"email": "owner@example.com", "name": 7}, "validation_error", id="name-number"),
+    pytest.param({"email": "owner@example.com", "name": ["X"]}, "validation_error", id="name-list"),
+    pytest.param(
+        {"email": "owner@example.com", "locationID": 123}, "validation_error", id="location-number"
+    ),
+    pytest.param(
+        {"email": "owner@example.com", "name": "X", "plan": True},
+        "validation_error",
+        id="plan-bool",
+    ),
+    pytest.param(
+        [{"email": "owner@example.com", "name": "X"}], "validation_error", id="array-body"
+    ),
     pytest.param("owner@example.com", "validation_error", id="string-body"),
     pytest.param(42, "validation_error", id="number-body"),
     pytest.param(None, "validation_error", id="null-body"),
@@ -249,11 +286,20 @@ async def test_validation_error_lists_the_bad_field(client, agency):
     assert [d["field"] for d in details] == ["email"]
 
 
-@pytest.mark.parametrize("raw", [b'{"email": "a@example.com", "name": ', b"{not json}",
-                                 b"", b"\xff\xfe{}", b'{"email": "a@example.com",}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"email": "a@example.com", "name": ',
+        b"{not json}",
+        b"",
+        b"\xff\xfe{}",
+        b'{"email": "a@example.com",}',
+    ],
+)
 async def test_malformed_json_is_400_invalid_json(client, agency, pool, raw):
-    response = await client.post(CREATE, data=raw, headers={
-        **agency.headers, "content-type": "application/json"})
+    response = await client.post(
+        CREATE, data=raw, headers={**agency.headers, "content-type": "application/json"}
+    )
     assert response.status_code == 400
     body = await response.get_json()
     assert body["success"] is False
@@ -263,15 +309,19 @@ async def test_malformed_json_is_400_invalid_json(client, agency, pool, raw):
 
 async def test_deeply_nested_json_is_400(client, agency, pool):
     raw = b'{"email": "a@example.com", "name": "X", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    response = await client.post(CREATE, data=raw, headers={
-        **agency.headers, "content-type": "application/json"})
+    response = await client.post(
+        CREATE, data=raw, headers={**agency.headers, "content-type": "application/json"}
+    )
     assert response.status_code == 400
     assert await count_sub_accounts(pool, agency.id) == 0
 
 
 async def test_body_without_json_content_type_is_400(client, agency, pool):
-    response = await client.post(CREATE, data=b'{"email": "a@example.com", "name": "X"}',
-                                 headers={**agency.headers, "content-type": "text/plain"})
+    response = await client.post(
+        CREATE,
+        data=b'{"email": "a@example.com", "name": "X"}',
+        headers={**agency.headers, "content-type": "text/plain"},
+    )
     assert response.status_code == 400
     assert (await response.get_json())["success"] is False
     assert await count_sub_accounts(pool, agency.id) == 0
@@ -285,18 +335,28 @@ async def test_missing_key_is_401_missing_api_key(client, pool):
     response = await client.post(CREATE, json={"email": unique_email(), "name": "X"})
     assert response.status_code == 401
     body = await response.get_json()
-    assert body == {"success": False, "error": {"code": "missing_api_key",
-                                                "message": body["error"]["message"]}}
+    assert body == {
+        "success": False,
+        "error": {"code": "missing_api_key", "message": body["error"]["message"]},
+    }
     assert await count_sub_accounts(pool) == before
 
 
-@pytest.mark.parametrize("headers", [
-    {"x-api-key": ""}, {"x-api-key": "   "}, {"authorization": "Basic dXNlcjpwYXNz"},
-    {"authorization": "Bearer"}, {"authorization": "Bearer   "}, {"authorization": "Token sb_x"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-api-key": ""},
+        {"x-api-key": "   "},
+        {"authorization": "Basic dXNlcjpwYXNz"},
+        {"authorization": "Bearer"},
+        {"authorization": "Bearer   "},
+        {"authorization": "Token sb_x"},
+    ],
+)
 async def test_empty_key_or_other_scheme_counts_as_missing(client, headers):
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
-                                 headers=headers)
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "name": "X"}, headers=headers
+    )
     assert response.status_code == 401
     assert (await response.get_json())["error"]["code"] == "missing_api_key"
 
@@ -304,8 +364,9 @@ async def test_empty_key_or_other_scheme_counts_as_missing(client, headers):
 @pytest.mark.parametrize("key", ["sb_" + "x" * 43, "nonsense", "sb_short", "sk_" + "a" * 43])
 async def test_unknown_key_is_401_invalid_api_key(client, pool, key):
     before = await count_sub_accounts(pool)
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
-                                 headers={"x-api-key": key})
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "name": "X"}, headers={"x-api-key": key}
+    )
     assert response.status_code == 401
     assert (await response.get_json())["error"]["code"] == "invalid_api_key"
     assert await count_sub_accounts(pool) == before
@@ -313,16 +374,18 @@ async def test_unknown_key_is_401_invalid_api_key(client, pool, key):
 
 async def test_sub_account_key_on_agency_route_is_401(client, tenant, pool):
     before = await count_sub_accounts(pool)
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
-                                 headers=tenant.headers)
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "name": "X"}, headers=tenant.headers
+    )
     assert response.status_code == 401
     assert (await response.get_json())["error"]["code"] == "invalid_api_key"
     assert await count_sub_accounts(pool) == before
 
 
 async def test_auth_is_checked_before_the_body(client):
-    response = await client.post(CREATE, data=b"{broken", headers={
-        "content-type": "application/json"})
+    response = await client.post(
+        CREATE, data=b"{broken", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 401
 
 
@@ -331,8 +394,9 @@ async def test_auth_is_checked_before_the_body(client):
 
 async def test_standard_plan_organisation_is_403_plan_not_allowed(client, pool):
     standard = await make_agency(pool, plan_type="standard")
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
-                                 headers=standard.headers)
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "name": "X"}, headers=standard.headers
+    )
     assert response.status_code == 403
     assert (await response.get_json())["error"]["code"] == "plan_not_allowed"
     assert await count_sub_accounts(pool, standard.id) == 0
@@ -346,8 +410,9 @@ async def test_saas_organisation_may_provision(client, pool):
 
 async def test_inactive_organisation_is_403_organisation_inactive(client, pool):
     inactive = await make_agency(pool, active=False)
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
-                                 headers=inactive.headers)
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "name": "X"}, headers=inactive.headers
+    )
     assert response.status_code == 403
     assert (await response.get_json())["error"]["code"] == "organisation_inactive"
     assert await count_sub_accounts(pool, inactive.id) == 0
@@ -357,8 +422,9 @@ async def test_sub_account_limit_reached_is_403(client, pool):
     small = await make_agency(pool, max_sub_accounts=2)
     await create_sub_account(client, small.headers)
     await create_sub_account(client, small.headers)
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "Third"},
-                                 headers=small.headers)
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "name": "Third"}, headers=small.headers
+    )
     assert response.status_code == 403
     assert (await response.get_json())["error"]["code"] == "sub_account_limit_reached"
     assert await count_sub_accounts(pool, small.id) == 2
@@ -366,8 +432,9 @@ async def test_sub_account_limit_reached_is_403(client, pool):
 
 async def test_zero_max_sub_accounts_refuses_the_first(client, pool):
     none_allowed = await make_agency(pool, max_sub_accounts=0)
-    response = await client.post(CREATE, json={"email": unique_email(), "name": "X"},
-                                 headers=none_allowed.headers)
+    response = await client.post(
+        CREATE, json={"email": unique_email(), "name": "X"}, headers=none_allowed.headers
+    )
     assert response.status_code == 403
     assert (await response.get_json())["error"]["code"] == "sub_account_limit_reached"
 
@@ -376,26 +443,34 @@ async def test_concurrent_creates_never_pass_max_sub_accounts(client, pool):
     limited = await make_agency(pool, max_sub_accounts=3)
 
     async def create(i: int) -> int:
-        response = await client.post(CREATE, json={"email": unique_email(), "name": f"Race {i}"},
-                                     headers=limited.headers)
+        response = await client.post(
+            CREATE, json={"email": unique_email(), "name": f"Race {i}"}, headers=limited.headers
+        )
         return response.status_code
 
     statuses = await asyncio.gather(*(create(i) for i in range(12)))
     assert sorted(statuses) == [201] * 3 + [403] * 9
     assert await count_sub_accounts(pool, limited.id) == 3
-    schemas = await pool.fetch("SELECT schema_name FROM control.sub_accounts"
-                               " WHERE organisation_id = $1", limited.id)
+    schemas = await pool.fetch(
+        "SELECT schema_name FROM control.sub_accounts WHERE organisation_id = $1", limited.id
+    )
     for row in schemas:
-        assert await pool.fetchval("SELECT count(*) FROM information_schema.schemata"
-                                   " WHERE schema_name = $1", row["schema_name"]) == 1
+        assert (
+            await pool.fetchval(
+                "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+                row["schema_name"],
+            )
+            == 1
+        )
 
 
 async def test_concurrent_creates_with_one_name_get_distinct_slugs(client, agency):
     name = f"Same {uuid.uuid4().hex[:6]}"
 
     async def create() -> dict:
-        response = await client.post(CREATE, json={"email": unique_email(), "name": name},
-                                     headers=agency.headers)
+        response = await client.post(
+            CREATE, json={"email": unique_email(), "name": name}, headers=agency.headers
+        )
         assert response.status_code == 201
         return await response.get_json()
 

@@ -13,16 +13,20 @@ from tests.helpers import expect_error, tenant_sql
 CREATE = "/functions/v1/crm-api/create-agent"
 AGENTS = "/webhooks/inbound/agents"
 
-DATA_SCHEMA = {"type": "object", "properties": {
-    "budget": {"type": "number", "description": "The budget the contact named"},
-    "interested": {"type": "boolean"},
-    "plan": {"type": "string", "enum": ["basic", "pro"]}}, "required": ["interested"]}
+DATA_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "budget": {"type": "number", "description": "The budget the contact named"},
+        "interested": {"type": "boolean"},
+        "plan": {"type": "string", "enum": ["basic", "pro"]},
+    },
+    "required": ["interested"],
+}
 
 
 async def create(client, tenant, **overrides):
     await connect(client, tenant)
-    return await client.post(CREATE, json=agent_body(tenant, **overrides),
-                             headers=tenant.headers)
+    return await client.post(CREATE, json=agent_body(tenant, **overrides), headers=tenant.headers)
 
 
 async def shown(client, tenant, agent_id):
@@ -47,11 +51,11 @@ async def refused(response, field, status=400, code="validation_error"):
 
 async def test_create_agent_answer_keeps_its_five_fields(client, tenant):
     tool = await make_tool(client, tenant)
-    response = await create(client, tenant, timezone="Europe/Berlin", tool_ids=[tool["id"]],
-                            analysis={"summary": True})
+    response = await create(
+        client, tenant, timezone="Europe/Berlin", tool_ids=[tool["id"]], analysis={"summary": True}
+    )
     assert response.status_code == 201
-    assert set(await response.get_json()) == {"success", "id", "name", "is_active",
-                                               "created_at"}
+    assert set(await response.get_json()) == {"success", "id", "name", "is_active", "created_at"}
 
 
 # --- timezone -----------------------------------------------------------------------------------
@@ -68,8 +72,10 @@ async def test_agent_timezone_is_kept_and_shown(client, tenant):
     assert (await shown(client, tenant, agent_id))["timezone"] == "America/Los_Angeles"
 
 
-@pytest.mark.parametrize("zone", ["Mars/Olympus_Mons", "utc ", "europe/berlin", "localtime",
-                                  "../../etc/passwd", "", "+01:00"])
+@pytest.mark.parametrize(
+    "zone",
+    ["Mars/Olympus_Mons", "utc ", "europe/berlin", "localtime", "../../etc/passwd", "", "+01:00"],
+)
 async def test_unknown_timezone_is_400(client, pool, tenant, zone):
     await refused(await create(client, tenant, timezone=zone), "timezone")
     assert await agent_count(pool, tenant) == 0
@@ -118,8 +124,7 @@ async def test_a_tool_id_named_twice_is_400(client, tenant):
 
 
 async def test_a_tool_id_that_is_not_a_uuid_is_400_invalid_uuid(client, pool, tenant):
-    await expect_error(await create(client, tenant, tool_ids=["not-a-uuid"]), 400,
-                       "invalid_uuid")
+    await expect_error(await create(client, tenant, tool_ids=["not-a-uuid"]), 400, "invalid_uuid")
     assert await agent_count(pool, tenant) == 0
 
 
@@ -148,8 +153,9 @@ async def test_patch_replaces_and_clears_tool_ids(client, tenant):
 async def test_patch_unknown_tool_id_is_404_and_changes_nothing(client, tenant):
     tool = await make_tool(client, tenant)
     agent_id = await make_agent(client, tenant, tool_ids=[tool["id"]])
-    response = await patch(client, tenant, agent_id, {"tool_ids": [str(uuid.uuid4())],
-                                                      "name": "Renamed"})
+    response = await patch(
+        client, tenant, agent_id, {"tool_ids": [str(uuid.uuid4())], "name": "Renamed"}
+    )
     await expect_error(response, 404, "not_found")
     agent = await shown(client, tenant, agent_id)
     assert agent["tool_ids"] == [tool["id"]] and agent["name"] == "Sales agent"
@@ -171,8 +177,11 @@ async def test_patch_more_than_20_tool_ids_is_400(client, tenant):
 
 async def test_analysis_is_kept_with_every_key_shown(client, tenant):
     await define_custom_field(client, tenant, key="budget_amount", field_type="number")
-    analysis = {"success_criteria": "The contact books a demo.", "data_schema": DATA_SCHEMA,
-                "custom_field_map": {"budget": "budget_amount"}}
+    analysis = {
+        "success_criteria": "The contact books a demo.",
+        "data_schema": DATA_SCHEMA,
+        "custom_field_map": {"budget": "budget_amount"},
+    }
     agent_id = await make_agent(client, tenant, analysis=analysis)
     assert (await shown(client, tenant, agent_id))["analysis"] == {"summary": True, **analysis}
 
@@ -180,8 +189,11 @@ async def test_analysis_is_kept_with_every_key_shown(client, tenant):
 async def test_analysis_summary_alone_shows_nulls_for_the_rest(client, tenant):
     agent_id = await make_agent(client, tenant, analysis={"summary": False})
     assert (await shown(client, tenant, agent_id))["analysis"] == {
-        "summary": False, "success_criteria": None, "data_schema": None,
-        "custom_field_map": None}
+        "summary": False,
+        "success_criteria": None,
+        "data_schema": None,
+        "custom_field_map": None,
+    }
 
 
 async def test_analysis_success_criteria_over_2000_characters_is_400(client, tenant):
@@ -194,77 +206,107 @@ async def test_analysis_success_criteria_of_2000_characters_is_accepted(client, 
     assert (await shown(client, tenant, agent_id))["analysis"]["success_criteria"] == "c" * 2000
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(21)}},
-    {"type": "object", "properties": {"address": {"type": "object"}}},
-    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]},
-    {"type": "string"},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(21)}},
+        {"type": "object", "properties": {"address": {"type": "object"}}},
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]},
+        {"type": "string"},
+    ],
+)
 async def test_analysis_data_schema_outside_the_tool_parameter_bounds_is_400(
-        client, pool, tenant, schema):
-    await refused(await create(client, tenant, analysis={"data_schema": schema}),
-                  "analysis.data_schema")
+    client, pool, tenant, schema
+):
+    await refused(
+        await create(client, tenant, analysis={"data_schema": schema}), "analysis.data_schema"
+    )
     assert await agent_count(pool, tenant) == 0
 
 
 async def test_custom_field_map_key_that_is_no_data_schema_property_is_400(client, tenant):
     await define_custom_field(client, tenant, key="budget_amount", field_type="number")
-    response = await create(client, tenant, analysis={
-        "data_schema": DATA_SCHEMA, "custom_field_map": {"salary": "budget_amount"}})
+    response = await create(
+        client,
+        tenant,
+        analysis={"data_schema": DATA_SCHEMA, "custom_field_map": {"salary": "budget_amount"}},
+    )
     await refused(response, "analysis.custom_field_map.salary")
 
 
 async def test_custom_field_map_without_data_schema_is_400(client, tenant):
     await define_custom_field(client, tenant, key="budget_amount", field_type="number")
-    response = await create(client, tenant, analysis={
-        "custom_field_map": {"budget": "budget_amount"}})
+    response = await create(
+        client, tenant, analysis={"custom_field_map": {"budget": "budget_amount"}}
+    )
     await refused(response, "analysis.custom_field_map.budget")
 
 
 async def test_custom_field_map_value_that_is_no_custom_field_is_400(client, pool, tenant):
-    response = await create(client, tenant, analysis={
-        "data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "no_such_field"}})
+    response = await create(
+        client,
+        tenant,
+        analysis={"data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "no_such_field"}},
+    )
     await refused(response, "analysis.custom_field_map.budget")
     assert await agent_count(pool, tenant) == 0
 
 
 async def test_custom_field_map_value_of_an_inactive_field_is_400(client, pool, tenant):
     await define_custom_field(client, tenant, key="old_budget", field_type="number")
-    await tenant_sql(pool, tenant, "UPDATE custom_fields SET is_active = false "
-                                   "WHERE key = 'old_budget'")
-    response = await create(client, tenant, analysis={
-        "data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "old_budget"}})
+    await tenant_sql(
+        pool, tenant, "UPDATE custom_fields SET is_active = false WHERE key = 'old_budget'"
+    )
+    response = await create(
+        client,
+        tenant,
+        analysis={"data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "old_budget"}},
+    )
     await refused(response, "analysis.custom_field_map.budget")
 
 
 async def test_another_sub_accounts_custom_field_is_400(client, tenant, tenant_second):
     await define_custom_field(client, tenant_second, key="their_budget", field_type="number")
-    response = await create(client, tenant, analysis={
-        "data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "their_budget"}})
+    response = await create(
+        client,
+        tenant,
+        analysis={"data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "their_budget"}},
+    )
     await refused(response, "analysis.custom_field_map.budget")
 
 
 async def test_analysis_with_an_unknown_key_is_400(client, tenant):
-    await refused(await create(client, tenant, analysis={"summary": True, "extra": 1}),
-                  "analysis.extra")
+    await refused(
+        await create(client, tenant, analysis={"summary": True, "extra": 1}), "analysis.extra"
+    )
 
 
 async def test_patch_sets_and_clears_analysis(client, tenant):
     agent_id = await make_agent(client, tenant)
-    response = await patch(client, tenant, agent_id, {"analysis": {
-        "success_criteria": "Booked.", "data_schema": DATA_SCHEMA}})
+    response = await patch(
+        client,
+        tenant,
+        agent_id,
+        {"analysis": {"success_criteria": "Booked.", "data_schema": DATA_SCHEMA}},
+    )
     assert (await response.get_json())["agent"]["analysis"] == {
-        "summary": True, "success_criteria": "Booked.", "data_schema": DATA_SCHEMA,
-        "custom_field_map": None}
+        "summary": True,
+        "success_criteria": "Booked.",
+        "data_schema": DATA_SCHEMA,
+        "custom_field_map": None,
+    }
     cleared = await patch(client, tenant, agent_id, {"analysis": None})
     assert (await cleared.get_json())["agent"]["analysis"] is None
     assert (await shown(client, tenant, agent_id))["analysis"] is None
 
 
-async def test_patch_analysis_to_a_missing_custom_field_is_400_and_changes_nothing(
-        client, tenant):
+async def test_patch_analysis_to_a_missing_custom_field_is_400_and_changes_nothing(client, tenant):
     agent_id = await make_agent(client, tenant, analysis={"summary": True})
-    response = await patch(client, tenant, agent_id, {"analysis": {
-        "data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "nope"}}})
+    response = await patch(
+        client,
+        tenant,
+        agent_id,
+        {"analysis": {"data_schema": DATA_SCHEMA, "custom_field_map": {"budget": "nope"}}},
+    )
     await refused(response, "analysis.custom_field_map.budget")
     assert (await shown(client, tenant, agent_id))["analysis"]["data_schema"] is None

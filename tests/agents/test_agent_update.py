@@ -17,23 +17,35 @@ async def patch(client, tenant, agent_id, body):
 
 
 async def row_of(pool, tenant, agent_id):
-    rows = await tenant_sql(pool, tenant, "SELECT * FROM agents WHERE id = $1",
-                            uuid.UUID(agent_id))
+    rows = await tenant_sql(pool, tenant, "SELECT * FROM agents WHERE id = $1", uuid.UUID(agent_id))
     return dict(rows[0])
 
 
 async def test_patch_agent_changes_only_the_fields_sent(client, pool, tenant):
     agent_id = await make_agent(client, tenant)
     before = await row_of(pool, tenant, agent_id)
-    response = await patch(client, tenant, agent_id, {
-        "name": "  Support agent ", "temperature": 0.2, "prompt": "Be brief.",
-        "first_message": "Hello!"})
+    response = await patch(
+        client,
+        tenant,
+        agent_id,
+        {
+            "name": "  Support agent ",
+            "temperature": 0.2,
+            "prompt": "Be brief.",
+            "first_message": "Hello!",
+        },
+    )
     assert response.status_code == 200
     body = await response.get_json()
     assert body["status"] == "success"
     agent = body["agent"]
-    assert (agent["id"], agent["name"], agent["temperature"], agent["prompt"],
-            agent["first_message"]) == (agent_id, "Support agent", 0.2, "Be brief.", "Hello!")
+    assert (
+        agent["id"],
+        agent["name"],
+        agent["temperature"],
+        agent["prompt"],
+        agent["first_message"],
+    ) == (agent_id, "Support agent", 0.2, "Be brief.", "Hello!")
     assert agent["webhook_secret"].startswith("whsec_")
     assert agent["organization_id"] == str(tenant.organisation.id)
     after = await row_of(pool, tenant, agent_id)
@@ -66,32 +78,42 @@ async def test_patch_agent_empty_body_is_400_nothing_to_update(client, pool, ten
 
 async def test_patch_agent_scope_ids_alone_are_nothing_to_update(client, tenant):
     agent_id = await make_agent(client, tenant)
-    response = await patch(client, tenant, agent_id, {
-        "organization_id": str(uuid.uuid4()), "sub_account_id": str(uuid.uuid4())})
+    response = await patch(
+        client,
+        tenant,
+        agent_id,
+        {"organization_id": str(uuid.uuid4()), "sub_account_id": str(uuid.uuid4())},
+    )
     await expect_error(response, 400, "nothing_to_update")
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"voicemail_detection": True}, "voicemail_type"),
-    ({"background_noise": True}, "background_type"),
-    ({"webhook": True}, "webhook_url"),
-    ({"voicemail_detection": True, "voicemail_type": "leave_message"}, "voicemail_message"),
-    ({"voicemail_type": "beep"}, "voicemail_type"),
-    ({"background_noise": True, "background_type": "jungle"}, "background_type"),
-    ({"webhook": True, "webhook_url": "ftp://example.com/x"}, "webhook_url"),
-    ({"llm_model": "gpt-3"}, "llm_model"),
-    ({"voice_id": "cartesia/"}, "voice_id"),
-    ({"prompt": "p" * 20_001}, "prompt"),
-    ({"first_message": "m" * 1001}, "first_message"),
-    ({"first_message": ""}, "first_message"),
-    ({"transcriber": "whisper"}, "transcriber"),
-    ({"temperature": 1.5}, "temperature"),
-    ({"silence_timeout": 601}, "silence_timeout"),
-    ({"voice_activity_timeout": 99}, "voice_activity_timeout"),
-    ({"language": "en"}, "language"),
-    ({"name": None}, "name"), ({"prompt": None}, "prompt"), ({"is_active": None}, "is_active"),
-    ({"voice_id": None}, "voice_id"), ({"webhook": None}, "webhook"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"voicemail_detection": True}, "voicemail_type"),
+        ({"background_noise": True}, "background_type"),
+        ({"webhook": True}, "webhook_url"),
+        ({"voicemail_detection": True, "voicemail_type": "leave_message"}, "voicemail_message"),
+        ({"voicemail_type": "beep"}, "voicemail_type"),
+        ({"background_noise": True, "background_type": "jungle"}, "background_type"),
+        ({"webhook": True, "webhook_url": "ftp://example.com/x"}, "webhook_url"),
+        ({"llm_model": "gpt-3"}, "llm_model"),
+        ({"voice_id": "cartesia/"}, "voice_id"),
+        ({"prompt": "p" * 20_001}, "prompt"),
+        ({"first_message": "m" * 1001}, "first_message"),
+        ({"first_message": ""}, "first_message"),
+        ({"transcriber": "whisper"}, "transcriber"),
+        ({"temperature": 1.5}, "temperature"),
+        ({"silence_timeout": 601}, "silence_timeout"),
+        ({"voice_activity_timeout": 99}, "voice_activity_timeout"),
+        ({"language": "en"}, "language"),
+        ({"name": None}, "name"),
+        ({"prompt": None}, "prompt"),
+        ({"is_active": None}, "is_active"),
+        ({"voice_id": None}, "voice_id"),
+        ({"webhook": None}, "webhook"),
+    ],
+)
 async def test_patch_agent_that_breaks_a_create_rule_is_400(client, pool, tenant, body, field):
     agent_id = await make_agent(client, tenant)
     before = await row_of(pool, tenant, agent_id)
@@ -109,8 +131,9 @@ async def test_patch_agent_rules_read_the_stored_fields(client, tenant):
 
 
 async def test_patch_agent_clearing_a_field_the_result_needs_is_400(client, tenant):
-    agent_id = await make_agent(client, tenant, webhook=True,
-                                webhook_url="https://example.com/hook")
+    agent_id = await make_agent(
+        client, tenant, webhook=True, webhook_url="https://example.com/hook"
+    )
     response = await patch(client, tenant, agent_id, {"webhook_url": None})
     await expect_error(response, 400, "validation_error")
     response = await patch(client, tenant, agent_id, {"webhook": False, "webhook_url": None})
@@ -124,33 +147,42 @@ async def test_patch_agent_private_webhook_url_is_refused_by_setting(client, app
     saved = settings.allow_private_webhooks
     settings.allow_private_webhooks = False
     try:
-        response = await patch(client, tenant, agent_id,
-                               {"webhook": True, "webhook_url": "http://127.0.0.1:9/hook"})
+        response = await patch(
+            client, tenant, agent_id, {"webhook": True, "webhook_url": "http://127.0.0.1:9/hook"}
+        )
     finally:
         settings.allow_private_webhooks = saved
     await expect_error(response, 400, "webhook_url_not_allowed")
 
 
-@pytest.mark.parametrize(("voice_id", "vendor"), [
-    ("openai/alloy", "openai"), ("elevenlabs/abc", "elevenlabs"),
-    ("deepgram/aura-2-thalia-en", "deepgram"), ("cartesia/abc", "cartesia")])
-async def test_patch_agent_voice_of_unconnected_vendor_is_400(client, pool, tenant, voice_id,
-                                                              vendor):
+@pytest.mark.parametrize(
+    ("voice_id", "vendor"),
+    [
+        ("openai/alloy", "openai"),
+        ("elevenlabs/abc", "elevenlabs"),
+        ("deepgram/aura-2-thalia-en", "deepgram"),
+        ("cartesia/abc", "cartesia"),
+    ],
+)
+async def test_patch_agent_voice_of_unconnected_vendor_is_400(
+    client, pool, tenant, voice_id, vendor
+):
     await connect(client, tenant, "anthropic")
     await connect(client, tenant, "elevenlabs")
-    agent_id = await make_agent(client, tenant, llm_model="claude-3-haiku",
-                                voice_id="elevenlabs/start")  # make_agent connects openai
+    agent_id = await make_agent(
+        client, tenant, llm_model="claude-3-haiku", voice_id="elevenlabs/start"
+    )  # make_agent connects openai
     await tenant_sql(pool, tenant, "DELETE FROM integrations WHERE provider = $1", vendor)
     before = await row_of(pool, tenant, agent_id)
-    response = await patch(client, tenant, agent_id, {"voice_id": voice_id,
-                                                      "transcriber": None})
+    response = await patch(client, tenant, agent_id, {"voice_id": voice_id, "transcriber": None})
     await expect_error(response, 400, "speech_provider_not_connected")
     assert await row_of(pool, tenant, agent_id) == before
 
 
 @pytest.mark.parametrize("transcriber", ["openai", "deepgram"])
-async def test_patch_agent_transcriber_of_unconnected_vendor_is_400(client, pool, tenant,
-                                                                    transcriber):
+async def test_patch_agent_transcriber_of_unconnected_vendor_is_400(
+    client, pool, tenant, transcriber
+):
     await connect(client, tenant, "elevenlabs")
     agent_id = await make_agent(client, tenant, voice_id="elevenlabs/abc")
     if transcriber == "openai":
@@ -165,8 +197,9 @@ async def test_patch_agent_to_a_connected_speech_vendor_is_200(client, pool, ten
     agent_id = await make_agent(client, tenant)
     await connect(client, tenant, "deepgram")
     await connect(client, tenant, "cartesia")
-    response = await patch(client, tenant, agent_id, {"voice_id": "cartesia/abc",
-                                                      "transcriber": "deepgram"})
+    response = await patch(
+        client, tenant, agent_id, {"voice_id": "cartesia/abc", "transcriber": "deepgram"}
+    )
     agent = (await response.get_json())["agent"]
     assert (agent["voice_id"], agent["transcriber"]) == ("cartesia/abc", "deepgram")
     row = await row_of(pool, tenant, agent_id)

@@ -9,13 +9,24 @@ import pytest
 from api.agents.context import render
 from api.calls.context import context_values, custom_field_text
 
-VALUES = {"contact.first_name": "Ada", "contact.email": "ada@example.com", "now": "NOW",
-          "today": "2026-11-27", "order_id": "A-17"}
+VALUES = {
+    "contact.first_name": "Ada",
+    "contact.email": "ada@example.com",
+    "now": "NOW",
+    "today": "2026-11-27",
+    "order_id": "A-17",
+}
 
 
-@pytest.mark.parametrize("template", ["Hi {{contact.first_name}}", "Hi {{ contact.first_name }}",
-                                      "Hi {{  contact.first_name\t}}",
-                                      "Hi {{contact.first_name }}"])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Hi {{contact.first_name}}",
+        "Hi {{ contact.first_name }}",
+        "Hi {{  contact.first_name\t}}",
+        "Hi {{contact.first_name }}",
+    ],
+)
 def test_spaces_inside_the_braces_are_optional(template):
     assert render(template, VALUES) == "Hi Ada"
 
@@ -44,17 +55,27 @@ def test_a_contact_named_like_a_placeholder_is_inserted_literally():
 
 def test_a_custom_field_holding_a_placeholder_is_never_rendered_twice():
     values = {**VALUES, "contact.custom.note": "{{ now }} and {{contact.email}}"}
-    assert render("Note: {{ contact.custom.note }}", values) == \
-        "Note: {{ now }} and {{contact.email}}"
+    assert (
+        render("Note: {{ contact.custom.note }}", values) == "Note: {{ now }} and {{contact.email}}"
+    )
 
 
 def test_a_value_that_renders_itself_does_not_loop():
     assert render("{{ a }}", {"a": "{{ a }}"}) == "{{ a }}"
 
 
-@pytest.mark.parametrize("text", ["{ contact.first_name }", "{contact.first_name}}",
-                                  "{{contact.first_name}", "{{ contact first_name }}",
-                                  "{{ contact.first_name | upper }}", "}}{{", "{{{{}}"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{ contact.first_name }",
+        "{contact.first_name}}",
+        "{{contact.first_name}",
+        "{{ contact first_name }}",
+        "{{ contact.first_name | upper }}",
+        "}}{{",
+        "{{{{}}",
+    ],
+)
 def test_braces_that_make_no_placeholder_stay_as_written(text):
     assert render(text, VALUES) == text.replace("{{}}", "")
 
@@ -75,8 +96,10 @@ def test_backslashes_and_group_references_in_values_are_inserted_as_they_are():
 
 def test_unicode_in_values_and_around_placeholders_is_kept():
     values = {"contact.first_name": "Zoë 李 👋", "contact.custom.stadt": "Zürich"}
-    assert render("¡Hola {{ contact.first_name }} — {{contact.custom.stadt}}! ✓", values) == \
-        "¡Hola Zoë 李 👋 — Zürich! ✓"
+    assert (
+        render("¡Hola {{ contact.first_name }} — {{contact.custom.stadt}}! ✓", values)
+        == "¡Hola Zoë 李 👋 — Zürich! ✓"
+    )
 
 
 def test_unicode_names_are_no_placeholders():
@@ -90,9 +113,20 @@ def test_a_template_without_placeholders_is_unchanged():
 # --- custom field values as text ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    ("hello", "hello"), (42, "42"), (3.5, "3.5"), (True, "true"), (False, "false"),
-    ("2026-11-27", "2026-11-27"), (["red", "blue"], "red, blue"), ([], ""), (None, "")])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("hello", "hello"),
+        (42, "42"),
+        (3.5, "3.5"),
+        (True, "true"),
+        (False, "false"),
+        ("2026-11-27", "2026-11-27"),
+        (["red", "blue"], "red, blue"),
+        ([], ""),
+        (None, ""),
+    ],
+)
 def test_custom_field_values_as_text(value, text):
     assert custom_field_text(value) == text
 
@@ -101,11 +135,21 @@ def test_custom_field_values_as_text(value, text):
 
 
 def _row(timezone: str, **extra):
-    return {"direction": "outbound", "from_number": "+14155550123",
-            "to_number": "+14155552671", "variables": {}, "first_name": None,
-            "last_name": None, "name": None, "email": None, "phone": None,
-            "custom_field_values": {}, "timezone": timezone, "sub_account_name": "Shop",
-            **extra}
+    return {
+        "direction": "outbound",
+        "from_number": "+14155550123",
+        "to_number": "+14155552671",
+        "variables": {},
+        "first_name": None,
+        "last_name": None,
+        "name": None,
+        "email": None,
+        "phone": None,
+        "custom_field_values": {},
+        "timezone": timezone,
+        "sub_account_name": "Shop",
+        **extra,
+    }
 
 
 def test_now_has_the_agents_utc_offset_and_today_its_date():
@@ -127,6 +171,7 @@ def test_now_follows_daylight_saving_time():
 
 
 def test_a_variable_named_like_a_built_in_name_does_not_replace_it():
-    values = context_values(_row("UTC", variables={"today": "someday", "plan": "pro"}),
-                            datetime(2026, 6, 1, tzinfo=UTC))
+    values = context_values(
+        _row("UTC", variables={"today": "someday", "plan": "pro"}), datetime(2026, 6, 1, tzinfo=UTC)
+    )
     assert values["today"] == "2026-06-01" and values["plan"] == "pro"

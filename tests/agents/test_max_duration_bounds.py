@@ -27,8 +27,9 @@ def fields_of(body):
 @pytest.mark.parametrize("value", OUT_OF_BOUNDS)
 async def test_create_agent_max_duration_out_of_bounds_is_400(client, pool, tenant, value):
     await connect(client, tenant)
-    response = await client.post(CREATE, json=agent_body(tenant, max_duration=value),
-                                 headers=tenant.headers)
+    response = await client.post(
+        CREATE, json=agent_body(tenant, max_duration=value), headers=tenant.headers
+    )
     body = await expect_error(response, 400, "validation_error")
     assert body["success"] is False
     assert fields_of(body) == ["max_duration"]
@@ -38,8 +39,9 @@ async def test_create_agent_max_duration_out_of_bounds_is_400(client, pool, tena
 @pytest.mark.parametrize("value", IN_BOUNDS)
 async def test_create_agent_max_duration_bounds_are_inclusive(client, pool, tenant, value):
     await connect(client, tenant)
-    response = await client.post(CREATE, json=agent_body(tenant, max_duration=value),
-                                 headers=tenant.headers)
+    response = await client.post(
+        CREATE, json=agent_body(tenant, max_duration=value), headers=tenant.headers
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     [row] = await agent_rows(pool, tenant)
     assert row["max_duration"] == value
@@ -47,11 +49,13 @@ async def test_create_agent_max_duration_bounds_are_inclusive(client, pool, tena
 
 @pytest.mark.parametrize("value", OUT_OF_BOUNDS)
 async def test_patch_agent_max_duration_out_of_bounds_is_400_and_changes_nothing(
-        client, pool, tenant, value):
+    client, pool, tenant, value
+):
     agent_id = await make_agent(client, tenant)
     before = await agent_rows(pool, tenant)
-    response = await client.patch(f"{AGENTS}/{agent_id}", json={"max_duration": value},
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{AGENTS}/{agent_id}", json={"max_duration": value}, headers=tenant.headers
+    )
     body = await expect_error(response, 400, "validation_error")
     assert body["status"] == "error"
     assert fields_of(body) == ["max_duration"]
@@ -61,10 +65,12 @@ async def test_patch_agent_max_duration_out_of_bounds_is_400_and_changes_nothing
 @pytest.mark.parametrize("value", IN_BOUNDS)
 async def test_patch_agent_max_duration_bounds_are_inclusive(client, pool, tenant, value):
     agent_id = await make_agent(client, tenant)
-    response = await client.patch(f"{AGENTS}/{agent_id}", json={"max_duration": value},
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{AGENTS}/{agent_id}", json={"max_duration": value}, headers=tenant.headers
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     assert (await response.get_json())["agent"]["max_duration"] == value
-    [row] = await tenant_sql(pool, tenant, "SELECT max_duration FROM agents WHERE id = $1",
-                             uuid.UUID(agent_id))
+    [row] = await tenant_sql(
+        pool, tenant, "SELECT max_duration FROM agents WHERE id = $1", uuid.UUID(agent_id)
+    )
     assert row["max_duration"] == value

@@ -24,18 +24,27 @@ async def test_twenty_concurrent_bookings_of_one_slot_give_one_201(client, tenan
     day = (utcnow() + timedelta(days=3)).date().isoformat()
     slot = (await free_slots(client, tenant, calendar["id"], day))[0]
 
-    responses = await asyncio.gather(*(
-        client.post(APPOINTMENTS, headers=tenant.headers, json={
-            "calendar_id": calendar["id"], "contact_id": contact_id, "start": slot["start"]})
-        for contact_id in contacts))
+    responses = await asyncio.gather(
+        *(
+            client.post(
+                APPOINTMENTS,
+                headers=tenant.headers,
+                json={
+                    "calendar_id": calendar["id"],
+                    "contact_id": contact_id,
+                    "start": slot["start"],
+                },
+            )
+            for contact_id in contacts
+        )
+    )
 
     statuses = sorted(response.status_code for response in responses)
     assert statuses == [201] + [409] * (CONCURRENT - 1)
     for response in responses:
         if response.status_code == 409:
             assert await error_code(response) == "slot_unavailable"
-    rows = await tenant_sql(pool, tenant, "SELECT start FROM appointments WHERE status = "
-                                          "'booked'")
+    rows = await tenant_sql(pool, tenant, "SELECT start FROM appointments WHERE status = 'booked'")
     assert len(rows) == 1
 
 
@@ -45,10 +54,20 @@ async def test_concurrent_bookings_of_different_slots_all_succeed(client, tenant
     day = (utcnow() + timedelta(days=3)).date().isoformat()
     slots = (await free_slots(client, tenant, calendar["id"], day))[:10]
 
-    responses = await asyncio.gather(*(
-        client.post(APPOINTMENTS, headers=tenant.headers, json={
-            "calendar_id": calendar["id"], "contact_id": contact_id, "start": slot["start"]})
-        for slot in slots))
+    responses = await asyncio.gather(
+        *(
+            client.post(
+                APPOINTMENTS,
+                headers=tenant.headers,
+                json={
+                    "calendar_id": calendar["id"],
+                    "contact_id": contact_id,
+                    "start": slot["start"],
+                },
+            )
+            for slot in slots
+        )
+    )
 
     assert [response.status_code for response in responses] == [201] * len(slots)
 
@@ -57,20 +76,55 @@ async def test_the_database_refuses_overlapping_booked_appointments(client, tena
     calendar = await create_calendar(client, tenant)
     contact_id = uuid.UUID(await create_contact(client, tenant))
     start = utcnow().replace(microsecond=0) + timedelta(days=2)
-    insert = ('INSERT INTO appointments (calendar_id, contact_id, start, "end", status) '
-              "VALUES ($1, $2, $3, $4, $5)")
+    insert = (
+        'INSERT INTO appointments (calendar_id, contact_id, start, "end", status) '
+        "VALUES ($1, $2, $3, $4, $5)"
+    )
     calendar_id = uuid.UUID(calendar["id"])
-    await tenant_sql(pool, tenant, insert, calendar_id, contact_id, start,
-                     start + timedelta(minutes=30), "booked")
+    await tenant_sql(
+        pool,
+        tenant,
+        insert,
+        calendar_id,
+        contact_id,
+        start,
+        start + timedelta(minutes=30),
+        "booked",
+    )
 
     with pytest.raises(asyncpg.ExclusionViolationError):
-        await tenant_sql(pool, tenant, insert, calendar_id, contact_id,
-                         start + timedelta(minutes=29), start + timedelta(minutes=59), "booked")
+        await tenant_sql(
+            pool,
+            tenant,
+            insert,
+            calendar_id,
+            contact_id,
+            start + timedelta(minutes=29),
+            start + timedelta(minutes=59),
+            "booked",
+        )
     # Touching ends, cancelled ones and other calendars do not overlap.
-    await tenant_sql(pool, tenant, insert, calendar_id, contact_id,
-                     start + timedelta(minutes=30), start + timedelta(minutes=60), "booked")
-    await tenant_sql(pool, tenant, insert, calendar_id, contact_id, start,
-                     start + timedelta(minutes=30), "cancelled")
+    await tenant_sql(
+        pool,
+        tenant,
+        insert,
+        calendar_id,
+        contact_id,
+        start + timedelta(minutes=30),
+        start + timedelta(minutes=60),
+        "booked",
+    )
+    await tenant_sql(
+        pool,
+        tenant,
+        insert,
+        calendar_id,
+        contact_id,
+        start,
+        start + timedelta(minutes=30),
+        "cancelled",
+    )
     other = uuid.UUID((await create_calendar(client, tenant))["id"])
-    await tenant_sql(pool, tenant, insert, other, contact_id, start,
-                     start + timedelta(minutes=30), "booked")
+    await tenant_sql(
+        pool, tenant, insert, other, contact_id, start, start + timedelta(minutes=30), "booked"
+    )

@@ -33,47 +33,60 @@ from tests.factories import (
 )
 from tests.helpers import balance, tenant_sql
 
-SMS = {"minutes_before": 1, "channel": "sms",
-       "template": "Hi {{ contact.first_name }}, {{calendar.name}} at "
-                   "{{ appointment.start_local }}"}
-EMAIL = {"minutes_before": 2, "channel": "email", "subject": "Reminder: {{ calendar.name }}",
-         "template": "See you at {{ appointment.start_local }}, {{ contact.name }}"}
+SMS = {
+    "minutes_before": 1,
+    "channel": "sms",
+    "template": "Hi {{ contact.first_name }}, {{calendar.name}} at {{ appointment.start_local }}",
+}
+EMAIL = {
+    "minutes_before": 2,
+    "channel": "email",
+    "subject": "Reminder: {{ calendar.name }}",
+    "template": "See you at {{ appointment.start_local }}, {{ contact.name }}",
+}
 
 
-async def arrange(client: Any, agency: Any, reminders: list[dict[str, Any]],
-                  **contact: Any) -> tuple[Any, dict[str, Any], str, list[dict[str, Any]]]:
+async def arrange(
+    client: Any, agency: Any, reminders: list[dict[str, Any]], **contact: Any
+) -> tuple[Any, dict[str, Any], str, list[dict[str, Any]]]:
     """A priced, credited tenant; a calendar (Europe/Berlin, all day, 5-minute slots, no
     notice) with these reminders; a contact; and the free slots from now on."""
     tenant = await make_priced_tenant(client, agency)
     await credit(client, tenant, 1)
-    calendar = await create_calendar(client, tenant, name="Dental", timezone="Europe/Berlin",
-                                     slot_minutes=5, reminders=reminders)
+    calendar = await create_calendar(
+        client, tenant, name="Dental", timezone="Europe/Berlin", slot_minutes=5, reminders=reminders
+    )
     contact.setdefault("first_name", "Ada")
     contact_id = await create_contact(client, tenant, **contact)
     today = utcnow().date()
-    slots = await free_slots(client, tenant, calendar["id"], today.isoformat(),
-                             (today + timedelta(days=1)).isoformat())
+    slots = await free_slots(
+        client, tenant, calendar["id"], today.isoformat(), (today + timedelta(days=1)).isoformat()
+    )
     return tenant, calendar, contact_id, slots
 
 
 async def plan_of(pool: Any, tenant: Any, appointment_id: str) -> list[dict[str, Any]]:
-    (row,) = await tenant_sql(pool, tenant, "SELECT reminders FROM appointments WHERE id = $1",
-                              uuid.UUID(appointment_id))
+    (row,) = await tenant_sql(
+        pool, tenant, "SELECT reminders FROM appointments WHERE id = $1", uuid.UUID(appointment_id)
+    )
     return list(row["reminders"])
 
 
-async def bring_forward(pool: Any, tenant: Any, appointment_id: str,
-                        seconds: float = 1.0) -> None:
+async def bring_forward(pool: Any, tenant: Any, appointment_id: str, seconds: float = 1.0) -> None:
     """Every pending reminder of the appointment due `seconds` from now (its row too)."""
     at = utcnow() + timedelta(seconds=seconds)
     async with tenant_transaction(pool, tenant.schema) as conn:
-        entries = await conn.fetchval("SELECT reminders FROM appointments WHERE id = $1",
-                                      uuid.UUID(appointment_id))
+        entries = await conn.fetchval(
+            "SELECT reminders FROM appointments WHERE id = $1", uuid.UUID(appointment_id)
+        )
         for entry in entries:
             if entry["status"] == "pending":
                 entry["at"] = at.isoformat()
-        await conn.execute("UPDATE appointments SET reminders = $2 WHERE id = $1",
-                           uuid.UUID(appointment_id), entries)
+        await conn.execute(
+            "UPDATE appointments SET reminders = $2 WHERE id = $1",
+            uuid.UUID(appointment_id),
+            entries,
+        )
         await schedule_due(conn, tenant.id, APPOINTMENT_REMINDER, uuid.UUID(appointment_id), at)
 
 
@@ -89,16 +102,23 @@ async def settled(pool: Any, tenant: Any, appointment_id: str) -> list[dict[str,
 
 async def outbound(pool: Any, tenant: Any, contact_id: str) -> list[Any]:
     return await tenant_sql(
-        pool, tenant,
+        pool,
+        tenant,
         "SELECT m.id, m.message_type, m.subject, m.content, m.status FROM messages AS m "
         "JOIN conversations AS v ON v.id = m.conversation_id "
         "WHERE v.contact_id = $1 AND m.direction = 'outbound' ORDER BY m.created_at",
-        uuid.UUID(contact_id))
+        uuid.UUID(contact_id),
+    )
 
 
 async def due_rows(pool: Any, appointment_id: str) -> list[Any]:
-    return list(await pool.fetch("SELECT id FROM control.due_work WHERE kind = $1 AND ref_id = $2",
-                                 APPOINTMENT_REMINDER, uuid.UUID(appointment_id)))
+    return list(
+        await pool.fetch(
+            "SELECT id FROM control.due_work WHERE kind = $1 AND ref_id = $2",
+            APPOINTMENT_REMINDER,
+            uuid.UUID(appointment_id),
+        )
+    )
 
 
 def local(start: str) -> str:
@@ -109,15 +129,29 @@ def local(start: str) -> str:
 
 
 def run_of(tenant: Any, appointment_id: str) -> DueWork:
-    return DueWork(uuid.uuid4(), tenant.id, tenant.schema, APPOINTMENT_REMINDER,
-                   uuid.UUID(appointment_id), utcnow(), 1, 1)
+    return DueWork(
+        uuid.uuid4(),
+        tenant.id,
+        tenant.schema,
+        APPOINTMENT_REMINDER,
+        uuid.UUID(appointment_id),
+        utcnow(),
+        1,
+        1,
+    )
 
 
-async def test_sms_and_email_reminders_arrive_once_at_their_time(client, pool, agency, mailbox,
-                                                               worker):
+async def test_sms_and_email_reminders_arrive_once_at_their_time(
+    client, pool, agency, mailbox, worker
+):
     tenant, calendar, contact_id, slots = await arrange(
-        client, agency, [SMS, EMAIL], phone="+14155550149",
-        email=f"ada-{uuid.uuid4().hex[:8]}@example.com", last_name="Lovelace")
+        client,
+        agency,
+        [SMS, EMAIL],
+        phone="+14155550149",
+        email=f"ada-{uuid.uuid4().hex[:8]}@example.com",
+        last_name="Lovelace",
+    )
     # A slot far enough ahead that both reminders are still to come at booking.
     slot = slots[1]
     appointment = await book(client, tenant, calendar["id"], contact_id, slot["start"])
@@ -134,8 +168,9 @@ async def test_sms_and_email_reminders_arrive_once_at_their_time(client, pool, a
     assert sms["message_type"] == "sms" and sms["status"] == "sent"
     assert sms["content"] == f"Hi Ada, Dental at {local(slot['start'])}"
     assert email["message_type"] == "email" and email["subject"] == "Reminder: Dental"
-    (address,) = await tenant_sql(pool, tenant, "SELECT email FROM contacts WHERE id = $1",
-                                  uuid.UUID(contact_id))
+    (address,) = await tenant_sql(
+        pool, tenant, "SELECT email FROM contacts WHERE id = $1", uuid.UUID(contact_id)
+    )
     (received,) = mailbox.to(address["email"])
     assert received["Subject"] == "Reminder: Dental"
     assert f"See you at {local(slot['start'])}" in received.get_payload(decode=True).decode()
@@ -145,7 +180,8 @@ async def test_sms_and_email_reminders_arrive_once_at_their_time(client, pool, a
 
 async def test_a_reminder_whose_time_passed_at_booking_is_not_sent(client, pool, agency):
     tenant, calendar, contact_id, slots = await arrange(
-        client, agency, [{**SMS, "minutes_before": 120}], phone="+14155550148")
+        client, agency, [{**SMS, "minutes_before": 120}], phone="+14155550148"
+    )
     appointment = await book(client, tenant, calendar["id"], contact_id, slots[0]["start"])
 
     (entry,) = await plan_of(pool, tenant, appointment["id"])
@@ -156,13 +192,13 @@ async def test_a_reminder_whose_time_passed_at_booking_is_not_sent(client, pool,
 
 
 async def test_cancel_drops_the_reminders(client, pool, agency):
-    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
-                                                        phone="+14155550147")
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS], phone="+14155550147")
     appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
     await bring_forward(pool, tenant, appointment["id"], seconds=-1)
 
-    response = await client.patch(f"{APPOINTMENTS}/{appointment['id']}",
-                                  json={"status": "cancelled"}, headers=tenant.headers)
+    response = await client.patch(
+        f"{APPOINTMENTS}/{appointment['id']}", json={"status": "cancelled"}, headers=tenant.headers
+    )
     assert response.status_code == 200
 
     assert await due_rows(pool, appointment["id"]) == []
@@ -175,19 +211,20 @@ async def test_cancel_drops_the_reminders(client, pool, agency):
 
 
 async def test_reschedule_moves_the_reminders(client, pool, agency, worker):
-    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
-                                                        phone="+14155550146")
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS], phone="+14155550146")
     appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
     (old,) = await plan_of(pool, tenant, appointment["id"])
     new_start = slots[3]["start"]
 
-    response = await client.patch(f"{APPOINTMENTS}/{appointment['id']}",
-                                  json={"start": new_start}, headers=tenant.headers)
+    response = await client.patch(
+        f"{APPOINTMENTS}/{appointment['id']}", json={"start": new_start}, headers=tenant.headers
+    )
     assert response.status_code == 200
     (moved,) = await plan_of(pool, tenant, appointment["id"])
     assert moved["message_id"] != old["message_id"]
     assert datetime.fromisoformat(moved["at"]) == (
-        datetime.fromisoformat(new_start.replace("Z", "+00:00")) - timedelta(minutes=1))
+        datetime.fromisoformat(new_start.replace("Z", "+00:00")) - timedelta(minutes=1)
+    )
 
     await bring_forward(pool, tenant, appointment["id"])
     (entry,) = await settled(pool, tenant, appointment["id"])
@@ -199,11 +236,13 @@ async def test_reschedule_moves_the_reminders(client, pool, agency, worker):
 
 
 async def test_consent_revoked_is_not_sent_nor_charged(client, pool, agency, worker):
-    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
-                                                        phone="+14155550145")
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS], phone="+14155550145")
     appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
-    response = await client.put(f"{CONTACTS}/{contact_id}/consent", headers=tenant.headers,
-                                json={"channel": "sms", "status": "revoked"})
+    response = await client.put(
+        f"{CONTACTS}/{contact_id}/consent",
+        headers=tenant.headers,
+        json={"channel": "sms", "status": "revoked"},
+    )
     assert response.status_code == 200
 
     await bring_forward(pool, tenant, appointment["id"])
@@ -215,8 +254,7 @@ async def test_consent_revoked_is_not_sent_nor_charged(client, pool, agency, wor
 
 
 async def test_exactly_once_when_the_job_runs_twice_or_loses_its_outcome(client, pool, agency):
-    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
-                                                        phone="+14155550144")
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS], phone="+14155550144")
     appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
     await bring_forward(pool, tenant, appointment["id"], seconds=-1)
     ctx = {"db": pool}
@@ -225,11 +263,15 @@ async def test_exactly_once_when_the_job_runs_twice_or_loses_its_outcome(client,
     assert await send_due_reminders(ctx, run_of(tenant, appointment["id"])) is None
     # A run that sent, then died before writing the outcome: the plan still says pending.
     async with tenant_transaction(pool, tenant.schema) as conn:
-        entries = await conn.fetchval("SELECT reminders FROM appointments WHERE id = $1",
-                                      uuid.UUID(appointment["id"]))
+        entries = await conn.fetchval(
+            "SELECT reminders FROM appointments WHERE id = $1", uuid.UUID(appointment["id"])
+        )
         entries[0]["status"] = "pending"
-        await conn.execute("UPDATE appointments SET reminders = $2 WHERE id = $1",
-                           uuid.UUID(appointment["id"]), entries)
+        await conn.execute(
+            "UPDATE appointments SET reminders = $2 WHERE id = $1",
+            uuid.UUID(appointment["id"]),
+            entries,
+        )
     assert await send_due_reminders(ctx, run_of(tenant, appointment["id"])) is None
 
     (entry,) = await plan_of(pool, tenant, appointment["id"])
@@ -239,8 +281,7 @@ async def test_exactly_once_when_the_job_runs_twice_or_loses_its_outcome(client,
 
 
 async def test_a_reminder_not_yet_due_waits(client, pool, agency):
-    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
-                                                        phone="+14155550143")
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS], phone="+14155550143")
     appointment = await book(client, tenant, calendar["id"], contact_id, slots[2]["start"])
     (entry,) = await plan_of(pool, tenant, appointment["id"])
 
@@ -252,13 +293,15 @@ async def test_a_reminder_not_yet_due_waits(client, pool, agency):
 
 
 async def test_a_run_that_raced_a_reschedule_sends_only_for_the_new_start(client, pool, agency):
-    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS],
-                                                        phone="+14155550192")
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [SMS], phone="+14155550192")
     appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
     # The old reminder came due and its job was queued; the reschedule commits first.
     await bring_forward(pool, tenant, appointment["id"], seconds=-1)
-    response = await client.patch(f"{APPOINTMENTS}/{appointment['id']}",
-                                  json={"start": slots[4]["start"]}, headers=tenant.headers)
+    response = await client.patch(
+        f"{APPOINTMENTS}/{appointment['id']}",
+        json={"start": slots[4]["start"]},
+        headers=tenant.headers,
+    )
     assert response.status_code == 200
     (moved,) = await plan_of(pool, tenant, appointment["id"])
 

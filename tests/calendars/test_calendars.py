@@ -21,13 +21,20 @@ from tests.factories import (
 from tests.helpers import expect_error, tenant_sql
 
 WINDOW = {"day": "mon", "start": "09:00", "end": "17:00"}
-REMINDER = {"minutes_before": 60, "channel": "sms",
-            "template": "See you at {{ appointment.start_local }}"}
+REMINDER = {
+    "minutes_before": 60,
+    "channel": "sms",
+    "template": "See you at {{ appointment.start_local }}",
+}
 
 
 def body(**fields: Any) -> dict[str, Any]:
-    return {"name": "Consultations", "timezone": "Europe/London", "availability": [WINDOW],
-            **fields}
+    return {
+        "name": "Consultations",
+        "timezone": "Europe/London",
+        "availability": [WINDOW],
+        **fields,
+    }
 
 
 async def post(client: Any, tenant: Any, payload: Any) -> Any:
@@ -48,87 +55,157 @@ async def test_create_is_201_with_the_defaults(client, tenant, pool):
     answer = await response.get_json()
     calendar = answer["calendar"]
     assert answer["status"] == "success"
-    assert {key: calendar[key] for key in (
-        "name", "timezone", "slot_minutes", "buffer_minutes", "min_notice_minutes",
-        "max_days_ahead", "availability", "reminders")} == {
-        "name": "Consultations", "timezone": "Europe/London", "slot_minutes": 30,
-        "buffer_minutes": 0, "min_notice_minutes": 60, "max_days_ahead": 60,
-        "availability": [WINDOW], "reminders": []}
+    assert {
+        key: calendar[key]
+        for key in (
+            "name",
+            "timezone",
+            "slot_minutes",
+            "buffer_minutes",
+            "min_notice_minutes",
+            "max_days_ahead",
+            "availability",
+            "reminders",
+        )
+    } == {
+        "name": "Consultations",
+        "timezone": "Europe/London",
+        "slot_minutes": 30,
+        "buffer_minutes": 0,
+        "min_notice_minutes": 60,
+        "max_days_ahead": 60,
+        "availability": [WINDOW],
+        "reminders": [],
+    }
     assert calendar["created_at"].endswith("Z") and calendar["updated_at"].endswith("Z")
-    [row] = await tenant_sql(pool, tenant, "SELECT name, timezone, availability FROM calendars "
-                                           "WHERE id = $1", uuid.UUID(calendar["id"]))
+    [row] = await tenant_sql(
+        pool,
+        tenant,
+        "SELECT name, timezone, availability FROM calendars WHERE id = $1",
+        uuid.UUID(calendar["id"]),
+    )
     assert (row["name"], row["timezone"], row["availability"]) == (
-        "Consultations", "Europe/London", [WINDOW])
+        "Consultations",
+        "Europe/London",
+        [WINDOW],
+    )
 
 
 async def test_create_keeps_every_field_sent(client, tenant):
-    email = {"minutes_before": 1440, "channel": "email",
-             "template": "Tomorrow: {{ calendar.name }}", "subject": "Your appointment"}
-    response = await post(client, tenant, body(
-        slot_minutes=45, buffer_minutes=15, min_notice_minutes=120, max_days_ahead=14,
-        reminders=[REMINDER, email], availability=[WINDOW, {**WINDOW, "day": "sun"}]))
+    email = {
+        "minutes_before": 1440,
+        "channel": "email",
+        "template": "Tomorrow: {{ calendar.name }}",
+        "subject": "Your appointment",
+    }
+    response = await post(
+        client,
+        tenant,
+        body(
+            slot_minutes=45,
+            buffer_minutes=15,
+            min_notice_minutes=120,
+            max_days_ahead=14,
+            reminders=[REMINDER, email],
+            availability=[WINDOW, {**WINDOW, "day": "sun"}],
+        ),
+    )
 
     calendar = (await response.get_json())["calendar"]
     assert response.status_code == 201
-    assert (calendar["slot_minutes"], calendar["buffer_minutes"], calendar["min_notice_minutes"],
-            calendar["max_days_ahead"]) == (45, 15, 120, 14)
+    assert (
+        calendar["slot_minutes"],
+        calendar["buffer_minutes"],
+        calendar["min_notice_minutes"],
+        calendar["max_days_ahead"],
+    ) == (45, 15, 120, 14)
     assert calendar["reminders"] == [{**REMINDER, "subject": None}, email]
     assert [window["day"] for window in calendar["availability"]] == ["mon", "sun"]
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("slot_minutes", 5), ("slot_minutes", 480), ("buffer_minutes", 0), ("buffer_minutes", 240),
-    ("min_notice_minutes", 0), ("min_notice_minutes", 43_200), ("max_days_ahead", 1),
-    ("max_days_ahead", 365), ("slot_minutes", 30.0),
-    ("availability", [{"day": "sun", "start": "00:00", "end": "24:00"}]),
-    ("availability", [{"day": "sat", "start": "23:59", "end": "24:00"}]),
-    ("availability", [WINDOW] * 50), ("reminders", [REMINDER] * 5),
-    ("reminders", [{**REMINDER, "minutes_before": 1}, {**REMINDER, "minutes_before": 10_080}]),
-    ("reminders", [{**REMINDER, "template": "x" * 1000}]),
-    ("timezone", "UTC"), ("timezone", "Australia/Lord_Howe"), ("name", "x" * 200),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("slot_minutes", 5),
+        ("slot_minutes", 480),
+        ("buffer_minutes", 0),
+        ("buffer_minutes", 240),
+        ("min_notice_minutes", 0),
+        ("min_notice_minutes", 43_200),
+        ("max_days_ahead", 1),
+        ("max_days_ahead", 365),
+        ("slot_minutes", 30.0),
+        ("availability", [{"day": "sun", "start": "00:00", "end": "24:00"}]),
+        ("availability", [{"day": "sat", "start": "23:59", "end": "24:00"}]),
+        ("availability", [WINDOW] * 50),
+        ("reminders", [REMINDER] * 5),
+        ("reminders", [{**REMINDER, "minutes_before": 1}, {**REMINDER, "minutes_before": 10_080}]),
+        ("reminders", [{**REMINDER, "template": "x" * 1000}]),
+        ("timezone", "UTC"),
+        ("timezone", "Australia/Lord_Howe"),
+        ("name", "x" * 200),
+    ],
+)
 async def test_values_at_the_bounds_are_accepted(client, tenant, field, value):
     response = await post(client, tenant, body(**{field: value}))
 
     assert response.status_code == 201, await response.get_data(as_text=True)
 
 
-@pytest.mark.parametrize(("field", "value", "named"), [
-    ("slot_minutes", 4, "slot_minutes"), ("slot_minutes", 481, "slot_minutes"),
-    ("slot_minutes", 30.5, "slot_minutes"), ("slot_minutes", "30", "slot_minutes"),
-    ("slot_minutes", True, "slot_minutes"), ("slot_minutes", None, "slot_minutes"),
-    ("buffer_minutes", -1, "buffer_minutes"), ("buffer_minutes", 241, "buffer_minutes"),
-    ("min_notice_minutes", -1, "min_notice_minutes"),
-    ("min_notice_minutes", 43_201, "min_notice_minutes"),
-    ("max_days_ahead", 0, "max_days_ahead"), ("max_days_ahead", 366, "max_days_ahead"),
-    ("max_days_ahead", 10**20, "max_days_ahead"),
-    ("timezone", "Mars/Olympus_Mons", "timezone"), ("timezone", "", "timezone"),
-    ("timezone", "utc", "timezone"), ("timezone", "../etc/passwd", "timezone"),
-    ("timezone", 5, "timezone"), ("name", "", "name"), ("name", "   ", "name"),
-    ("name", "x" * 201, "name"), ("name", "Line\nbreak", "name"),
-    ("availability", [], "availability"), ("availability", [WINDOW] * 51, "availability"),
-    ("availability", [{**WINDOW, "day": "monday"}], "availability.0.day"),
-    ("availability", [{**WINDOW, "start": "9:00"}], "availability.0.start"),
-    ("availability", [{**WINDOW, "start": "24:00", "end": "24:00"}], "availability.0.start"),
-    ("availability", [{**WINDOW, "end": "24:01"}], "availability.0.end"),
-    ("availability", [{**WINDOW, "end": "25:00"}], "availability.0.end"),
-    ("availability", [{**WINDOW, "start": "10:00", "end": "10:00"}], "availability.0.end"),
-    ("availability", [{**WINDOW, "start": "10:00", "end": "09:59"}], "availability.0.end"),
-    ("availability", [{"day": "mon", "start": "09:00"}], "availability.0.end"),
-    ("reminders", [REMINDER] * 6, "reminders"),
-    ("reminders", [{**REMINDER, "minutes_before": 0}], "reminders.0.minutes_before"),
-    ("reminders", [{**REMINDER, "minutes_before": 10_081}], "reminders.0.minutes_before"),
-    ("reminders", [{**REMINDER, "channel": "call"}], "reminders.0.channel"),
-    ("reminders", [{**REMINDER, "template": ""}], "reminders.0.template"),
-    ("reminders", [{**REMINDER, "template": " "}], "reminders.0.template"),
-    ("reminders", [{**REMINDER, "template": "x" * 1001}], "reminders.0.template"),
-    ("reminders", [{**REMINDER, "subject": "Hello"}], "reminders.0.subject"),
-    ("reminders", [{**REMINDER, "channel": "email", "subject": "A\r\nBcc: x@example.com"}],
-     "reminders.0.subject"),
-    ("reminders", None, "reminders"),
-])
-async def test_values_past_a_bound_are_400_naming_the_field(client, tenant, pool, field, value,
-                                                            named):
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("slot_minutes", 4, "slot_minutes"),
+        ("slot_minutes", 481, "slot_minutes"),
+        ("slot_minutes", 30.5, "slot_minutes"),
+        ("slot_minutes", "30", "slot_minutes"),
+        ("slot_minutes", True, "slot_minutes"),
+        ("slot_minutes", None, "slot_minutes"),
+        ("buffer_minutes", -1, "buffer_minutes"),
+        ("buffer_minutes", 241, "buffer_minutes"),
+        ("min_notice_minutes", -1, "min_notice_minutes"),
+        ("min_notice_minutes", 43_201, "min_notice_minutes"),
+        ("max_days_ahead", 0, "max_days_ahead"),
+        ("max_days_ahead", 366, "max_days_ahead"),
+        ("max_days_ahead", 10**20, "max_days_ahead"),
+        ("timezone", "Mars/Olympus_Mons", "timezone"),
+        ("timezone", "", "timezone"),
+        ("timezone", "utc", "timezone"),
+        ("timezone", "../etc/passwd", "timezone"),
+        ("timezone", 5, "timezone"),
+        ("name", "", "name"),
+        ("name", "   ", "name"),
+        ("name", "x" * 201, "name"),
+        ("name", "Line\nbreak", "name"),
+        ("availability", [], "availability"),
+        ("availability", [WINDOW] * 51, "availability"),
+        ("availability", [{**WINDOW, "day": "monday"}], "availability.0.day"),
+        ("availability", [{**WINDOW, "start": "9:00"}], "availability.0.start"),
+        ("availability", [{**WINDOW, "start": "24:00", "end": "24:00"}], "availability.0.start"),
+        ("availability", [{**WINDOW, "end": "24:01"}], "availability.0.end"),
+        ("availability", [{**WINDOW, "end": "25:00"}], "availability.0.end"),
+        ("availability", [{**WINDOW, "start": "10:00", "end": "10:00"}], "availability.0.end"),
+        ("availability", [{**WINDOW, "start": "10:00", "end": "09:59"}], "availability.0.end"),
+        ("availability", [{"day": "mon", "start": "09:00"}], "availability.0.end"),
+        ("reminders", [REMINDER] * 6, "reminders"),
+        ("reminders", [{**REMINDER, "minutes_before": 0}], "reminders.0.minutes_before"),
+        ("reminders", [{**REMINDER, "minutes_before": 10_081}], "reminders.0.minutes_before"),
+        ("reminders", [{**REMINDER, "channel": "call"}], "reminders.0.channel"),
+        ("reminders", [{**REMINDER, "template": ""}], "reminders.0.template"),
+        ("reminders", [{**REMINDER, "template": " "}], "reminders.0.template"),
+        ("reminders", [{**REMINDER, "template": "x" * 1001}], "reminders.0.template"),
+        ("reminders", [{**REMINDER, "subject": "Hello"}], "reminders.0.subject"),
+        (
+            "reminders",
+            [{**REMINDER, "channel": "email", "subject": "A\r\nBcc: x@example.com"}],
+            "reminders.0.subject",
+        ),
+        ("reminders", None, "reminders"),
+    ],
+)
+async def test_values_past_a_bound_are_400_naming_the_field(
+    client, tenant, pool, field, value, named
+):
     response = await post(client, tenant, body(**{field: value}))
 
     answer = await expect_error(response, 400, "validation_error")
@@ -164,18 +241,21 @@ async def test_get_answers_the_calendar_as_created(client, tenant):
 
 
 async def test_get_unknown_is_404_and_non_uuid_is_400(client, tenant):
-    await expect_error(await client.get(f"{CALENDARS}/{uuid.uuid4()}", headers=tenant.headers),
-                       404, "not_found")
-    await expect_error(await client.get(f"{CALENDARS}/nope", headers=tenant.headers), 400,
-                       "invalid_uuid")
+    await expect_error(
+        await client.get(f"{CALENDARS}/{uuid.uuid4()}", headers=tenant.headers), 404, "not_found"
+    )
+    await expect_error(
+        await client.get(f"{CALENDARS}/nope", headers=tenant.headers), 400, "invalid_uuid"
+    )
 
 
 async def test_list_is_newest_first_with_the_general_envelope(client, tenant):
     made = [(await create_calendar(client, tenant, name=f"c{n}"))["id"] for n in range(3)]
 
     first = await (await client.get(f"{CALENDARS}?limit=2", headers=tenant.headers)).get_json()
-    rest = await (await client.get(f"{CALENDARS}?limit=2&offset=2",
-                                   headers=tenant.headers)).get_json()
+    rest = await (
+        await client.get(f"{CALENDARS}?limit=2&offset=2", headers=tenant.headers)
+    ).get_json()
 
     assert [c["id"] for c in first["calendars"]] == made[::-1][:2]
     assert (first["total"], first["limit"], first["offset"], first["has_more"]) == (3, 2, 0, True)
@@ -194,8 +274,11 @@ async def test_list_bad_page_values_are_400(client, tenant, query):
 async def test_patch_changes_only_the_fields_sent(client, tenant):
     created = await create_calendar(client, tenant, timezone="Europe/London")
 
-    response = await client.patch(f"{CALENDARS}/{created['id']}", headers=tenant.headers,
-                                  json={"slot_minutes": 60, "reminders": [REMINDER]})
+    response = await client.patch(
+        f"{CALENDARS}/{created['id']}",
+        headers=tenant.headers,
+        json={"slot_minutes": 60, "reminders": [REMINDER]},
+    )
 
     calendar = (await response.get_json())["calendar"]
     assert response.status_code == 200
@@ -210,22 +293,30 @@ async def test_patch_changes_only_the_fields_sent(client, tenant):
 
 async def test_patch_can_empty_the_reminders(client, tenant):
     created = await create_calendar(client, tenant, reminders=[REMINDER])
-    response = await client.patch(f"{CALENDARS}/{created['id']}", json={"reminders": []},
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{CALENDARS}/{created['id']}", json={"reminders": []}, headers=tenant.headers
+    )
     assert (await response.get_json())["calendar"]["reminders"] == []
 
 
-@pytest.mark.parametrize(("payload", "code"), [
-    ({}, "nothing_to_update"), ({"unknown": 1}, "nothing_to_update"),
-    ({"slot_minutes": None}, "validation_error"), ({"availability": []}, "validation_error"),
-    ({"timezone": "Nowhere/Land"}, "validation_error"), ({"name": None}, "validation_error"),
-    ({"max_days_ahead": 366}, "validation_error"),
-])
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ({}, "nothing_to_update"),
+        ({"unknown": 1}, "nothing_to_update"),
+        ({"slot_minutes": None}, "validation_error"),
+        ({"availability": []}, "validation_error"),
+        ({"timezone": "Nowhere/Land"}, "validation_error"),
+        ({"name": None}, "validation_error"),
+        ({"max_days_ahead": 366}, "validation_error"),
+    ],
+)
 async def test_patch_refusals_are_400_and_change_nothing(client, tenant, payload, code):
     created = await create_calendar(client, tenant)
 
-    response = await client.patch(f"{CALENDARS}/{created['id']}", json=payload,
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{CALENDARS}/{created['id']}", json=payload, headers=tenant.headers
+    )
 
     await expect_error(response, 400, code)
     again = await client.get(f"{CALENDARS}/{created['id']}", headers=tenant.headers)
@@ -233,8 +324,9 @@ async def test_patch_refusals_are_400_and_change_nothing(client, tenant, payload
 
 
 async def test_patch_unknown_is_404(client, tenant):
-    response = await client.patch(f"{CALENDARS}/{uuid.uuid4()}", json={"name": "x"},
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{CALENDARS}/{uuid.uuid4()}", json={"name": "x"}, headers=tenant.headers
+    )
     await expect_error(response, 404, "not_found")
 
 
@@ -244,8 +336,9 @@ async def test_patch_keeps_booked_appointments_where_they_are(client, tenant):
     slot = (await free_slots(client, tenant, calendar["id"], in_days(3)))[0]
     booked = await book(client, tenant, calendar["id"], contact_id, slot["start"])
 
-    await client.patch(f"{CALENDARS}/{calendar['id']}", json={"slot_minutes": 60},
-                       headers=tenant.headers)
+    await client.patch(
+        f"{CALENDARS}/{calendar['id']}", json={"slot_minutes": 60}, headers=tenant.headers
+    )
 
     response = await client.get(f"{APPOINTMENTS}/{booked['id']}", headers=tenant.headers)
     assert (await response.get_json())["appointment"] == booked
@@ -260,12 +353,19 @@ async def test_delete_is_200_and_the_calendar_is_gone(client, tenant):
     response = await client.delete(f"{CALENDARS}/{created['id']}", headers=tenant.headers)
 
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "deleted": True,
-                                         "calendar_id": created["id"]}
-    await expect_error(await client.get(f"{CALENDARS}/{created['id']}", headers=tenant.headers),
-                       404, "not_found")
-    await expect_error(await client.delete(f"{CALENDARS}/{created['id']}",
-                                           headers=tenant.headers), 404, "not_found")
+    assert await response.get_json() == {
+        "status": "success",
+        "deleted": True,
+        "calendar_id": created["id"],
+    }
+    await expect_error(
+        await client.get(f"{CALENDARS}/{created['id']}", headers=tenant.headers), 404, "not_found"
+    )
+    await expect_error(
+        await client.delete(f"{CALENDARS}/{created['id']}", headers=tenant.headers),
+        404,
+        "not_found",
+    )
 
 
 async def test_delete_with_an_appointment_to_come_is_409_calendar_in_use(client, tenant, pool):
@@ -277,17 +377,20 @@ async def test_delete_with_an_appointment_to_come_is_409_calendar_in_use(client,
     response = await client.delete(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
 
     await expect_error(response, 409, "calendar_in_use")
-    assert (await client.get(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
-            ).status_code == 200
-    cancel = await client.patch(f"{APPOINTMENTS}/{booked['id']}", json={"status": "cancelled"},
-                                headers=tenant.headers)
+    assert (
+        await client.get(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
+    ).status_code == 200
+    cancel = await client.patch(
+        f"{APPOINTMENTS}/{booked['id']}", json={"status": "cancelled"}, headers=tenant.headers
+    )
     assert cancel.status_code == 200
     response = await client.delete(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
     assert response.status_code == 200
     # Its cancelled appointment went with it; the contact can go now.
     assert (await tenant_sql(pool, tenant, "SELECT count(*) FROM appointments"))[0][0] == 0
-    assert (await client.delete(f"/webhooks/inbound/contacts/{contact_id}",
-                                headers=tenant.headers)).status_code == 200
+    assert (
+        await client.delete(f"/webhooks/inbound/contacts/{contact_id}", headers=tenant.headers)
+    ).status_code == 200
 
 
 async def test_delete_with_only_past_appointments_takes_them_with_it(client, tenant, pool):
@@ -295,9 +398,13 @@ async def test_delete_with_only_past_appointments_takes_them_with_it(client, ten
     contact_id = await create_contact(client, tenant)
     slot = (await free_slots(client, tenant, calendar["id"], in_days(2)))[0]
     booked = await book(client, tenant, calendar["id"], contact_id, slot["start"])
-    await tenant_sql(pool, tenant, "UPDATE appointments SET start = start - interval '30 days', "
-                                   "\"end\" = \"end\" - interval '30 days' WHERE id = $1",
-                     uuid.UUID(booked["id"]))
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE appointments SET start = start - interval '30 days', "
+        '"end" = "end" - interval \'30 days\' WHERE id = $1',
+        uuid.UUID(booked["id"]),
+    )
 
     response = await client.delete(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
 

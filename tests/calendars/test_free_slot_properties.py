@@ -21,9 +21,18 @@ from hypothesis import strategies as st
 
 from api.calendars import slots
 
-ZONES = ["America/New_York", "Europe/London", "Australia/Lord_Howe", "America/Santiago",
-         "America/Havana", "Pacific/Chatham", "Africa/Casablanca", "Europe/Dublin",
-         "Asia/Kolkata", "UTC"]
+ZONES = [
+    "America/New_York",
+    "Europe/London",
+    "Australia/Lord_Howe",
+    "America/Santiago",
+    "America/Havana",
+    "Pacific/Chatham",
+    "Africa/Casablanca",
+    "Europe/Dublin",
+    "Asia/Kolkata",
+    "UTC",
+]
 YEAR = 2026
 
 
@@ -48,14 +57,25 @@ def gap_of(name: str, day: date) -> tuple[int, int] | None:
     """The local minutes [first, last] of `day` that its clock skips, if any."""
     zone = ZoneInfo(name)
     midnight = datetime.combine(day, datetime.min.time())
-    missing = [minute for minute in range(1, 1440)
-               if (local := midnight + timedelta(minutes=minute)).replace(tzinfo=zone)
-               .astimezone(UTC).astimezone(zone).replace(tzinfo=None) != local]
+    missing = [
+        minute
+        for minute in range(1, 1440)
+        if (local := midnight + timedelta(minutes=minute))
+        .replace(tzinfo=zone)
+        .astimezone(UTC)
+        .astimezone(zone)
+        .replace(tzinfo=None)
+        != local
+    ]
     return (missing[0], missing[-1]) if missing else None
 
 
-GAPS = [(name, day, gap) for name in ZONES for day in TRANSITIONS[name]
-        if (gap := gap_of(name, day)) is not None]
+GAPS = [
+    (name, day, gap)
+    for name in ZONES
+    for day in TRANSITIONS[name]
+    if (gap := gap_of(name, day)) is not None
+]
 
 
 # --- the oracle -------------------------------------------------------------------------------
@@ -77,11 +97,18 @@ class Clock:
         raise AssertionError("the span is too short")
 
 
-def bookable(rules: slots.Rules, from_day: date, to_day: date, now: datetime,
-             booked: list[tuple[datetime, datetime]]) -> list[datetime]:
-    clock = Clock(rules.zone, datetime.combine(from_day - timedelta(days=2), datetime.min.time(),
-                                               UTC),
-                  datetime.combine(to_day + timedelta(days=3), datetime.min.time(), UTC))
+def bookable(
+    rules: slots.Rules,
+    from_day: date,
+    to_day: date,
+    now: datetime,
+    booked: list[tuple[datetime, datetime]],
+) -> list[datetime]:
+    clock = Clock(
+        rules.zone,
+        datetime.combine(from_day - timedelta(days=2), datetime.min.time(), UTC),
+        datetime.combine(to_day + timedelta(days=3), datetime.min.time(), UTC),
+    )
     step = rules.slot_minutes + rules.buffer_minutes
     length = timedelta(minutes=rules.slot_minutes)
     buffer = timedelta(minutes=rules.buffer_minutes)
@@ -94,21 +121,27 @@ def bookable(rules: slots.Rules, from_day: date, to_day: date, now: datetime,
         minute = shown.hour * 60 + shown.minute
         on_grid = False
         for window in rules.windows:
-            if (window.weekday != day.weekday() or not window.start <= minute < window.end
-                    or (minute - window.start) % step):
+            if (
+                window.weekday != day.weekday()
+                or not window.start <= minute < window.end
+                or (minute - window.start) % step
+            ):
                 continue
             key = (day, window.end)
             if key not in window_end:
                 window_end[key] = clock.first_reaching(
-                    datetime.combine(day, datetime.min.time()) + timedelta(minutes=window.end))
+                    datetime.combine(day, datetime.min.time()) + timedelta(minutes=window.end)
+                )
             on_grid = on_grid or moment + length <= window_end[key]
         if not on_grid:
             continue
-        if not (now + timedelta(minutes=rules.min_notice_minutes) <= moment
-                <= now + timedelta(days=rules.max_days_ahead)):
+        if not (
+            now + timedelta(minutes=rules.min_notice_minutes)
+            <= moment
+            <= now + timedelta(days=rules.max_days_ahead)
+        ):
             continue
-        if any(start - buffer < moment + length and moment < end + buffer
-               for start, end in booked):
+        if any(start - buffer < moment + length and moment < end + buffer for start, end in booked):
             continue
         found.append(moment)
     return found
@@ -118,15 +151,17 @@ def bookable(rules: slots.Rules, from_day: date, to_day: date, now: datetime,
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[slots.Rules, date, date, datetime,
-                                    list[tuple[datetime, datetime]]]:
+def cases(
+    draw: st.DrawFn,
+) -> tuple[slots.Rules, date, date, datetime, list[tuple[datetime, datetime]]]:
     windows = []
     if draw(st.integers(0, 2)) == 0:
         # A window that ends inside the minutes a spring-forward change skips, starting before.
         name, around, (first, last) = draw(st.sampled_from(GAPS))
         end = draw(st.integers(first, last))
-        windows.append(slots.Window(around.weekday(), draw(st.integers(max(0, first - 300),
-                                                                       first - 1)), end))
+        windows.append(
+            slots.Window(around.weekday(), draw(st.integers(max(0, first - 300), first - 1)), end)
+        )
     else:
         name = draw(st.sampled_from(ZONES))
         around = draw(st.sampled_from(TRANSITIONS[name]))
@@ -134,8 +169,9 @@ def cases(draw: st.DrawFn) -> tuple[slots.Rules, date, date, datetime,
     to_day = from_day + timedelta(days=draw(st.integers(1, 2)))
     days = [from_day + timedelta(days=n) for n in range((to_day - from_day).days + 1)]
     for _ in range(draw(st.integers(0 if windows else 1, 3))):
-        weekday = draw(st.one_of(st.sampled_from([day.weekday() for day in days]),
-                                 st.integers(0, 6)))
+        weekday = draw(
+            st.one_of(st.sampled_from([day.weekday() for day in days]), st.integers(0, 6))
+        )
         # Daylight-saving changes happen around midnight to 03:00 local time: windows that
         # start or end there (in a skipped or repeated hour) are drawn often.
         start = draw(st.one_of(st.integers(0, 1439), st.sampled_from([0, 30, 60, 90, 1380])))
@@ -145,14 +181,17 @@ def cases(draw: st.DrawFn) -> tuple[slots.Rules, date, date, datetime,
     rules = slots.Rules(
         zone=ZoneInfo(name),
         slot_minutes=draw(st.one_of(st.sampled_from([5, 15, 30, 60, 90]), st.integers(5, 480))),
-        buffer_minutes=draw(st.one_of(st.just(0), st.sampled_from([5, 10, 15, 30]),
-                                      st.integers(0, 240))),
+        buffer_minutes=draw(
+            st.one_of(st.just(0), st.sampled_from([5, 10, 15, 30]), st.integers(0, 240))
+        ),
         min_notice_minutes=draw(st.one_of(st.just(0), st.integers(0, 3000))),
         max_days_ahead=draw(st.one_of(st.integers(1, 5), st.just(365))),
-        windows=tuple(windows))
+        windows=tuple(windows),
+    )
     base = datetime.combine(from_day, datetime.min.time(), UTC)
-    now = base + timedelta(minutes=draw(st.integers(-3 * 1440, 1440)),
-                           seconds=draw(st.integers(0, 59)))
+    now = base + timedelta(
+        minutes=draw(st.integers(-3 * 1440, 1440)), seconds=draw(st.integers(0, 59))
+    )
     booked = []
     for _ in range(draw(st.integers(0, 6))):
         start = base + timedelta(minutes=draw(st.integers(-1440, 4 * 1440)))
@@ -160,8 +199,11 @@ def cases(draw: st.DrawFn) -> tuple[slots.Rules, date, date, datetime,
     return rules, from_day, to_day, now, booked
 
 
-@settings(max_examples=400, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(cases())
 def test_free_slots_are_exactly_the_bookable_starts(case: tuple[Any, ...]) -> None:
     rules, from_day, to_day, now, booked = case
@@ -177,14 +219,19 @@ def test_free_slots_are_exactly_the_bookable_starts(case: tuple[Any, ...]) -> No
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_the_span_read_from_the_database_covers_every_blocking_appointment(
-        case: tuple[Any, ...]) -> None:
+    case: tuple[Any, ...],
+) -> None:
     """The service reads only the booked appointments overlapping `span_of` the candidate
     slots: leaving out the others changes nothing."""
     rules, from_day, to_day, now, booked = case
     grid = slots.candidates(rules, from_day, to_day, now)
     span = slots.span_of(grid, rules.buffer_minutes)
-    read = [] if span is None else [(start, end) for start, end in booked
-                                    if start < span[1] and span[0] < end]
+    read = (
+        []
+        if span is None
+        else [(start, end) for start, end in booked if start < span[1] and span[0] < end]
+    )
 
     assert slots.free(grid, slots.blocked(read, rules.buffer_minutes)) == slots.free_slots(
-        rules, from_day, to_day, now, booked)
+        rules, from_day, to_day, now, booked
+    )

@@ -28,15 +28,23 @@ def in_days(days: int) -> str:
 
 
 async def get(client: Any, tenant: Any, calendar_id: str, **query: str) -> Any:
-    return await client.get(f"{CALENDARS}/{calendar_id}/free-slots", query_string=query,
-                            headers=tenant.headers)
+    return await client.get(
+        f"{CALENDARS}/{calendar_id}/free-slots", query_string=query, headers=tenant.headers
+    )
 
 
 async def test_free_slots_body_is_ascending_utc_with_local_starts(client, tenant):
     calendar = await create_calendar(
-        client, tenant, timezone="America/New_York", slot_minutes=45, buffer_minutes=15,
-        availability=[{"day": day, "start": "09:00", "end": "12:00"}
-                      for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")])
+        client,
+        tenant,
+        timezone="America/New_York",
+        slot_minutes=45,
+        buffer_minutes=15,
+        availability=[
+            {"day": day, "start": "09:00", "end": "12:00"}
+            for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+        ],
+    )
     day = in_days(5)
 
     response = await get(client, tenant, calendar["id"], **{"from": day, "to": day})
@@ -44,7 +52,10 @@ async def test_free_slots_body_is_ascending_utc_with_local_starts(client, tenant
     answer = await response.get_json()
     assert response.status_code == 200
     assert (answer["status"], answer["calendar_id"], answer["timezone"]) == (
-        "success", calendar["id"], "America/New_York")
+        "success",
+        calendar["id"],
+        "America/New_York",
+    )
     local = [slot["start_local"][:16] for slot in answer["slots"]]
     assert local == [f"{day}T09:00", f"{day}T10:00", f"{day}T11:00"]
     for slot in answer["slots"]:
@@ -56,36 +67,49 @@ async def test_free_slots_body_is_ascending_utc_with_local_starts(client, tenant
 
 
 async def test_a_range_of_31_days_is_accepted_and_covers_every_day(client, tenant):
-    calendar = await create_calendar(client, tenant, slot_minutes=480, max_days_ahead=365,
-                                     availability=[{"day": d, "start": "08:00", "end": "16:00"}
-                                                   for d in ("mon", "tue", "wed", "thu", "fri",
-                                                             "sat", "sun")])
+    calendar = await create_calendar(
+        client,
+        tenant,
+        slot_minutes=480,
+        max_days_ahead=365,
+        availability=[
+            {"day": d, "start": "08:00", "end": "16:00"}
+            for d in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+        ],
+    )
     first = (utcnow() + timedelta(days=2)).date()
 
-    found = await free_slots(client, tenant, calendar["id"], first.isoformat(),
-                             (first + timedelta(days=30)).isoformat())
+    found = await free_slots(
+        client, tenant, calendar["id"], first.isoformat(), (first + timedelta(days=30)).isoformat()
+    )
 
     assert [slot["start"][:10] for slot in found] == [
-        (first + timedelta(days=n)).isoformat() for n in range(31)]
+        (first + timedelta(days=n)).isoformat() for n in range(31)
+    ]
 
 
-@pytest.mark.parametrize(("query", "field"), [
-    ({"to": "2026-12-01"}, "from"), ({"from": "2026-12-01"}, "to"),
-    ({"from": "2026-12-1", "to": "2026-12-01"}, "from"),
-    ({"from": "2026-13-01", "to": "2026-12-01"}, "from"),
-    ({"from": "2026-02-30", "to": "2026-12-01"}, "from"),
-    ({"from": "tomorrow", "to": "2026-12-01"}, "from"),
-    ({"from": "2026-12-01", "to": "2026-12-01T00:00:00Z"}, "to"),
-    ({"from": "2026-12-01", "to": ""}, "to"),
-    ({"from": "2026-12-02", "to": "2026-12-01"}, "to"),
-    ({"from": "2026-12-01", "to": "2027-01-01"}, "to"),
-    ({"from": "0001-01-01", "to": "9999-12-31"}, "to"),
-])
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"to": "2026-12-01"}, "from"),
+        ({"from": "2026-12-01"}, "to"),
+        ({"from": "2026-12-1", "to": "2026-12-01"}, "from"),
+        ({"from": "2026-13-01", "to": "2026-12-01"}, "from"),
+        ({"from": "2026-02-30", "to": "2026-12-01"}, "from"),
+        ({"from": "tomorrow", "to": "2026-12-01"}, "from"),
+        ({"from": "2026-12-01", "to": "2026-12-01T00:00:00Z"}, "to"),
+        ({"from": "2026-12-01", "to": ""}, "to"),
+        ({"from": "2026-12-02", "to": "2026-12-01"}, "to"),
+        ({"from": "2026-12-01", "to": "2027-01-01"}, "to"),
+        ({"from": "0001-01-01", "to": "9999-12-31"}, "to"),
+    ],
+)
 async def test_bad_days_are_400_naming_them(client, tenant, query, field):
     calendar = await create_calendar(client, tenant)
 
-    answer = await expect_error(await get(client, tenant, calendar["id"], **query), 400,
-                                "validation_error")
+    answer = await expect_error(
+        await get(client, tenant, calendar["id"], **query), 400, "validation_error"
+    )
     assert answer["error"]["details"][0]["field"] == field
 
 
@@ -96,14 +120,16 @@ async def test_far_past_and_far_future_days_have_no_slots(client, tenant):
 
 
 async def test_unknown_calendar_is_404(client, tenant):
-    response = await get(client, tenant, str(uuid.uuid4()), **{"from": in_days(1),
-                                                               "to": in_days(1)})
+    response = await get(
+        client, tenant, str(uuid.uuid4()), **{"from": in_days(1), "to": in_days(1)}
+    )
     await expect_error(response, 404, "not_found")
 
 
 async def test_min_notice_and_max_days_ahead_bound_the_slots(client, tenant):
-    calendar = await create_calendar(client, tenant, slot_minutes=60, min_notice_minutes=24 * 60,
-                                     max_days_ahead=3)
+    calendar = await create_calendar(
+        client, tenant, slot_minutes=60, min_notice_minutes=24 * 60, max_days_ahead=3
+    )
     now = utcnow()
 
     found = await free_slots(client, tenant, calendar["id"], in_days(0), in_days(5))
@@ -117,22 +143,35 @@ async def test_min_notice_and_max_days_ahead_bound_the_slots(client, tenant):
 
 async def test_a_booking_takes_its_slot_and_the_buffer_around_it(client, tenant):
     calendar = await create_calendar(
-        client, tenant, slot_minutes=30, buffer_minutes=0,
-        availability=[{"day": d, "start": "09:00", "end": "12:00"}
-                      for d in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")])
+        client,
+        tenant,
+        slot_minutes=30,
+        buffer_minutes=0,
+        availability=[
+            {"day": d, "start": "09:00", "end": "12:00"}
+            for d in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+        ],
+    )
     contact_id = await create_contact(client, tenant)
     day = in_days(4)
     before = await free_slots(client, tenant, calendar["id"], day)
     await book(client, tenant, calendar["id"], contact_id, before[2]["start"])  # 10:00-10:30
     # With a 15-minute buffer the grid steps 45 minutes (09:00, 09:45, 10:30, 11:15), and
     # 09:45 and 10:30 come within 15 minutes of the booking.
-    await client.patch(f"{CALENDARS}/{calendar['id']}", json={"buffer_minutes": 15},
-                       headers=tenant.headers)
+    await client.patch(
+        f"{CALENDARS}/{calendar['id']}", json={"buffer_minutes": 15}, headers=tenant.headers
+    )
 
     after = await free_slots(client, tenant, calendar["id"], day)
 
     assert [slot["start"][11:16] for slot in before] == [
-        "09:00", "09:30", "10:00", "10:30", "11:00", "11:30"]
+        "09:00",
+        "09:30",
+        "10:00",
+        "10:30",
+        "11:00",
+        "11:30",
+    ]
     assert [slot["start"][11:16] for slot in after] == ["09:00", "11:15"]
 
 
@@ -144,23 +183,31 @@ async def test_a_cancelled_appointment_frees_its_slot(client, tenant):
     booked = await book(client, tenant, calendar["id"], contact_id, before[5]["start"])
     assert before[5] not in await free_slots(client, tenant, calendar["id"], day)
 
-    await client.patch(f"{APPOINTMENTS}/{booked['id']}", json={"status": "cancelled"},
-                       headers=tenant.headers)
+    await client.patch(
+        f"{APPOINTMENTS}/{booked['id']}", json={"status": "cancelled"}, headers=tenant.headers
+    )
 
     assert await free_slots(client, tenant, calendar["id"], day) == before
 
 
 async def test_the_service_takes_an_injected_now_across_a_dst_change(client, tenant, pool):
     calendar = await create_calendar(
-        client, tenant, timezone="America/New_York", slot_minutes=60, min_notice_minutes=60,
-        availability=[{"day": "sun", "start": "00:00", "end": "04:00"}])
+        client,
+        tenant,
+        timezone="America/New_York",
+        slot_minutes=60,
+        min_notice_minutes=60,
+        availability=[{"day": "sun", "start": "00:00", "end": "04:00"}],
+    )
     now = datetime(2026, 3, 7, 12, tzinfo=UTC)
 
     async with scope_of(pool, tenant).transaction() as conn:
-        _, spring = await service.free_slots(conn, uuid.UUID(calendar["id"]), date(2026, 3, 8),
-                                             date(2026, 3, 8), now)
-        _, fall = await service.free_slots(conn, uuid.UUID(calendar["id"]), date(2026, 11, 1),
-                                           date(2026, 11, 1), now)
+        _, spring = await service.free_slots(
+            conn, uuid.UUID(calendar["id"]), date(2026, 3, 8), date(2026, 3, 8), now
+        )
+        _, fall = await service.free_slots(
+            conn, uuid.UUID(calendar["id"]), date(2026, 11, 1), date(2026, 11, 1), now
+        )
 
     assert [slot.start.strftime("%H:%M") for slot in spring] == ["05:00", "06:00", "07:00"]
     assert [slot.start.strftime("%H:%M") for slot in fall] == []  # past max_days_ahead (60)
@@ -168,12 +215,17 @@ async def test_the_service_takes_an_injected_now_across_a_dst_change(client, ten
 
 async def test_next_free_slots_walks_later_days_up_to_the_limit(client, tenant, pool):
     calendar = await create_calendar(
-        client, tenant, slot_minutes=60, max_days_ahead=365,
-        availability=[{"day": "wed", "start": "09:00", "end": "12:00"}])
+        client,
+        tenant,
+        slot_minutes=60,
+        max_days_ahead=365,
+        availability=[{"day": "wed", "start": "09:00", "end": "12:00"}],
+    )
     now = datetime(2026, 1, 5, 8, tzinfo=UTC)  # a Monday
 
-    _, found = await service.next_free_slots(scope_of(pool, tenant), uuid.UUID(calendar["id"]),
-                                             now=now, limit=10)
+    _, found = await service.next_free_slots(
+        scope_of(pool, tenant), uuid.UUID(calendar["id"]), now=now, limit=10
+    )
 
     assert [slot.start.isoformat()[:13] for slot in found] == [
         f"2026-01-{day:02d}T{hour:02d}" for day in (7, 14, 21) for hour in (9, 10, 11)

@@ -39,37 +39,58 @@ MESSAGES = [
     {"role": "contact", "text": "Yes, I'd like a demo next week.", "start_seconds": 3.1},
     {"role": "agent", "text": "Great, I'll book it.", "start_seconds": 5.0},
 ]
-SCHEMA = {"type": "object", "required": ["interest"], "properties": {
-    "interest": {"type": "string", "enum": ["high", "low"]},
-    "budget": {"type": "number"},
-    "wants_demo": {"type": "boolean"},
-    "note": {"type": "string"},
-}}
-ANALYSIS = {"summary": True, "success_criteria": "The contact agreed to a demo.",
-            "data_schema": SCHEMA}
+SCHEMA = {
+    "type": "object",
+    "required": ["interest"],
+    "properties": {
+        "interest": {"type": "string", "enum": ["high", "low"]},
+        "budget": {"type": "number"},
+        "wants_demo": {"type": "boolean"},
+        "note": {"type": "string"},
+    },
+}
+ANALYSIS = {
+    "summary": True,
+    "success_criteria": "The contact agreed to a demo.",
+    "data_schema": SCHEMA,
+}
 MODEL_OF = {"openai": "gpt-4o", "anthropic": "claude-3.5-haiku", "google": "gemini-2.5-flash"}
 
 
 async def analysed_agent(client, tenant, vendor="openai", **overrides):
     if vendor != "openai":
         await connect(client, tenant, vendor)
-    return await make_agent(client, tenant, llm_model=MODEL_OF[vendor],
-                            **{"analysis": ANALYSIS, **overrides})
+    return await make_agent(
+        client, tenant, llm_model=MODEL_OF[vendor], **{"analysis": ANALYSIS, **overrides}
+    )
 
 
-async def ended_call(client, pool, tenant, agent_id, messages=MESSAGES, status="completed",
-                     contact_id=None):
+async def ended_call(
+    client, pool, tenant, agent_id, messages=MESSAGES, status="completed", contact_id=None
+):
     """A call of the agent that the runtime has just recorded (finish_call)."""
     contact_id = contact_id or await make_contact(client, tenant, phone=unique_phone())
     [row] = await tenant_sql(
-        pool, tenant, "INSERT INTO calls (contact_id, agent_id, from_number, to_number, "
+        pool,
+        tenant,
+        "INSERT INTO calls (contact_id, agent_id, from_number, to_number, "
         "provider, status, answered_by) VALUES ($1, $2, '+14155550123', '+14155552671', "
-        "'sandbox', 'in_progress', 'human') RETURNING id", uuid.UUID(contact_id),
-        uuid.UUID(agent_id))
+        "'sandbox', 'in_progress', 'human') RETURNING id",
+        uuid.UUID(contact_id),
+        uuid.UUID(agent_id),
+    )
     transcript = "\n".join(f"{m['role'].title()}: {m['text']}" for m in messages)
-    await finish_call(scope_of(pool, tenant), row["id"], CallState(
-        status, duration_seconds=30, transcript=transcript, messages=messages,
-        answered_by="human"))
+    await finish_call(
+        scope_of(pool, tenant),
+        row["id"],
+        CallState(
+            status,
+            duration_seconds=30,
+            transcript=transcript,
+            messages=messages,
+            answered_by="human",
+        ),
+    )
     return row["id"], contact_id
 
 
@@ -81,8 +102,17 @@ async def get_call(client, tenant, call_id):
 
 async def run_job(pool, tenant, call_id, failures=0):
     """The worker's handler, as the engine calls it (ctx and the claimed row)."""
-    work = DueWork(uuid.uuid4(), tenant.id, tenant.schema, analysis.ANALYSIS_WORK, call_id,
-                   None, failures + 1, 1, failures)
+    work = DueWork(
+        uuid.uuid4(),
+        tenant.id,
+        tenant.schema,
+        analysis.ANALYSIS_WORK,
+        call_id,
+        None,
+        failures + 1,
+        1,
+        failures,
+    )
     return await analyse_call({"db": pool}, work)
 
 
@@ -103,25 +133,39 @@ def llm_requests(vendors, vendor):
 
 
 async def test_an_ended_call_is_pending_then_analysed_with_openai_structured_output(
-        client, pool, tenant, vendors):
+    client, pool, tenant, vendors
+):
     agent_id = await analysed_agent(client, tenant)
     call_id, _ = await ended_call(client, pool, tenant, agent_id)
     call = await get_call(client, tenant, call_id)
-    assert call["analysis"] == {"status": "pending", "summary": None, "data": None,
-                                "success": None, "error": None}
+    assert call["analysis"] == {
+        "status": "pending",
+        "summary": None,
+        "data": None,
+        "success": None,
+        "error": None,
+    }
     # Its due-work row was written with the call's end.
-    [due] = await tenant_sql(pool, tenant, "SELECT kind FROM control.due_work WHERE ref_id = $1",
-                             call_id)
+    [due] = await tenant_sql(
+        pool, tenant, "SELECT kind FROM control.due_work WHERE ref_id = $1", call_id
+    )
     assert due["kind"] == "call_analysis"
 
     await run_job(pool, tenant, call_id)
 
     call = await get_call(client, tenant, call_id)
     assert call["analysis"] == {
-        "status": "completed", "summary": "Yes, I'd like a demo next week.",
-        "data": {"interest": "high", "budget": 1, "wants_demo": True,
-                 "note": "Yes, I'd like a demo next week."},
-        "success": True, "error": None}
+        "status": "completed",
+        "summary": "Yes, I'd like a demo next week.",
+        "data": {
+            "interest": "high",
+            "budget": 1,
+            "wants_demo": True,
+            "note": "Yes, I'd like a demo next week.",
+        },
+        "success": True,
+        "error": None,
+    }
     [request] = llm_requests(vendors, "openai")
     body = request.body
     assert body["model"] == "gpt-4o"
@@ -162,8 +206,12 @@ async def test_gemini_is_asked_with_a_response_schema(client, pool, tenant, vend
     await run_job(pool, tenant, call_id)
     call = await get_call(client, tenant, call_id)
     assert call["analysis"]["status"] == "completed"
-    assert call["analysis"]["data"] == {"interest": "high", "budget": 1, "wants_demo": True,
-                                        "note": "Yes, I'd like a demo next week."}
+    assert call["analysis"]["data"] == {
+        "interest": "high",
+        "budget": 1,
+        "wants_demo": True,
+        "note": "Yes, I'd like a demo next week.",
+    }
     [request] = llm_requests(vendors, "google")
     assert request.path.endswith("/models/gemini-2.5-flash:generateContent")
     config = request.body["generationConfig"]
@@ -179,9 +227,13 @@ async def test_summary_only_and_no_success_without_criteria(client, pool, tenant
     call_id, _ = await ended_call(client, pool, tenant, agent_id)
     await run_job(pool, tenant, call_id)
     call = await get_call(client, tenant, call_id)
-    assert call["analysis"] == {"status": "completed",
-                                "summary": "Yes, I'd like a demo next week.", "data": None,
-                                "success": None, "error": None}
+    assert call["analysis"] == {
+        "status": "completed",
+        "summary": "Yes, I'd like a demo next week.",
+        "data": None,
+        "success": None,
+        "error": None,
+    }
     [request] = llm_requests(vendors, "openai")
     schema = request.body["response_format"]["json_schema"]["schema"]
     assert list(schema["properties"]) == ["summary"]
@@ -190,22 +242,36 @@ async def test_summary_only_and_no_success_without_criteria(client, pool, tenant
 # --- skipped ----------------------------------------------------------------------------------
 
 
-async def test_skipped_when_no_one_spoke_or_the_agent_has_no_analysis(client, pool, tenant,
-                                                                      vendors):
+async def test_skipped_when_no_one_spoke_or_the_agent_has_no_analysis(
+    client, pool, tenant, vendors
+):
     agent_id = await analysed_agent(client, tenant)
     silent, _ = await ended_call(client, pool, tenant, agent_id, messages=[MESSAGES[0]])
-    never_connected, _ = await ended_call(client, pool, tenant, agent_id, messages=[],
-                                          status="failed")
+    never_connected, _ = await ended_call(
+        client, pool, tenant, agent_id, messages=[], status="failed"
+    )
     plain = await make_agent(client, tenant)
     no_config, _ = await ended_call(client, pool, tenant, plain)
     for call_id in (silent, never_connected, no_config):
         call = await get_call(client, tenant, call_id)
-        assert call["analysis"] == {"status": "skipped", "summary": None, "data": None,
-                                    "success": None, "error": None}
+        assert call["analysis"] == {
+            "status": "skipped",
+            "summary": None,
+            "data": None,
+            "success": None,
+            "error": None,
+        }
         await run_job(pool, tenant, call_id)
-    assert await tenant_sql(pool, tenant, "SELECT id FROM control.due_work WHERE kind = "
-                            "'call_analysis' AND ref_id = ANY($1::uuid[])",
-                            [silent, never_connected, no_config]) == []
+    assert (
+        await tenant_sql(
+            pool,
+            tenant,
+            "SELECT id FROM control.due_work WHERE kind = "
+            "'call_analysis' AND ref_id = ANY($1::uuid[])",
+            [silent, never_connected, no_config],
+        )
+        == []
+    )
     assert llm_requests(vendors, "openai") == []
 
 
@@ -213,30 +279,49 @@ async def test_a_running_call_has_no_analysis(client, pool, tenant):
     agent_id = await analysed_agent(client, tenant)
     contact_id = await make_contact(client, tenant)
     [row] = await tenant_sql(
-        pool, tenant, "INSERT INTO calls (contact_id, agent_id, from_number, to_number, "
+        pool,
+        tenant,
+        "INSERT INTO calls (contact_id, agent_id, from_number, to_number, "
         "provider, status) VALUES ($1, $2, '+14155550123', '+14155552671', 'sandbox', "
-        "'in_progress') RETURNING id", uuid.UUID(contact_id), uuid.UUID(agent_id))
+        "'in_progress') RETURNING id",
+        uuid.UUID(contact_id),
+        uuid.UUID(agent_id),
+    )
     assert (await get_call(client, tenant, row["id"]))["analysis"] is None
 
 
 # --- custom fields ----------------------------------------------------------------------------
 
 
-async def test_mapped_data_is_written_to_custom_fields_with_type_checks(client, pool, tenant,
-                                                                        vendors):
-    await define_custom_field(client, tenant, key="interest_level", field_type="select",
-                              options=["high", "low"])
+async def test_mapped_data_is_written_to_custom_fields_with_type_checks(
+    client, pool, tenant, vendors
+):
+    await define_custom_field(
+        client, tenant, key="interest_level", field_type="select", options=["high", "low"]
+    )
     await define_custom_field(client, tenant, key="budget_amount", field_type="number")
     await define_custom_field(client, tenant, key="demo_date", field_type="date")
-    schema = {"type": "object", "properties": {
-        "interest": {"type": "string", "enum": ["high", "low"]},
-        "budget": {"type": "number"},
-        # The fake answers what the marker says: not a date.
-        "demo": {"type": "string", "description": '[fake:value="next tuesday"]'},
-    }}
-    agent_id = await analysed_agent(client, tenant, analysis={
-        "data_schema": schema, "custom_field_map": {
-            "interest": "interest_level", "budget": "budget_amount", "demo": "demo_date"}})
+    schema = {
+        "type": "object",
+        "properties": {
+            "interest": {"type": "string", "enum": ["high", "low"]},
+            "budget": {"type": "number"},
+            # The fake answers what the marker says: not a date.
+            "demo": {"type": "string", "description": '[fake:value="next tuesday"]'},
+        },
+    }
+    agent_id = await analysed_agent(
+        client,
+        tenant,
+        analysis={
+            "data_schema": schema,
+            "custom_field_map": {
+                "interest": "interest_level",
+                "budget": "budget_amount",
+                "demo": "demo_date",
+            },
+        },
+    )
     call_id, contact_id = await ended_call(client, pool, tenant, agent_id)
     await run_job(pool, tenant, call_id)
 
@@ -246,8 +331,9 @@ async def test_mapped_data_is_written_to_custom_fields_with_type_checks(client, 
     error = call["analysis"]["error"]
     assert "data.demo" in error and "demo_date" in error and "YYYY-MM-DD" in error
     assert "interest" not in error and "budget" not in error
-    contact = await (await client.get(f"/webhooks/inbound/contacts/{contact_id}",
-                                      headers=tenant.headers)).get_json()
+    contact = await (
+        await client.get(f"/webhooks/inbound/contacts/{contact_id}", headers=tenant.headers)
+    ).get_json()
     values = contact["contact"]["custom_field_values"]
     assert values == {"interest_level": "high", "budget_amount": 1}
 
@@ -255,8 +341,7 @@ async def test_mapped_data_is_written_to_custom_fields_with_type_checks(client, 
 # --- failures ---------------------------------------------------------------------------------
 
 
-async def test_a_failing_vendor_is_retried_then_the_analysis_fails(client, pool, tenant,
-                                                                   vendors):
+async def test_a_failing_vendor_is_retried_then_the_analysis_fails(client, pool, tenant, vendors):
     agent_id = await analysed_agent(client, tenant)
     call_id, _ = await ended_call(client, pool, tenant, agent_id)
     vendors.configure(failures={"openai": 500})
@@ -267,13 +352,19 @@ async def test_a_failing_vendor_is_retried_then_the_analysis_fails(client, pool,
     # The last allowed try records the failure.
     await run_job(pool, tenant, call_id, failures=9)
     call = await get_call(client, tenant, call_id)
-    assert call["analysis"] == {"status": "failed", "summary": None, "data": None,
-                                "success": None, "error": "llm_error: openai answered 500"}
+    assert call["analysis"] == {
+        "status": "failed",
+        "summary": None,
+        "data": None,
+        "success": None,
+        "error": "llm_error: openai answered 500",
+    }
     assert len(llm_requests(vendors, "openai")) == 2
 
 
 async def test_the_worker_retries_with_backoff_then_records_failed(
-        client, pool, tenant, vendors, worker_env, migrated, servers):
+    client, pool, tenant, vendors, worker_env, migrated, servers
+):
     worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="2")
     agent_id = await analysed_agent(client, tenant)
     vendors.configure(failures={"openai": 503})
@@ -300,8 +391,9 @@ async def test_a_missing_integration_fails_at_once(client, pool, tenant, vendors
 
 async def test_the_job_run_twice_analyses_once(client, pool, tenant, vendors):
     await define_custom_field(client, tenant, key="interest_level", field_type="text")
-    agent_id = await analysed_agent(client, tenant, analysis={
-        **ANALYSIS, "custom_field_map": {"interest": "interest_level"}})
+    agent_id = await analysed_agent(
+        client, tenant, analysis={**ANALYSIS, "custom_field_map": {"interest": "interest_level"}}
+    )
     call_id, _ = await ended_call(client, pool, tenant, agent_id)
     # Two runs at once (a worker thought dead and its successor): one records.
     await asyncio.gather(run_job(pool, tenant, call_id), run_job(pool, tenant, call_id))
@@ -320,10 +412,12 @@ async def test_the_job_run_twice_analyses_once(client, pool, tenant, vendors):
 
 
 async def test_call_analyzed_reaches_a_subscription_after_call_completed_and_the_agents_webhook(
-        client, pool, tenant, vendors, worker, receiver):
+    client, pool, tenant, vendors, worker, receiver
+):
     await subscribe(client, tenant, receiver.url, ["call.completed", "call.analyzed"])
-    agent_id = await analysed_agent(client, tenant, webhook=True,
-                                    webhook_url=receiver.url.replace("/hook", "/hook?agent"))
+    agent_id = await analysed_agent(
+        client, tenant, webhook=True, webhook_url=receiver.url.replace("/hook", "/hook?agent")
+    )
     call_id, _ = await ended_call(client, pool, tenant, agent_id)
     await wait_for_analysis(client, tenant, call_id)
     for _ in range(WAIT_SECONDS * 10):
@@ -340,8 +434,7 @@ async def test_call_analyzed_reaches_a_subscription_after_call_completed_and_the
     assert analyzed["data"]["call"]["id"] == str(call_id)
     assert analyzed["data"]["call"]["analysis"]["status"] == "completed"
     assert analyzed["timestamp"] > completed["timestamp"]
-    events = [e["type"] for e in await stored_events(pool, tenant)
-              if e["type"].startswith("call.")]
+    events = [e["type"] for e in await stored_events(pool, tenant) if e["type"].startswith("call.")]
     assert events == ["call.completed", "call.analyzed"]
 
 
@@ -355,7 +448,10 @@ async def test_a_whole_sandbox_call_is_analysed(client, tenant, vendors, worker)
     await wait_for_end(client, tenant, call_id)
     call = await wait_for_analysis(client, tenant, call_id)
     assert call["analysis"] == {
-        "status": "completed", "summary": "Hello?",
+        "status": "completed",
+        "summary": "Hello?",
         "data": {"interest": "high", "budget": 1, "wants_demo": True, "note": "Hello?"},
-        "success": True, "error": None}
+        "success": True,
+        "error": None,
+    }
     assert any("response_format" in r.body for r in llm_requests(vendors, "openai"))

@@ -35,15 +35,23 @@ async def callable_agent(client, pool, tenant, **overrides):
     """An agent with a number of its own (written in the schema: no provider job to wait
     for)."""
     agent_id = await make_agent(client, tenant, **overrides)
-    await tenant_sql(pool, tenant, "INSERT INTO phone_numbers (phone_number, purchased, agent_id, "
-                     "provider, assigned_at) VALUES ($1, false, $2, 'sandbox', now())",
-                     NUMBER, uuid.UUID(agent_id))
+    await tenant_sql(
+        pool,
+        tenant,
+        "INSERT INTO phone_numbers (phone_number, purchased, agent_id, "
+        "provider, assigned_at) VALUES ($1, false, $2, 'sandbox', now())",
+        NUMBER,
+        uuid.UUID(agent_id),
+    )
     return agent_id
 
 
 async def place(client, tenant, contact_id, agent_id, **body):
-    return await client.post(f"{BASE}/contacts/{contact_id}/call",
-                             json={"agent_id": agent_id, **body}, headers=tenant.headers)
+    return await client.post(
+        f"{BASE}/contacts/{contact_id}/call",
+        json={"agent_id": agent_id, **body},
+        headers=tenant.headers,
+    )
 
 
 async def placed(client, tenant, contact_id, agent_id, **body):
@@ -83,8 +91,9 @@ async def test_call_placed_with_variables_shows_them(client, pool, tenant, ready
     call_id = await placed(client, tenant, contact_id, agent_id, variables=variables)
     call = await shown(client, tenant, call_id)
     assert call["variables"] == variables
-    rows = await tenant_sql(pool, tenant, "SELECT variables FROM calls WHERE id = $1",
-                            uuid.UUID(call_id))
+    rows = await tenant_sql(
+        pool, tenant, "SELECT variables FROM calls WHERE id = $1", uuid.UUID(call_id)
+    )
     assert rows[0]["variables"] == variables
 
 
@@ -92,7 +101,11 @@ async def test_call_without_variables_shows_the_new_fields_empty(client, tenant,
     agent_id, contact_id = ready
     call = await shown(client, tenant, await placed(client, tenant, contact_id, agent_id))
     assert (call["variables"], call["tool_calls"], call["transferred_to"], call["analysis"]) == (
-        {}, [], None, None)
+        {},
+        [],
+        None,
+        None,
+    )
 
 
 async def test_null_variables_are_an_empty_object(client, tenant, ready):
@@ -122,8 +135,9 @@ async def test_more_than_50_variables_is_400(client, pool, tenant, ready):
     assert await call_count(pool, tenant) == 0
 
 
-@pytest.mark.parametrize("name", ["Order", "1st", "_x", "order-id", "order.id", "a" * 41, "",
-                                  "caf\u00e9", "with space"])
+@pytest.mark.parametrize(
+    "name", ["Order", "1st", "_x", "order-id", "order.id", "a" * 41, "", "caf\u00e9", "with space"]
+)
 async def test_variable_name_not_matching_the_pattern_is_400(client, pool, tenant, ready, name):
     agent_id, contact_id = ready
     await refused(await place(client, tenant, contact_id, agent_id, variables={name: "x"}))
@@ -138,10 +152,13 @@ async def test_variable_name_of_40_characters_is_accepted(client, tenant, ready)
 
 @pytest.mark.parametrize("value", ["x" * 1001, 5, None, True, ["a"], {"a": "b"}])
 async def test_variable_value_that_is_no_string_of_at_most_1000_characters_is_400(
-        client, pool, tenant, ready, value):
+    client, pool, tenant, ready, value
+):
     agent_id, contact_id = ready
-    await refused(await place(client, tenant, contact_id, agent_id, variables={"plan": value}),
-                  "variables.plan")
+    await refused(
+        await place(client, tenant, contact_id, agent_id, variables={"plan": value}),
+        "variables.plan",
+    )
     assert await call_count(pool, tenant) == 0
 
 
@@ -154,14 +171,21 @@ async def test_variables_that_are_no_object_are_400(client, tenant, ready, varia
 async def test_the_call_event_carries_the_new_fields(client, pool, tenant, ready):
     agent_id, contact_id = ready
     call_id = await placed(client, tenant, contact_id, agent_id, variables={"plan": "pro"})
-    await finish_call(scope_of(pool, tenant), uuid.UUID(call_id),
-                      CallState("failed", ended_reason="no_answer", error="provider_error: x"))
+    await finish_call(
+        scope_of(pool, tenant),
+        uuid.UUID(call_id),
+        CallState("failed", ended_reason="no_answer", error="provider_error: x"),
+    )
     [event] = await tenant_sql(pool, tenant, "SELECT data FROM events WHERE type = 'call.failed'")
     call = event["data"]["call"]
     # An agent without an analysis config: skipped once the call ended (CONTRACT 10).
     skipped = {"status": "skipped", "summary": None, "data": None, "success": None, "error": None}
     assert (call["variables"], call["tool_calls"], call["transferred_to"], call["analysis"]) == (
-        {"plan": "pro"}, [], None, skipped)
+        {"plan": "pro"},
+        [],
+        None,
+        skipped,
+    )
     assert call == await shown(client, tenant, call_id)
 
 
@@ -183,46 +207,73 @@ async def _rendered(pool, tenant, call_id, now=None):
 
 
 async def _contact_with_fields(client, tenant, **fields):
-    for key, kind, options in (("city", "text", None), ("seats", "number", None),
-                               ("vip", "boolean", None), ("renewal", "date", None),
-                               ("colours", "multi_select", ["red", "blue", "green"])):
+    for key, kind, options in (
+        ("city", "text", None),
+        ("seats", "number", None),
+        ("vip", "boolean", None),
+        ("renewal", "date", None),
+        ("colours", "multi_select", ["red", "blue", "green"]),
+    ):
         body = {"key": key, "field_type": kind}
         if options:
             body["options"] = options
         await define_custom_field(client, tenant, **body)
-    return await create_contact(client, tenant, first_name="Ada", last_name="Lovelace",
-                                email="ada@example.com", phone="+14155552671",
-                                custom_field_values={"city": "Zürich", "seats": 12, "vip": True,
-                                                     "renewal": "2027-01-31",
-                                                     "colours": ["red", "blue"]}, **fields)
+    return await create_contact(
+        client,
+        tenant,
+        first_name="Ada",
+        last_name="Lovelace",
+        email="ada@example.com",
+        phone="+14155552671",
+        custom_field_values={
+            "city": "Zürich",
+            "seats": 12,
+            "vip": True,
+            "renewal": "2027-01-31",
+            "colours": ["red", "blue"],
+        },
+        **fields,
+    )
 
 
 async def test_call_context_holds_every_name_of_the_contract(client, pool, tenant):
     agent_id = await callable_agent(client, pool, tenant, timezone="America/New_York")
     contact_id = await _contact_with_fields(client, tenant)
-    call_id = await placed(client, tenant, contact_id, agent_id,
-                           variables={"order_id": "A-17", "plan": "pro"})
+    call_id = await placed(
+        client, tenant, contact_id, agent_id, variables={"order_id": "A-17", "plan": "pro"}
+    )
     instant = datetime(2026, 11, 27, 3, 4, 5, tzinfo=UTC)
     assert await _context(pool, tenant, call_id, now=instant) == {
-        "contact.first_name": "Ada", "contact.last_name": "Lovelace",
-        "contact.name": "Ada Lovelace", "contact.email": "ada@example.com",
+        "contact.first_name": "Ada",
+        "contact.last_name": "Lovelace",
+        "contact.name": "Ada Lovelace",
+        "contact.email": "ada@example.com",
         "contact.phone": "+14155552671",
-        "contact.custom.city": "Zürich", "contact.custom.seats": "12",
-        "contact.custom.vip": "true", "contact.custom.renewal": "2027-01-31",
+        "contact.custom.city": "Zürich",
+        "contact.custom.seats": "12",
+        "contact.custom.vip": "true",
+        "contact.custom.renewal": "2027-01-31",
         "contact.custom.colours": "red, blue",
-        "call.direction": "outbound", "call.from_number": NUMBER,
+        "call.direction": "outbound",
+        "call.from_number": NUMBER,
         "call.to_number": "+14155552671",
         "sub_account.name": await _sub_account_name(pool, tenant),
-        "now": "2026-11-26T22:04:05-05:00", "today": "2026-11-26",
-        "order_id": "A-17", "plan": "pro"}
+        "now": "2026-11-26T22:04:05-05:00",
+        "today": "2026-11-26",
+        "order_id": "A-17",
+        "plan": "pro",
+    }
 
 
 async def test_missing_contact_fields_are_empty_strings(client, pool, tenant):
     agent_id = await callable_agent(client, pool, tenant)
     contact_id = await create_contact(client, tenant, phone="+14155552671")
     values = await _context(pool, tenant, await placed(client, tenant, contact_id, agent_id))
-    assert (values["contact.first_name"], values["contact.last_name"],
-            values["contact.email"]) == ("", "", "")
+    assert (values["contact.first_name"], values["contact.last_name"], values["contact.email"]) == (
+        "",
+        "",
+        "",
+    )
     assert values["contact.name"] == "+14155552671"
 
 
@@ -234,39 +285,51 @@ async def test_call_context_of_an_unknown_call_is_404(pool, tenant):
 
 async def test_rendered_instructions_fill_the_prompt_and_first_message(client, pool, tenant):
     agent_id = await callable_agent(
-        client, pool, tenant, timezone="Europe/Berlin",
+        client,
+        pool,
+        tenant,
+        timezone="Europe/Berlin",
         prompt="You call {{ contact.first_name }} for {{sub_account.name}} about order "
-               "{{ order_id }} on {{ today }}. Unknown: [{{ contact.nickname }}].",
-        first_message="Hi {{ contact.name }}, this is about {{ contact.custom.city }}.")
+        "{{ order_id }} on {{ today }}. Unknown: [{{ contact.nickname }}].",
+        first_message="Hi {{ contact.name }}, this is about {{ contact.custom.city }}.",
+    )
     contact_id = await _contact_with_fields(client, tenant)
     call_id = await placed(client, tenant, contact_id, agent_id, variables={"order_id": "A-17"})
-    prompt, first = await _rendered(pool, tenant, call_id,
-                                    now=datetime(2026, 12, 31, 23, 30, tzinfo=UTC))
+    prompt, first = await _rendered(
+        pool, tenant, call_id, now=datetime(2026, 12, 31, 23, 30, tzinfo=UTC)
+    )
     name = await _sub_account_name(pool, tenant)
-    assert prompt == (f"You call Ada for {name} about order A-17 on 2027-01-01. "
-                      "Unknown: [].")
+    assert prompt == (f"You call Ada for {name} about order A-17 on 2027-01-01. Unknown: [].")
     assert first == "Hi Ada Lovelace, this is about Zürich."
 
 
 async def test_placeholder_text_in_contact_data_and_variables_is_never_rendered(
-        client, pool, tenant):
+    client, pool, tenant
+):
     agent_id = await callable_agent(
-        client, pool, tenant, prompt="Name: {{ contact.name }}. City: {{ contact.custom.city }}. "
-                                     "Note: {{ note }}.")
+        client,
+        pool,
+        tenant,
+        prompt="Name: {{ contact.name }}. City: {{ contact.custom.city }}. Note: {{ note }}.",
+    )
     await define_custom_field(client, tenant, key="city", field_type="text")
-    contact_id = await create_contact(client, tenant, name="{{ contact.email }}",
-                                      email="secret@example.com", phone="+14155552671",
-                                      custom_field_values={"city": "{{ now }}"})
-    call_id = await placed(client, tenant, contact_id, agent_id,
-                           variables={"note": "{{ contact.phone }}"})
+    contact_id = await create_contact(
+        client,
+        tenant,
+        name="{{ contact.email }}",
+        email="secret@example.com",
+        phone="+14155552671",
+        custom_field_values={"city": "{{ now }}"},
+    )
+    call_id = await placed(
+        client, tenant, contact_id, agent_id, variables={"note": "{{ contact.phone }}"}
+    )
     prompt, _ = await _rendered(pool, tenant, call_id)
-    assert prompt == ("Name: {{ contact.email }}. City: {{ now }}. "
-                      "Note: {{ contact.phone }}.")
+    assert prompt == ("Name: {{ contact.email }}. City: {{ now }}. Note: {{ contact.phone }}.")
 
 
 async def test_a_first_message_that_renders_blank_is_none(client, pool, tenant):
-    agent_id = await callable_agent(client, pool, tenant,
-                                    first_message="{{ contact.first_name }}")
+    agent_id = await callable_agent(client, pool, tenant, first_message="{{ contact.first_name }}")
     contact_id = await create_contact(client, tenant, phone="+14155552671")
     _, first = await _rendered(pool, tenant, await placed(client, tenant, contact_id, agent_id))
     assert first is None
@@ -274,6 +337,7 @@ async def test_a_first_message_that_renders_blank_is_none(client, pool, tenant):
 
 async def test_an_agent_without_first_message_renders_none(client, pool, tenant, ready):
     agent_id, contact_id = ready
-    prompt, first = await _rendered(pool, tenant,
-                                    await placed(client, tenant, contact_id, agent_id))
+    prompt, first = await _rendered(
+        pool, tenant, await placed(client, tenant, contact_id, agent_id)
+    )
     assert (prompt, first) == ("", None)

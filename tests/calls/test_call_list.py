@@ -20,13 +20,20 @@ RETURNING id
 """
 
 
-async def insert_call(pool, tenant, contact_id, agent_id, status="completed",
-                      direction="outbound"):
+async def insert_call(pool, tenant, contact_id, agent_id, status="completed", direction="outbound"):
     ended = status in ("completed", "failed")
-    rows = await tenant_sql(pool, tenant, INSERT_CALL, uuid.UUID(contact_id),
-                            uuid.UUID(agent_id), status, direction, 42 if ended else None,
-                            "Hello?" if ended else None,
-                            {"completed": "customer_hangup", "failed": "no_answer"}.get(status))
+    rows = await tenant_sql(
+        pool,
+        tenant,
+        INSERT_CALL,
+        uuid.UUID(contact_id),
+        uuid.UUID(agent_id),
+        status,
+        direction,
+        42 if ended else None,
+        "Hello?" if ended else None,
+        {"completed": "customer_hangup", "failed": "no_answer"}.get(status),
+    )
     return str(rows[0]["id"])
 
 
@@ -37,8 +44,9 @@ async def listed(client, tenant, query=""):
 
 
 async def test_items_are_shaped_as_the_single_read(client, pool, tenant):
-    call_id = await insert_call(pool, tenant, await make_contact(client, tenant),
-                                await make_agent(client, tenant))
+    call_id = await insert_call(
+        pool, tenant, await make_contact(client, tenant), await make_agent(client, tenant)
+    )
     single = await (await client.get(f"{CALLS}/{call_id}", headers=tenant.headers)).get_json()
     body = await listed(client, tenant)
     assert body["calls"] == [single["call"]] and body["total"] == 1
@@ -64,13 +72,15 @@ async def test_each_filter_and_their_combination(client, pool, tenant):
     assert await ids("?status=completed") == [fourth, first]
     assert await ids("?direction=inbound") == [fourth]
     assert await ids("?direction=outbound&status=completed") == [first]
-    assert await ids(f"?contact_id={bob}&agent_id={sales}&status=queued"
-                     "&direction=outbound") == [third]
+    assert await ids(f"?contact_id={bob}&agent_id={sales}&status=queued&direction=outbound") == [
+        third
+    ]
     assert await ids(f"?contact_id={bob}&agent_id={support}") == []
 
 
 async def test_another_sub_accounts_calls_are_not_listed_even_by_their_ids(
-        client, pool, tenant, tenant_second):
+    client, pool, tenant, tenant_second
+):
     contact_id = await make_contact(client, tenant_second)
     agent_id = await make_agent(client, tenant_second)
     await insert_call(pool, tenant_second, contact_id, agent_id)

@@ -46,28 +46,33 @@ async def listed_calls(client, tenant) -> list[dict]:
     return body["calls"]
 
 
-async def test_a_repeated_call_sid_rings_once_and_answers_the_first_call(client, pool, tenant,
-                                                                         worker):
+async def test_a_repeated_call_sid_rings_once_and_answers_the_first_call(
+    client, pool, tenant, worker
+):
     await answering_agent(client, tenant)
     call_sid = sid()
-    first = await ring_ok(client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER,
-                                              "call_sid": call_sid})
+    first = await ring_ok(
+        client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER, "call_sid": call_sid}
+    )
 
     # At once (the call still queued), and whatever its from and to: a number the sub-account
     # does not hold, a caller it has never seen.
-    again = await ring_ok(client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER,
-                                              "call_sid": call_sid})
-    other_numbers = await ring_ok(client, tenant.id, {"from": OTHER_BUSY_CALLER,
-                                                      "to": "+14155550999",
-                                                      "call_sid": call_sid})
+    again = await ring_ok(
+        client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER, "call_sid": call_sid}
+    )
+    other_numbers = await ring_ok(
+        client, tenant.id, {"from": OTHER_BUSY_CALLER, "to": "+14155550999", "call_sid": call_sid}
+    )
     assert again == other_numbers == first
 
     call = await wait_for_end(client, tenant, first["call_id"])
     assert call["status"] == "failed" and call["direction"] == "inbound"
     # Ended, it is still the call of its call_sid; the repeat writes nothing.
     before = await snapshot(pool, tenant)
-    assert await ring_ok(client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER,
-                                             "call_sid": call_sid}) == first
+    assert (
+        await ring_ok(client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER, "call_sid": call_sid})
+        == first
+    )
     assert await snapshot(pool, tenant) == before
 
     [listed] = await listed_calls(client, tenant)
@@ -94,23 +99,31 @@ async def test_concurrent_repeats_make_one_call(client, pool, tenant, worker):
 
 
 async def test_the_same_call_sid_in_another_sub_account_is_another_call(
-        client, pool, tenant, tenant_second, worker):
+    client, pool, tenant, tenant_second, worker
+):
     await answering_agent(client, tenant)
     await answering_agent(client, tenant_second, SECOND_NUMBER)
     call_sid = sid()
 
-    mine = await ring_ok(client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER,
-                                             "call_sid": call_sid})
-    theirs = await ring_ok(client, tenant_second.id, {"from": BUSY_CALLER, "to": SECOND_NUMBER,
-                                                      "call_sid": call_sid})
+    mine = await ring_ok(
+        client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER, "call_sid": call_sid}
+    )
+    theirs = await ring_ok(
+        client, tenant_second.id, {"from": BUSY_CALLER, "to": SECOND_NUMBER, "call_sid": call_sid}
+    )
 
     assert mine["call_id"] != theirs["call_id"]
     assert [call["id"] for call in await listed_calls(client, tenant)] == [mine["call_id"]]
-    assert [call["id"] for call in await listed_calls(client, tenant_second)] == [
-        theirs["call_id"]]
+    assert [call["id"] for call in await listed_calls(client, tenant_second)] == [theirs["call_id"]]
     # Each sub-account's repeat still finds its own.
-    assert await ring_ok(client, tenant_second.id, {"from": BUSY_CALLER, "to": SECOND_NUMBER,
-                                                    "call_sid": call_sid}) == theirs
+    assert (
+        await ring_ok(
+            client,
+            tenant_second.id,
+            {"from": BUSY_CALLER, "to": SECOND_NUMBER, "call_sid": call_sid},
+        )
+        == theirs
+    )
     for owner, answer in ((tenant, mine), (tenant_second, theirs)):
         await wait_for_end(client, owner, answer["call_id"])
 
@@ -122,21 +135,30 @@ async def test_a_call_sid_older_than_a_day_rings_again(client, pool, tenant, wor
     await wait_for_end(client, tenant, first["call_id"])
 
     # Just inside the day it is still the same call.
-    await tenant_sql(pool, tenant, "UPDATE calls SET created_at = now() - $2::interval "
-                                   "+ interval '1 minute' WHERE id = $1",
-                     uuid.UUID(first["call_id"]), CALL_SID_MEMORY)
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE calls SET created_at = now() - $2::interval + interval '1 minute' WHERE id = $1",
+        uuid.UUID(first["call_id"]),
+        CALL_SID_MEMORY,
+    )
     assert await ring_ok(client, tenant.id, body) == first
 
-    await tenant_sql(pool, tenant, "UPDATE calls SET created_at = now() - $2::interval "
-                                   "- interval '1 second' WHERE id = $1",
-                     uuid.UUID(first["call_id"]), CALL_SID_MEMORY)
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE calls SET created_at = now() - $2::interval - interval '1 second' WHERE id = $1",
+        uuid.UUID(first["call_id"]),
+        CALL_SID_MEMORY,
+    )
     second = await ring_ok(client, tenant.id, body)
     assert second["call_id"] != first["call_id"]
     assert second["contact_id"] == first["contact_id"]
     # The new ring is the one remembered now.
     assert await ring_ok(client, tenant.id, body) == second
     assert sorted(call["id"] for call in await listed_calls(client, tenant)) == sorted(
-        [first["call_id"], second["call_id"]])
+        [first["call_id"], second["call_id"]]
+    )
     await wait_for_end(client, tenant, second["call_id"])
 
 
@@ -164,9 +186,23 @@ async def test_without_a_call_sid_every_ring_is_a_call(client, pool, tenant, wor
         await wait_for_end(client, tenant, answer["call_id"])
 
 
-@pytest.mark.parametrize("call_sid", [
-    "", "x" * 65, "CA 123", "CA/123", "CA.123", "CA\n", "CA\u00e9", "\u0661\u0662", 123, True,
-    ["CA1"], {"sid": "CA1"}])
+@pytest.mark.parametrize(
+    "call_sid",
+    [
+        "",
+        "x" * 65,
+        "CA 123",
+        "CA/123",
+        "CA.123",
+        "CA\n",
+        "CA\u00e9",
+        "\u0661\u0662",
+        123,
+        True,
+        ["CA1"],
+        {"sid": "CA1"},
+    ],
+)
 async def test_a_bad_call_sid_is_400_and_rings_nothing(client, pool, tenant, call_sid):
     before = await snapshot(pool, tenant)
     raw = {"from": BUSY_CALLER, "to": NUMBER, "call_sid": call_sid}

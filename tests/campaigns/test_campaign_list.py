@@ -15,8 +15,13 @@ async def listed(client, tenant, query=""):
 
 
 async def set_status(pool, tenant, campaign_id, status):
-    await tenant_sql(pool, tenant, "UPDATE campaigns SET status = $2 WHERE id = $1",
-                     uuid.UUID(campaign_id), status)
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE campaigns SET status = $2 WHERE id = $1",
+        uuid.UUID(campaign_id),
+        status,
+    )
 
 
 async def test_items_are_shaped_as_the_single_read_counters_included(client, tenant):

@@ -31,12 +31,15 @@ from tests.helpers import (
 async def _make_due(pool, tenant, campaign_id):
     """Move a scheduled campaign's start into the past, as if its time had come."""
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await conn.execute("UPDATE campaigns SET start_date = now() - interval '1 second' "
-                           "WHERE id = $1", uuid.UUID(campaign_id))
+        await conn.execute(
+            "UPDATE campaigns SET start_date = now() - interval '1 second' WHERE id = $1",
+            uuid.UUID(campaign_id),
+        )
 
 
 async def test_scheduled_email_arrives_once_charged_once_and_completes(
-        client, pool, tenant_priced, mailbox, worker):
+    client, pool, tenant_priced, mailbox, worker
+):
     tenant = tenant_priced
     await credit(client, tenant, 10)
     contacts = [await add_contact(client, tenant) for _ in range(3)]
@@ -47,8 +50,7 @@ async def test_scheduled_email_arrives_once_charged_once_and_completes(
 
     done = await wait_for_status(client, tenant, campaign["id"], "completed")
 
-    assert (done["contacted"], done["success"], done["pending"], done["progress"]) == (3, 3, 0,
-                                                                                     100)
+    assert (done["contacted"], done["success"], done["pending"], done["progress"]) == (3, 3, 0, 100)
     for contact in contacts:
         address = await contact_email(pool, tenant, contact)
         received = mailbox.to(address)
@@ -59,7 +61,8 @@ async def test_scheduled_email_arrives_once_charged_once_and_completes(
     charges = await ledger(pool, tenant)
     assert len(charges) == 3
     assert {row["reference_id"] for row in charges} == {
-        row["id"] for row in await recipients(pool, tenant, campaign["id"])}
+        row["id"] for row in await recipients(pool, tenant, campaign["id"])
+    }
     assert all(row["amount"] == -EMAIL_PRICE for row in charges)
     assert await balance(pool, tenant) == Decimal("10") - 3 * EMAIL_PRICE
     assert all(row["sent_at"] >= start for row in await recipients(pool, tenant, campaign["id"]))
@@ -97,7 +100,8 @@ async def test_cancelled_campaign_is_never_sent(client, pool, tenant, mailbox, w
 
 
 async def test_send_job_run_twice_at_once_sends_and_charges_once(
-        client, pool, migrated, tenant_priced, mailbox):
+    client, pool, migrated, tenant_priced, mailbox
+):
     tenant = tenant_priced
     await credit(client, tenant, 10)
     contacts = [await add_contact(client, tenant) for _ in range(12)]
@@ -105,11 +109,22 @@ async def test_send_job_run_twice_at_once_sends_and_charges_once(
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
     ctx = {"db": pool, "database_url": migrated}
-    work = DueWork(uuid.uuid4(), tenant.id, tenant.schema, "campaign_send",
-                   uuid.UUID(campaign["id"]), utcnow(), 1, 1)
+    work = DueWork(
+        uuid.uuid4(),
+        tenant.id,
+        tenant.schema,
+        "campaign_send",
+        uuid.UUID(campaign["id"]),
+        utcnow(),
+        1,
+        1,
+    )
 
-    await asyncio.gather(send_campaign(ctx, work), send_campaign(ctx, work),
-                         run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"])))
+    await asyncio.gather(
+        send_campaign(ctx, work),
+        send_campaign(ctx, work),
+        run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"])),
+    )
     # Whichever found the campaign busy comes back later; by then there is nothing left.
     assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"])) is None
 
@@ -121,8 +136,9 @@ async def test_send_job_run_twice_at_once_sends_and_charges_once(
     assert len(charges) == 12 == len({row["reference_id"] for row in charges})
 
 
-async def test_parallel_senders_claim_each_recipient_once(client, pool, migrated, tenant_priced,
-                                                          mailbox):
+async def test_parallel_senders_claim_each_recipient_once(
+    client, pool, migrated, tenant_priced, mailbox
+):
     tenant = tenant_priced
     await credit(client, tenant, 10)
     contacts = [await add_contact(client, tenant) for _ in range(25)]
@@ -131,8 +147,10 @@ async def test_parallel_senders_claim_each_recipient_once(client, pool, migrated
     await _make_due(pool, tenant, campaign["id"])
     settings = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=6, SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
 
-    assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]),
-                              settings) is None
+    assert (
+        await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]), settings)
+        is None
+    )
 
     rows = await recipients(pool, tenant, campaign["id"])
     assert sorted(row["state"] for row in rows) == ["sent"] * 25
@@ -142,7 +160,8 @@ async def test_parallel_senders_claim_each_recipient_once(client, pool, migrated
 
 
 async def test_insufficient_balance_pauses_with_a_reason_then_resume_finishes(
-        client, pool, migrated, tenant_priced, mailbox):
+    client, pool, migrated, tenant_priced, mailbox
+):
     tenant = tenant_priced
     await credit(client, tenant, float(2 * EMAIL_PRICE))
     contacts = [await add_contact(client, tenant) for _ in range(3)]
@@ -181,16 +200,18 @@ async def test_insufficient_balance_pauses_with_a_reason_then_resume_finishes(
 
 
 async def test_smart_list_recipients_are_contacts_with_any_of_its_tags(
-        client, pool, migrated, tenant, mailbox):
+    client, pool, migrated, tenant, mailbox
+):
     vip = await add_contact(client, tenant, tags=["VIP"])
     lead = await add_contact(client, tenant, tags=["lead", "other"])
     other = await add_contact(client, tenant, tags=["other"])
-    response = await client.post("/webhooks/inbound/smart-lists",
-                                 json={"name": "Hot", "tags": ["vip", "lead"]},
-                                 headers=tenant.headers)
+    response = await client.post(
+        "/webhooks/inbound/smart-lists",
+        json={"name": "Hot", "tags": ["vip", "lead"]},
+        headers=tenant.headers,
+    )
     smart_list = (await response.get_json())["smart_list"]["id"]
-    campaign = await create_campaign(client, tenant, smart_list_id=smart_list,
-                                     contact_ids=[vip])
+    campaign = await create_campaign(client, tenant, smart_list_id=smart_list, contact_ids=[vip])
     assert campaign["pending"] == 2
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
@@ -203,7 +224,8 @@ async def test_smart_list_recipients_are_contacts_with_any_of_its_tags(
 
 
 async def test_tracking_links_count_opens_clicks_and_unsubscribes_once(
-        client, pool, migrated, tenant, mailbox):
+    client, pool, migrated, tenant, mailbox
+):
     first, second = await add_contact(client, tenant), await add_contact(client, tenant)
     campaign = await create_campaign(client, tenant, contact_ids=[first, second])
     await schedule(client, tenant, campaign["id"], soon(3600))
@@ -223,12 +245,16 @@ async def test_tracking_links_count_opens_clicks_and_unsubscribes_once(
         assert response.status_code == 200
 
     counted = await get_campaign(client, tenant, campaign["id"])
-    assert (counted["opened_count"], counted["clicked_count"],
-            counted["unsubscribed_count"]) == (1, 1, 1)
+    assert (counted["opened_count"], counted["clicked_count"], counted["unsubscribed_count"]) == (
+        1,
+        1,
+        1,
+    )
 
 
 async def test_forged_or_altered_tracking_links_are_404_and_count_nothing(
-        client, pool, migrated, tenant, mailbox):
+    client, pool, migrated, tenant, mailbox
+):
     contact = await add_contact(client, tenant)
     campaign = await create_campaign(client, tenant, contact_ids=[contact])
     await schedule(client, tenant, campaign["id"], soon(3600))
@@ -239,8 +265,12 @@ async def test_forged_or_altered_tracking_links_are_404_and_count_nothing(
     body, mac = links["unsubscribe"].rsplit("/", 1)[1].split(".")
     tampered = ("A" if body[5] != "A" else "B").join([body[:5], body[6:]])
 
-    for path in (f"/track/unsubscribe/{tampered}.{mac}", "/track/open/abc.def",
-                 links["open"].replace("/open/", "/unsubscribe/"), "/track/click/x"):
+    for path in (
+        f"/track/unsubscribe/{tampered}.{mac}",
+        "/track/open/abc.def",
+        links["open"].replace("/open/", "/unsubscribe/"),
+        "/track/click/x",
+    ):
         response = await client.get(path)
         assert response.status_code == 404, path
 
@@ -249,7 +279,8 @@ async def test_forged_or_altered_tracking_links_are_404_and_count_nothing(
 
 
 async def test_unsubscribed_contact_gets_no_further_campaign_email(
-        client, pool, migrated, tenant, mailbox):
+    client, pool, migrated, tenant, mailbox
+):
     leaving, staying = await add_contact(client, tenant), await add_contact(client, tenant)
     first = await create_campaign(client, tenant, contact_ids=[leaving, staying])
     await schedule(client, tenant, first["id"], soon(3600))
@@ -260,42 +291,52 @@ async def test_unsubscribed_contact_gets_no_further_campaign_email(
     response = await client.post(tracking_links(message)["unsubscribe"])
     assert response.status_code == 200
 
-    second = await create_campaign(client, tenant, contact_ids=[leaving, staying],
-                                   subject="Again")
+    second = await create_campaign(client, tenant, contact_ids=[leaving, staying], subject="Again")
     await schedule(client, tenant, second["id"], soon(3600))
     await _make_due(pool, tenant, second["id"])
     await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(second["id"]))
 
     assert [m["Subject"] for m in mailbox.to(address)] == ["Spring sale"]
     assert [m["Subject"] for m in mailbox.to(await contact_email(pool, tenant, staying))] == [
-        "Spring sale", "Again"]
+        "Spring sale",
+        "Again",
+    ]
     done = await get_campaign(client, tenant, second["id"])
     assert (done["status"], done["contacted"], done["success"]) == ("completed", 1, 1)
 
 
-async def test_campaign_sends_join_the_contacts_conversation(client, pool, migrated, tenant,
-                                                             mailbox):
+async def test_campaign_sends_join_the_contacts_conversation(
+    client, pool, migrated, tenant, mailbox
+):
     contact = await add_contact(client, tenant)
     campaign = await create_campaign(client, tenant, contact_ids=[contact])
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
     await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
-    response = await client.get(f"/functions/v1/crm-api/get-contact-messages/{contact}",
-                                headers=tenant.headers)
+    response = await client.get(
+        f"/functions/v1/crm-api/get-contact-messages/{contact}", headers=tenant.headers
+    )
     assert response.status_code == 200
     (message,) = (await response.get_json())["messages"]
     assert (message["message_type"], message["sender_type"]) == ("email", "agent")
 
 
-async def test_sms_campaign_goes_through_the_sandbox_provider(client, pool, migrated,
-                                                               tenant_priced):
+async def test_sms_campaign_goes_through_the_sandbox_provider(
+    client, pool, migrated, tenant_priced
+):
     tenant = tenant_priced
     await credit(client, tenant, 1)
     good = await add_contact(client, tenant, phone="+14155550123")
     refused = await add_contact(client, tenant, phone="+14155550199")
-    campaign = await create_campaign(client, tenant, campaign_type="sms", subject=None,
-                                     message_content="Sale today!", contact_ids=[good, refused])
+    campaign = await create_campaign(
+        client,
+        tenant,
+        campaign_type="sms",
+        subject=None,
+        message_content="Sale today!",
+        contact_ids=[good, refused],
+    )
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
 
@@ -303,22 +344,28 @@ async def test_sms_campaign_goes_through_the_sandbox_provider(client, pool, migr
 
     done = await get_campaign(client, tenant, campaign["id"])
     assert (done["status"], done["contacted"], done["success"]) == ("completed", 2, 1)
-    states = {str(row["contact_id"]): row["state"]
-              for row in await recipients(pool, tenant, campaign["id"])}
+    states = {
+        str(row["contact_id"]): row["state"]
+        for row in await recipients(pool, tenant, campaign["id"])
+    }
     assert states == {good: "sent", refused: "failed"}
     # The refused message was refunded: one net charge.
     assert await balance(pool, tenant) == Decimal("1") - SMS_PRICE
 
 
-async def test_business_hours_defer_the_send_to_the_next_opening(client, pool, migrated,
-                                                                  tenant, mailbox):
+async def test_business_hours_defer_the_send_to_the_next_opening(
+    client, pool, migrated, tenant, mailbox
+):
     contact = await add_contact(client, tenant)
-    tomorrow = (utcnow() + timedelta(days=1))
+    tomorrow = utcnow() + timedelta(days=1)
     day = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")[tomorrow.weekday()]
     campaign = await create_campaign(
-        client, tenant, contact_ids=[contact], business_hours_enabled=True,
-        business_hours_config={"timezone": "UTC", "days": [day], "start": "00:00",
-                               "end": "23:59"})
+        client,
+        tenant,
+        contact_ids=[contact],
+        business_hours_enabled=True,
+        business_hours_config={"timezone": "UTC", "days": [day], "start": "00:00", "end": "23:59"},
+    )
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
 
@@ -333,26 +380,34 @@ async def test_business_hours_defer_the_send_to_the_next_opening(client, pool, m
 
 
 async def test_a_claim_of_only_opted_out_contacts_does_not_stop_the_sender(
-        client, pool, migrated, tenant, mailbox):
+    client, pool, migrated, tenant, mailbox
+):
     leaving = [await add_contact(client, tenant) for _ in range(4)]
     staying = [await add_contact(client, tenant) for _ in range(2)]
     async with tenant_transaction(pool, tenant.schema) as conn:
         await conn.executemany(
             "INSERT INTO contact_consents (contact_id, channel, status, source) "
             "VALUES ($1, 'email', 'revoked', 'api')",
-            [(uuid.UUID(contact),) for contact in leaving])
+            [(uuid.UUID(contact),) for contact in leaving],
+        )
     campaign = await create_campaign(client, tenant, contact_ids=leaving + staying)
     assert campaign["pending"] == 2
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
     one_by_two = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=1, SWITCHBOARD_CAMPAIGN_BATCH_SIZE=2)
 
-    assert await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]),
-                              one_by_two) is None
+    assert (
+        await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]), one_by_two)
+        is None
+    )
 
     done = await get_campaign(client, tenant, campaign["id"])
     assert (done["status"], done["contacted"], done["success"], done["progress"]) == (
-        "completed", 2, 2, 100)
+        "completed",
+        2,
+        2,
+        100,
+    )
     for contact in staying:
         assert len(mailbox.to(await contact_email(pool, tenant, contact))) == 1
     for contact in leaving:
@@ -360,14 +415,16 @@ async def test_a_claim_of_only_opted_out_contacts_does_not_stop_the_sender(
 
 
 async def test_due_campaign_is_sent_although_its_queued_job_was_lost(
-        client, pool, tenant, mailbox, run_worker):
+    client, pool, tenant, mailbox, run_worker
+):
     contact = await add_contact(client, tenant)
     campaign = await create_campaign(client, tenant, contact_ids=[contact])
     # No worker listens while it is scheduled, so nothing reaches Redis: only PostgreSQL knows.
     await schedule(client, tenant, campaign["id"], soon(3600))
     await _make_due(pool, tenant, campaign["id"])
-    await pool.execute("UPDATE control.due_work SET due_at = now() WHERE ref_id = $1",
-                       uuid.UUID(campaign["id"]))
+    await pool.execute(
+        "UPDATE control.due_work SET due_at = now() WHERE ref_id = $1", uuid.UUID(campaign["id"])
+    )
 
     await run_worker()
 

@@ -102,8 +102,12 @@ def short(value: str) -> str:
 
 
 def campaign_body(href: str, *, quote: str = '"') -> dict[str, str]:
-    return {"name": "Sale", "campaign_type": "email", "subject": "Sale",
-            "message_content": f"<p>Hi</p><a href={quote}{href}{quote}>shop</a>"}
+    return {
+        "name": "Sale",
+        "campaign_type": "email",
+        "subject": "Sale",
+        "message_content": f"<p>Hi</p><a href={quote}{href}{quote}>shop</a>",
+    }
 
 
 async def refused(client, pool, tenant, body) -> None:
@@ -122,21 +126,30 @@ async def test_campaign_link_that_is_not_a_valid_url_is_400(client, pool, tenant
 
 @pytest.mark.parametrize("href", WHITESPACE_OR_CONTROL, ids=short)
 async def test_campaign_link_holding_whitespace_or_a_control_character_is_400(
-        client, pool, tenant, href):
+    client, pool, tenant, href
+):
     await refused(client, pool, tenant, campaign_body(href))
 
 
 @pytest.mark.parametrize("quote", ["'", ""])
-@pytest.mark.parametrize("href", ["https://example.com/a&#13;&#10;Set-Cookie:x=1",
-                                  "http://a:99999999/", f"https://{LABEL_64}.com/"])
-async def test_single_quoted_and_unquoted_links_are_checked_too(client, pool, tenant, href,
-                                                                quote):
+@pytest.mark.parametrize(
+    "href",
+    [
+        "https://example.com/a&#13;&#10;Set-Cookie:x=1",
+        "http://a:99999999/",
+        f"https://{LABEL_64}.com/",
+    ],
+)
+async def test_single_quoted_and_unquoted_links_are_checked_too(client, pool, tenant, href, quote):
     await refused(client, pool, tenant, campaign_body(href, quote=quote))
 
 
 async def test_sms_campaign_content_is_checked_as_well(client, pool, tenant):
-    body = {"name": "Text", "campaign_type": "sms",
-            "message_content": 'Shop <a href="https://example.com/a&#13;&#10;X: 1">now</a>'}
+    body = {
+        "name": "Text",
+        "campaign_type": "sms",
+        "message_content": 'Shop <a href="https://example.com/a&#13;&#10;X: 1">now</a>',
+    }
     await refused(client, pool, tenant, body)
 
 
@@ -147,8 +160,7 @@ async def test_a_link_too_long_to_track_is_400(client, pool, tenant):
 
 async def test_the_longest_link_accepted_is_tracked_and_followed(client, tenant):
     href = "https://example.com/" + "a" * (MAX_LINK_BYTES - len("https://example.com/"))
-    campaign = await create_campaign(client, tenant,
-                                     message_content=f'<a href="{href}">long</a>')
+    campaign = await create_campaign(client, tenant, message_content=f'<a href="{href}">long</a>')
     assert href in campaign["message_content"]
     token = sign("click", tenant.id, uuid.uuid4(), href)
     response = await client.get(f"/track/click/{token}")
@@ -166,16 +178,20 @@ async def test_valid_links_are_accepted_and_stored_as_sent(client, pool, tenant,
 
 
 async def test_links_of_other_schemes_and_relative_links_are_left_alone(client, tenant):
-    content = ('<a href="mailto:sales@example.com">mail</a> <a href="#top">top</a> '
-               '<a href="/relative path">rel</a> <a href="tel:+14155550100">call</a>')
+    content = (
+        '<a href="mailto:sales@example.com">mail</a> <a href="#top">top</a> '
+        '<a href="/relative path">rel</a> <a href="tel:+14155550100">call</a>'
+    )
     campaign = await create_campaign(client, tenant, message_content=content)
     assert campaign["message_content"] == content
 
 
 def test_every_web_link_is_tracked_whatever_its_quoting():
-    content = ('<a href="https://example.com/1">1</a><a href=\'https://example.com/2\'>2</a>'
-               '<a href=https://example.com/3>3</a><a HREF = "https://example.com/4?a=1&amp;b=2">'
-               '4</a><a href="mailto:x@example.com">m</a>')
+    content = (
+        "<a href=\"https://example.com/1\">1</a><a href='https://example.com/2'>2</a>"
+        '<a href=https://example.com/3>3</a><a HREF = "https://example.com/4?a=1&amp;b=2">'
+        '4</a><a href="mailto:x@example.com">m</a>'
+    )
     assert check_links(content) == content
     rendered = render(content, uuid.uuid4(), uuid.uuid4()).html
     assert "example.com/" not in rendered
@@ -186,14 +202,25 @@ def test_every_web_link_is_tracked_whatever_its_quoting():
 # --- clicks -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", [
-    "https://[", "http://a:99999999/", "http://a:" + "9" * 5000 + "/", "https://[::1/",
-    "https://[gg::1]/",
-    f"https://{LABEL_64}.example.com/", "https://a..b/", "https://example.com/\r\nX: 1",
-    "ftp://example.com/", "https:example.com",
-], ids=short)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://[",
+        "http://a:99999999/",
+        "http://a:" + "9" * 5000 + "/",
+        "https://[::1/",
+        "https://[gg::1]/",
+        f"https://{LABEL_64}.example.com/",
+        "https://a..b/",
+        "https://example.com/\r\nX: 1",
+        "ftp://example.com/",
+        "https:example.com",
+    ],
+    ids=short,
+)
 async def test_click_on_a_link_that_cannot_be_followed_is_404_and_counts_nothing(
-        client, pool, tenant, url):
+    client, pool, tenant, url
+):
     token = sign("click", tenant.id, uuid.uuid4(), url)
     before = await snapshot(pool, tenant)
     response = await client.get(f"/track/click/{token}")
@@ -202,18 +229,23 @@ async def test_click_on_a_link_that_cannot_be_followed_is_404_and_counts_nothing
 
 
 async def test_click_on_a_bad_link_of_a_campaign_sent_before_the_check_is_404(
-        client, pool, migrated, tenant, mailbox):
+    client, pool, migrated, tenant, mailbox
+):
     # A campaign stored before links were checked: its content is written directly.
     contact = await add_contact(client, tenant)
     campaign = await create_campaign(client, tenant, contact_ids=[contact])
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await conn.execute("UPDATE campaigns SET message_content = $2 WHERE id = $1",
-                           uuid.UUID(campaign["id"]),
-                           '<a href="http://shop.example:99999999/sale">sale</a>')
+        await conn.execute(
+            "UPDATE campaigns SET message_content = $2 WHERE id = $1",
+            uuid.UUID(campaign["id"]),
+            '<a href="http://shop.example:99999999/sale">sale</a>',
+        )
     assert (await schedule(client, tenant, campaign["id"], soon(3600))).status_code == 200
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await conn.execute("UPDATE campaigns SET start_date = now() - interval '1 second' "
-                           "WHERE id = $1", uuid.UUID(campaign["id"]))
+        await conn.execute(
+            "UPDATE campaigns SET start_date = now() - interval '1 second' WHERE id = $1",
+            uuid.UUID(campaign["id"]),
+        )
     await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
     (message,) = mailbox.to(await contact_email(pool, tenant, contact))
     response = await client.get(tracking_links(message)["click"])

@@ -19,7 +19,8 @@ SWEEP_BOUND_SECONDS = 20
 
 
 async def test_campaign_is_sent_after_redis_is_flushed_before_it_is_due(
-        app, client, pool, tenant, mailbox, worker):
+    app, client, pool, tenant, mailbox, worker
+):
     arq = app.app.config["ARQ"]
     contacts = [await add_contact(client, tenant) for _ in range(3)]
     campaign = await create_campaign(client, tenant, contact_ids=contacts)
@@ -28,8 +29,9 @@ async def test_campaign_is_sent_after_redis_is_flushed_before_it_is_due(
     assert response.status_code == 200, await response.get_data(as_text=True)
 
     # The worker heard the commit and queued the run for start_date...
-    row = await pool.fetchrow("SELECT id, version FROM control.due_work WHERE ref_id = $1",
-                              uuid.UUID(campaign["id"]))
+    row = await pool.fetchrow(
+        "SELECT id, version FROM control.due_work WHERE ref_id = $1", uuid.UUID(campaign["id"])
+    )
     job_key = f"arq:job:{due.job_id(row['id'], row['version'])}"
     async with asyncio.timeout(10):
         while True:

@@ -46,8 +46,9 @@ class GatedSink:
         with self.lock:
             hold = not self.opened.is_set() and len(self.accepted) >= self.accept_first
             if not hold:
-                self.accepted.append((list(envelope.rcpt_tos),
-                                      message_from_bytes(envelope.original_content)))
+                self.accepted.append(
+                    (list(envelope.rcpt_tos), message_from_bytes(envelope.original_content))
+                )
             else:
                 self.held += 1
         if not hold:
@@ -74,23 +75,36 @@ def gated_sink() -> Iterator[GatedSink]:
 
 
 def start_worker(sink: GatedSink) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SMTP_HOST": sink.host, "SMTP_PORT": str(sink.port),
-           "SWITCHBOARD_CAMPAIGN_CONCURRENCY": "3", "SWITCHBOARD_CAMPAIGN_BATCH_SIZE": "2",
-           "SWITCHBOARD_CAMPAIGN_SLICE_SECONDS": "2", "SWITCHBOARD_CAMPAIGN_LEASE_SECONDS": "3"}
-    return subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "SMTP_HOST": sink.host,
+        "SMTP_PORT": str(sink.port),
+        "SWITCHBOARD_CAMPAIGN_CONCURRENCY": "3",
+        "SWITCHBOARD_CAMPAIGN_BATCH_SIZE": "2",
+        "SWITCHBOARD_CAMPAIGN_SLICE_SECONDS": "2",
+        "SWITCHBOARD_CAMPAIGN_LEASE_SECONDS": "3",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def _sent(pool: Any, tenant: Any, campaign_id: str) -> dict[str, int]:
     async with tenant_transaction(pool, tenant.schema) as conn:
-        rows = await conn.fetch("SELECT state, count(*) FROM campaign_recipients "
-                                "WHERE campaign_id = $1 GROUP BY state", uuid.UUID(campaign_id))
+        rows = await conn.fetch(
+            "SELECT state, count(*) FROM campaign_recipients WHERE campaign_id = $1 GROUP BY state",
+            uuid.UUID(campaign_id),
+        )
     return {row["state"]: row["count"] for row in rows}
 
 
 async def test_worker_killed_mid_campaign_then_restarted_sends_each_recipient_once(
-        client, pool, tenant_priced, gated_sink):
+    client, pool, tenant_priced, gated_sink
+):
     tenant = tenant_priced
     await credit(client, tenant, 100)
     contacts = [await add_contact(client, tenant) for _ in range(RECIPIENTS)]

@@ -24,15 +24,33 @@ SWITCHBOARD = [sys.executable, "-m", "cli"]
 
 
 def _env(servers, **extra: str) -> dict[str, str]:
-    return {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-            **extra}
+    return {
+        **os.environ,
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        **extra,
+    }
 
 
 def test_create_organisation_prints_id_and_agency_key(servers, pool, migrated) -> None:
     done = subprocess.run(
-        [*SWITCHBOARD, "create-organisation", "--name", "CLI Agency", "--plan-type", "saas",
-         "--max-sub-accounts", "3", "--inactive"],
-        env=_env(servers), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        [
+            *SWITCHBOARD,
+            "create-organisation",
+            "--name",
+            "CLI Agency",
+            "--plan-type",
+            "saas",
+            "--max-sub-accounts",
+            "3",
+            "--inactive",
+        ],
+        env=_env(servers),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert set(printed) == {"organisation_id", "agency_api_key"}
@@ -43,21 +61,33 @@ def test_create_organisation_prints_id_and_agency_key(servers, pool, migrated) -
         try:
             return await conn.fetchrow(
                 "SELECT name, plan_type, max_sub_accounts, is_active FROM control.organisations "
-                "WHERE id = $1", uuid.UUID(printed["organisation_id"]))
+                "WHERE id = $1",
+                uuid.UUID(printed["organisation_id"]),
+            )
         finally:
             await conn.close()
 
     stored = asyncio.run(row())
-    assert dict(stored) == {"name": "CLI Agency", "plan_type": "saas", "max_sub_accounts": 3,
-                            "is_active": False}
+    assert dict(stored) == {
+        "name": "CLI Agency",
+        "plan_type": "saas",
+        "max_sub_accounts": 3,
+        "is_active": False,
+    }
 
 
 async def test_worker_command_runs_a_job_and_exits(servers, migrated) -> None:
     arq = await create_arq_pool(RedisSettings.from_dsn(servers.redis_url))
     job = await arq.enqueue_job("ping", "cli")
     process = await asyncio.create_subprocess_exec(
-        *SWITCHBOARD, "worker", "--burst", env=_env(servers),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        *SWITCHBOARD,
+        "worker",
+        "--burst",
+        env=_env(servers),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     _, stderr = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, stderr.decode()
     assert await job.result(timeout=5) == "pong:cli"
@@ -80,14 +110,21 @@ def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> N
 
 def test_serve_answers_and_stops_gracefully_on_sigterm(servers, migrated) -> None:
     port = free_port()
-    process = subprocess.Popen([*SWITCHBOARD, "serve", "--port", str(port)], env=_env(servers),
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*SWITCHBOARD, "serve", "--port", str(port)],
+        env=_env(servers),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_healthy(f"http://127.0.0.1:{port}/healthz", process)
         ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
-        assert ready.status_code == 200 and ready.json()["checks"] == {"database": "ok",
-                                                                       "redis": "ok"}
+        assert ready.status_code == 200 and ready.json()["checks"] == {
+            "database": "ok",
+            "redis": "ok",
+        }
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
     finally:
@@ -110,20 +147,30 @@ def empty_database(servers):
     asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, empty_database,
-                                                                    tmp_path) -> None:
+def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(
+    servers, empty_database, tmp_path
+) -> None:
     port = free_port()
     # Behind PgBouncer, the direct URL (migrations, LISTEN) must name the same database.
     direct = servers.direct_url.rsplit("/", 1)[0] + "/" + empty_database.rsplit("/", 1)[1]
-    env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DIRECT_DATABASE_URL=direct,
-               SWITCHBOARD_DATA_DIR=str(tmp_path),
-               SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{free_port()}")
+    env = _env(
+        servers,
+        DATABASE_URL=empty_database,
+        SWITCHBOARD_DIRECT_DATABASE_URL=direct,
+        SWITCHBOARD_DATA_DIR=str(tmp_path),
+        SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{free_port()}",
+    )
     # No pepper or secrets key: dev makes random ones, kept in the data dir for the restart.
     env.pop("SWITCHBOARD_KEY_PEPPER", None)
     env.pop("SWITCHBOARD_SECRETS_KEY", None)
-    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*SWITCHBOARD, "dev", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_healthy(f"http://127.0.0.1:{port}/healthz", process, 90)
         process.send_signal(signal.SIGTERM)
@@ -136,20 +183,37 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
             process.kill()
     assert (tmp_path / "dev-secrets.json").exists()
     # An organisation made beside it (same folder, same unset settings) gets a key dev accepts.
-    done = subprocess.run([*SWITCHBOARD, "create-organisation", "--name", "Beside dev"],
-                          env=env, capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [*SWITCHBOARD, "create-organisation", "--name", "Beside dev"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     agency_key = json.loads(done.stdout)["agency_api_key"]
     # Start again: the demo data is kept and the printed key still works.
-    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*SWITCHBOARD, "dev", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_healthy(f"http://127.0.0.1:{port}/healthz", process, 90)
-        answer = httpx.get(f"http://127.0.0.1:{port}/webhooks/inbound/team-users",
-                           headers={"x-api-key": key.group(1)}, timeout=5)
+        answer = httpx.get(
+            f"http://127.0.0.1:{port}/webhooks/inbound/team-users",
+            headers={"x-api-key": key.group(1)},
+            timeout=5,
+        )
         assert answer.status_code == 200 and answer.json()["status"] == "success"
-        answer = httpx.get(f"http://127.0.0.1:{port}/functions/v1/agency/sub-accounts",
-                           headers={"x-api-key": agency_key}, timeout=5)
+        answer = httpx.get(
+            f"http://127.0.0.1:{port}/functions/v1/agency/sub-accounts",
+            headers={"x-api-key": agency_key},
+            timeout=5,
+        )
         assert answer.status_code == 200, answer.text
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
@@ -158,31 +222,46 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(servers, emp
             process.kill()
 
 
-def test_dev_prints_a_call_that_works_without_vendor_keys(servers, empty_database,
-                                                          tmp_path) -> None:
+def test_dev_prints_a_call_that_works_without_vendor_keys(
+    servers, empty_database, tmp_path
+) -> None:
     """The README's first call: dev's banner curl places a sandbox call that is a conversation
     through the fake vendors, with a transcript and a recording at the link it shows."""
     port = free_port()
     direct = servers.direct_url.rsplit("/", 1)[0] + "/" + empty_database.rsplit("/", 1)[1]
-    env = _env(servers, DATABASE_URL=empty_database, SWITCHBOARD_DIRECT_DATABASE_URL=direct,
-               SWITCHBOARD_DATA_DIR=str(tmp_path),
-               SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{free_port()}")
+    env = _env(
+        servers,
+        DATABASE_URL=empty_database,
+        SWITCHBOARD_DIRECT_DATABASE_URL=direct,
+        SWITCHBOARD_DATA_DIR=str(tmp_path),
+        SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{free_port()}",
+    )
     for name in [key for key in env if key.endswith("_BASE_URL")] + ["SWITCHBOARD_PUBLIC_URL"]:
         env.pop(name, None)
     log = tmp_path / "dev.stderr"
-    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=log.open("wb"))
+    process = subprocess.Popen(
+        [*SWITCHBOARD, "dev", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
     try:
         deadline = time.monotonic() + 120
-        while not (found := re.search(r"curl -X POST -H 'x-api-key: (\S+)' .* -d '(\{.*\})' "
-                                      r"(\S+/call)", log.read_text())):
+        while not (
+            found := re.search(
+                r"curl -X POST -H 'x-api-key: (\S+)' .* -d '(\{.*\})' "
+                r"(\S+/call)",
+                log.read_text(),
+            )
+        ):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.5)
         key, body, url = found.groups()
         headers = {"x-api-key": key}
-        placed = httpx.post(url, content=body, timeout=10,
-                            headers={**headers, "content-type": "application/json"})
+        placed = httpx.post(
+            url, content=body, timeout=10, headers={**headers, "content-type": "application/json"}
+        )
         assert placed.status_code == 200, placed.text
         call_url = f"http://127.0.0.1:{port}/webhooks/inbound/calls/{placed.json()['call_id']}"
         for _ in range(600):
@@ -192,8 +271,10 @@ def test_dev_prints_a_call_that_works_without_vendor_keys(servers, empty_databas
             time.sleep(0.2)
         assert call["status"] == "completed", call
         assert call["transcript"].splitlines()[:3] == [
-            "Contact: Hello?", "Agent: Hi, this is Sam from Demo Agency. Do you have a minute?",
-            "Contact: Yes, I have a minute."]
+            "Contact: Hello?",
+            "Agent: Hi, this is Sam from Demo Agency. Do you have a minute?",
+            "Contact: Yes, I have a minute.",
+        ]
         recording = httpx.get(call["recording_url"], timeout=10)
         assert recording.status_code == 200
         assert recording.headers["content-type"] == "audio/wav"

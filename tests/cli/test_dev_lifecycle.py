@@ -26,11 +26,24 @@ SWITCHBOARD = [sys.executable, "-m", "cli"]
 
 def embedded_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """dev with no DATABASE_URL or REDIS_URL: it starts its own servers under data_dir."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "REDIS_URL", "SWITCHBOARD_DIRECT_DATABASE_URL",
-                          "SWITCHBOARD_DB_STATEMENT_CACHE_SIZE", "SWITCHBOARD_LOG_FORMAT")}
-    return {**env, "SWITCHBOARD_DATA_DIR": str(data_dir),
-            "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{free_port()}", **extra}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key
+        not in (
+            "DATABASE_URL",
+            "REDIS_URL",
+            "SWITCHBOARD_DIRECT_DATABASE_URL",
+            "SWITCHBOARD_DB_STATEMENT_CACHE_SIZE",
+            "SWITCHBOARD_LOG_FORMAT",
+        )
+    }
+    return {
+        **env,
+        "SWITCHBOARD_DATA_DIR": str(data_dir),
+        "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{free_port()}",
+        **extra,
+    }
 
 
 def redis_port(data_dir: Path) -> int:
@@ -51,9 +64,13 @@ def test_ctrl_c_stops_the_embedded_servers_dev_started(data_dir: Path) -> None:
     # given dev on embedded PostgreSQL and Redis, serving
     port = free_port()
     log = tmp_path / "dev.stderr"
-    process = subprocess.Popen([*SWITCHBOARD, "dev", "--port", str(port)],
-                               env=embedded_env(tmp_path), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    process = subprocess.Popen(
+        [*SWITCHBOARD, "dev", "--port", str(port)],
+        env=embedded_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
     try:
         deadline = time.monotonic() + 180
         while "sub-account key:" not in log.read_text():
@@ -80,9 +97,14 @@ def test_a_port_in_use_is_one_line_naming_it_and_nothing_is_started(tmp_path: Pa
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        done = subprocess.run([*SWITCHBOARD, "dev", "--port", str(taken)],
-                              env=embedded_env(tmp_path), capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [*SWITCHBOARD, "dev", "--port", str(taken)],
+            env=embedded_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     assert done.returncode == 1
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert f"port {taken}" in done.stderr and f"make run PORT={taken + 1}" in done.stderr
@@ -95,9 +117,17 @@ def test_a_voice_port_in_use_is_one_line_naming_it(tmp_path: Path) -> None:
         holder.listen()
         taken = holder.getsockname()[1]
         env = embedded_env(tmp_path, SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{taken}")
-        done = subprocess.run([*SWITCHBOARD, "dev", "--port", str(free_port())], env=env,
-                              capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [*SWITCHBOARD, "dev", "--port", str(free_port())],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     assert done.returncode == 1
-    assert re.fullmatch(rf"switchboard dev: the voice runtime's port {taken} "
-                        r".*SWITCHBOARD_VOICE_URL=\S+\n", done.stderr), done.stderr
+    assert re.fullmatch(
+        rf"switchboard dev: the voice runtime's port {taken} "
+        r".*SWITCHBOARD_VOICE_URL=\S+\n",
+        done.stderr,
+    ), done.stderr

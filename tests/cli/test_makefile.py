@@ -11,8 +11,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_first_install_says_what_it_is_doing_before_it_starts(tmp_path: Path) -> None:
     # given no virtual environment yet, when make plans `make test`, then its first words say so
-    result = subprocess.run(["make", "-n", f"VENV={tmp_path / 'venv'}", "test"], cwd=REPO,
-                            capture_output=True, text=True, timeout=60, check=True)
+    result = subprocess.run(
+        ["make", "-n", f"VENV={tmp_path / 'venv'}", "test"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     lines = result.stdout.splitlines()
     first_pip = next(i for i, line in enumerate(lines) if "pip install" in line)
     announced = " ".join(lines[:first_pip])

@@ -71,14 +71,19 @@ def answers(base: str) -> bool:
 
 
 def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
-        servers, migrated) -> None:
+    servers, migrated
+) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
     process = subprocess.Popen(
         [sys.executable, "-m", "cli", "serve", "--workers", "2", "--port", str(port)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)  # its own process group, so cleanup can reach every child
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # its own process group, so cleanup can reach every child
     try:
         wait_until(lambda: len(children_of(process.pid)) == 2 and answers(base))
         first = children_of(process.pid)
@@ -117,7 +122,11 @@ def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
 
 
 def test_workers_must_be_at_least_one() -> None:
-    result = subprocess.run([sys.executable, "-m", "cli", "serve", "--workers", "0"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "serve", "--workers", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "must be at least 1" in result.stderr

@@ -28,16 +28,21 @@ async def ping(redis_url: str, value: str) -> str:
         await arq.aclose()
 
 
-async def test_worker_started_before_redis_waits_for_it_then_runs_jobs(servers, migrated,
-                                                                      tmp_path) -> None:
+async def test_worker_started_before_redis_waits_for_it_then_runs_jobs(
+    servers, migrated, tmp_path
+) -> None:
     port = free_port()  # nothing listens here yet
     redis_url = f"redis://127.0.0.1:{port}/0"
     stderr = tmp_path / "worker.stderr"
     with stderr.open("wb") as output:
         process = await asyncio.create_subprocess_exec(
-            *SWITCHBOARD, "worker",
+            *SWITCHBOARD,
+            "worker",
             env={**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": redis_url},
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=output)
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=output,
+        )
     redis = None
     try:
         # Longer than arq's own connection retries (5, a second apart), after which it gave up.

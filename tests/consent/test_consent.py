@@ -38,8 +38,11 @@ async def get(client, tenant, contact_id):
 
 
 async def stored(pool, tenant):
-    return await tenant_sql(pool, tenant, "SELECT contact_id, channel, status, source "
-                                          "FROM contact_consents ORDER BY channel")
+    return await tenant_sql(
+        pool,
+        tenant,
+        "SELECT contact_id, channel, status, source FROM contact_consents ORDER BY channel",
+    )
 
 
 # --- GET / PUT --------------------------------------------------------------------------------
@@ -50,8 +53,10 @@ async def test_get_of_a_contact_never_set_reads_unknown_on_every_channel(client,
     response = await get(client, tenant, contact)
     assert response.status_code == 200
     assert await response.get_json() == {
-        "status": "success", "contact_id": contact,
-        "consent": {"sms": UNKNOWN, "email": UNKNOWN, "call": UNKNOWN}}
+        "status": "success",
+        "contact_id": contact,
+        "consent": {"sms": UNKNOWN, "email": UNKNOWN, "call": UNKNOWN},
+    }
 
 
 async def test_put_revokes_one_channel_with_source_api_and_get_shows_it(client, pool, tenant):
@@ -66,31 +71,35 @@ async def test_put_revokes_one_channel_with_source_api_and_get_shows_it(client, 
     assert body["consent"]["email"] == UNKNOWN and body["consent"]["call"] == UNKNOWN
     assert await (await get(client, tenant, contact)).get_json() == body
     assert [tuple(row) for row in await stored(pool, tenant)] == [
-        (uuid.UUID(contact), "sms", "revoked", "api")]
+        (uuid.UUID(contact), "sms", "revoked", "api")
+    ]
 
 
 async def test_put_grants_again_after_an_unsubscribe_and_records_the_source(client, tenant):
     contact = await add_contact(client, tenant)
-    await put(client, tenant, contact, channel="email", status="revoked",
-              source="unsubscribe_link")
+    await put(client, tenant, contact, channel="email", status="revoked", source="unsubscribe_link")
     response = await put(client, tenant, contact, channel="email", status="granted")
     assert response.status_code == 200
     email = (await response.get_json())["consent"]["email"]
     assert (email["status"], email["source"]) == ("granted", "api")
 
 
-@pytest.mark.parametrize("body", [
-    {"channel": "fax", "status": "revoked"},
-    {"channel": "sms", "status": "unknown"},
-    {"channel": "sms", "status": "maybe"},
-    {"channel": "sms", "status": "revoked", "source": "carrier"},
-    {"channel": "sms"},
-    {"status": "granted"},
-    {"channel": ["sms"], "status": "granted"},
-    {},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"channel": "fax", "status": "revoked"},
+        {"channel": "sms", "status": "unknown"},
+        {"channel": "sms", "status": "maybe"},
+        {"channel": "sms", "status": "revoked", "source": "carrier"},
+        {"channel": "sms"},
+        {"status": "granted"},
+        {"channel": ["sms"], "status": "granted"},
+        {},
+    ],
+)
 async def test_put_with_a_bad_channel_status_or_source_is_400_and_writes_nothing(
-        client, pool, tenant, body):
+    client, pool, tenant, body
+):
     contact = await add_contact(client, tenant)
     response = await put(client, tenant, contact, **body)
     body = await expect_error(response, 400, "validation_error")
@@ -100,8 +109,11 @@ async def test_put_with_a_bad_channel_status_or_source_is_400_and_writes_nothing
 
 async def test_put_without_json_is_400(client, pool, tenant):
     contact = await add_contact(client, tenant)
-    response = await client.put(consent_url(contact), data="channel=sms",
-                                headers={**tenant.headers, "Content-Type": "text/plain"})
+    response = await client.put(
+        consent_url(contact),
+        data="channel=sms",
+        headers={**tenant.headers, "Content-Type": "text/plain"},
+    )
     assert response.status_code == 400
     assert (await response.get_json())["status"] == "error"
     assert await stored(pool, tenant) == []
@@ -109,26 +121,38 @@ async def test_put_without_json_is_400(client, pool, tenant):
 
 @pytest.mark.parametrize("method", ["GET", "PUT"])
 async def test_a_contact_id_that_is_not_a_uuid_is_400(client, tenant, method):
-    response = await client.open(consent_url("nope"), method=method, headers=tenant.headers,
-                                 json={"channel": "sms", "status": "revoked"})
+    response = await client.open(
+        consent_url("nope"),
+        method=method,
+        headers=tenant.headers,
+        json={"channel": "sms", "status": "revoked"},
+    )
     await expect_error(response, 400, "invalid_uuid")
 
 
 @pytest.mark.parametrize("method", ["GET", "PUT"])
 async def test_a_missing_contact_is_404(client, pool, tenant, method):
-    response = await client.open(consent_url(str(uuid.uuid4())), method=method,
-                                 headers=tenant.headers,
-                                 json={"channel": "sms", "status": "revoked"})
+    response = await client.open(
+        consent_url(str(uuid.uuid4())),
+        method=method,
+        headers=tenant.headers,
+        json={"channel": "sms", "status": "revoked"},
+    )
     await expect_error(response, 404, "not_found")
     assert await stored(pool, tenant) == []
 
 
 @pytest.mark.parametrize("method", ["GET", "PUT"])
-async def test_another_sub_accounts_contact_is_404_and_unchanged(client, pool, tenant,
-                                                                 tenant_second, method):
+async def test_another_sub_accounts_contact_is_404_and_unchanged(
+    client, pool, tenant, tenant_second, method
+):
     theirs = await add_contact(client, tenant_second)
-    response = await client.open(consent_url(theirs), method=method, headers=tenant.headers,
-                                 json={"channel": "sms", "status": "revoked"})
+    response = await client.open(
+        consent_url(theirs),
+        method=method,
+        headers=tenant.headers,
+        json={"channel": "sms", "status": "revoked"},
+    )
     await expect_error(response, 404, "not_found")
     assert await stored(pool, tenant_second) == []
 
@@ -142,8 +166,7 @@ async def test_without_a_key_is_401(client, tenant):
 async def test_deleting_the_contact_deletes_its_consent(client, pool, tenant):
     contact = await add_contact(client, tenant)
     await put(client, tenant, contact, channel="call", status="revoked")
-    assert (await client.delete(f"{CONTACTS}/{contact}", headers=tenant.headers)).status_code \
-        == 200
+    assert (await client.delete(f"{CONTACTS}/{contact}", headers=tenant.headers)).status_code == 200
     assert await stored(pool, tenant) == []
 
 
@@ -158,18 +181,27 @@ async def test_a_change_fires_contact_consent_updated_once(client, pool, subscri
     await put(client, tenant, contact, channel="sms", status="granted")
     await put(client, tenant, contact, channel="sms", status="granted", source="inbound_keyword")
     assert await consent_events(pool, tenant) == [
-        {"sub_account_id": str(tenant.id), "contact_id": contact, "channel": "sms",
-         "status": status, "source": source}
-        for status, source in (("revoked", "api"), ("granted", "api"),
-                               ("granted", "inbound_keyword"))]
+        {
+            "sub_account_id": str(tenant.id),
+            "contact_id": contact,
+            "channel": "sms",
+            "status": status,
+            "source": source,
+        }
+        for status, source in (
+            ("revoked", "api"),
+            ("granted", "api"),
+            ("granted", "inbound_keyword"),
+        )
+    ]
 
 
-async def test_concurrent_identical_puts_store_one_row_and_fire_one_event(client, pool,
-                                                                          subscribed):
+async def test_concurrent_identical_puts_store_one_row_and_fire_one_event(client, pool, subscribed):
     tenant = subscribed
     contact = await add_contact(client, tenant)
-    answers = await asyncio.gather(*(put(client, tenant, contact, channel="email",
-                                         status="revoked") for _ in range(8)))
+    answers = await asyncio.gather(
+        *(put(client, tenant, contact, channel="email", status="revoked") for _ in range(8))
+    )
     assert {answer.status_code for answer in answers} == {200}
     assert len(await stored(pool, tenant)) == 1
     assert len(await consent_events(pool, tenant)) == 1
@@ -186,8 +218,11 @@ async def test_a_refused_request_fires_nothing(client, pool, subscribed):
     tenant = subscribed
     contact = await add_contact(client, tenant)
     await put(client, tenant, contact, channel="sms", status="nope")
-    await client.put(consent_url(str(uuid.uuid4())), headers=tenant.headers,
-                     json={"channel": "sms", "status": "revoked"})
+    await client.put(
+        consent_url(str(uuid.uuid4())),
+        headers=tenant.headers,
+        json={"channel": "sms", "status": "revoked"},
+    )
     assert await consent_events(pool, tenant) == []
 
 
@@ -199,8 +234,9 @@ async def keyword(pool, tenant, contact, body):
         await apply_inbound_keyword(conn, uuid.UUID(contact), body)
 
 
-@pytest.mark.parametrize("word", ["STOP", "stop", " StopAll ", "UNSUBSCRIBE", "cancel", "End",
-                                  "QUIT\n"])
+@pytest.mark.parametrize(
+    "word", ["STOP", "stop", " StopAll ", "UNSUBSCRIBE", "cancel", "End", "QUIT\n"]
+)
 async def test_a_stop_keyword_alone_revokes_sms(client, pool, subscribed, word):
     tenant = subscribed
     contact = await add_contact(client, tenant)
@@ -208,8 +244,14 @@ async def test_a_stop_keyword_alone_revokes_sms(client, pool, subscribed, word):
     sms = (await (await get(client, tenant, contact)).get_json())["consent"]["sms"]
     assert (sms["status"], sms["source"]) == ("revoked", "inbound_keyword")
     assert await consent_events(pool, tenant) == [
-        {"sub_account_id": str(tenant.id), "contact_id": contact, "channel": "sms",
-         "status": "revoked", "source": "inbound_keyword"}]
+        {
+            "sub_account_id": str(tenant.id),
+            "contact_id": contact,
+            "channel": "sms",
+            "status": "revoked",
+            "source": "inbound_keyword",
+        }
+    ]
 
 
 @pytest.mark.parametrize("word", ["START", "unstop", " Start "])
@@ -232,11 +274,12 @@ async def test_the_sandbox_inbound_sms_applies_keywords(client, pool, tenant):
     from api.conversations.signing import HEADER, sign
 
     async def inbound(body, message_id):
-        raw = json.dumps({"from": "+14155550147", "body": body,
-                          "message_id": message_id}).encode()
-        response = await client.post(f"/webhooks/providers/sandbox/sms/{tenant.id}", data=raw,
-                                     headers={"Content-Type": "application/json",
-                                              HEADER: sign(tenant.id, raw)})
+        raw = json.dumps({"from": "+14155550147", "body": body, "message_id": message_id}).encode()
+        response = await client.post(
+            f"/webhooks/providers/sandbox/sms/{tenant.id}",
+            data=raw,
+            headers={"Content-Type": "application/json", HEADER: sign(tenant.id, raw)},
+        )
         assert response.status_code == 200
         return (await response.get_json())["contact_id"]
 
@@ -252,14 +295,17 @@ async def test_the_sandbox_inbound_sms_applies_keywords(client, pool, tenant):
 
 
 async def send(client, tenant, contact, message_type):
-    return await client.post(f"{CONTACTS}/{contact}/messages", headers=tenant.headers,
-                             json={"message_type": message_type, "content": "Hello",
-                                   "subject": "Hi"})
+    return await client.post(
+        f"{CONTACTS}/{contact}/messages",
+        headers=tenant.headers,
+        json={"message_type": message_type, "content": "Hello", "subject": "Hi"},
+    )
 
 
 @pytest.mark.parametrize("channel", ["sms", "email"])
 async def test_a_message_to_a_revoked_channel_is_409_uncharged_unwritten_unsent(
-        client, pool, tenant_priced, mailbox, channel):
+    client, pool, tenant_priced, mailbox, channel
+):
     tenant = tenant_priced
     await credit(client, tenant, 1)
     contact = await make_contact(client, tenant, phone="+14155550149")
@@ -310,9 +356,12 @@ async def test_openapi_documents_both_consent_operations(client):
     assert set(body["required"]) == {"channel", "status"}
     assert body["properties"]["channel"]["enum"] == ["sms", "email", "call"]
     assert body["properties"]["status"]["enum"] == ["granted", "revoked"]
-    answer = _resolve(spec, path["get"]["responses"]["200"]["content"]["application/json"]
-                      ["schema"])
+    answer = _resolve(
+        spec, path["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    )
     assert set(answer["properties"]) == {"status", "contact_id", "consent"}
-    for route, method in (("/webhooks/inbound/contacts/{contact_id}/messages", "post"),
-                          ("/webhooks/inbound/contacts/{contact_id}/call", "post")):
+    for route, method in (
+        ("/webhooks/inbound/contacts/{contact_id}/messages", "post"),
+        ("/webhooks/inbound/contacts/{contact_id}/call", "post"),
+    ):
         assert "409" in spec["paths"][route][method]["responses"], route

@@ -50,8 +50,10 @@ async def due_campaign(client, pool, tenant, contacts, **fields):
     campaign = await create_campaign(client, tenant, contact_ids=contacts, **fields)
     await schedule(client, tenant, campaign["id"], soon(3600))
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await conn.execute("UPDATE campaigns SET start_date = now() - interval '1 second' "
-                           "WHERE id = $1", uuid.UUID(campaign["id"]))
+        await conn.execute(
+            "UPDATE campaigns SET start_date = now() - interval '1 second' WHERE id = $1",
+            uuid.UUID(campaign["id"]),
+        )
     return campaign
 
 
@@ -65,10 +67,12 @@ async def sent_campaign_message(client, pool, migrated, tenant, mailbox, contact
 # --- the unsubscribe link and the one-click header ----------------------------------------------
 
 
-@pytest.mark.parametrize(("method", "source"), [("GET", "unsubscribe_link"),
-                                                ("POST", "campaign_unsubscribe_header")])
+@pytest.mark.parametrize(
+    ("method", "source"), [("GET", "unsubscribe_link"), ("POST", "campaign_unsubscribe_header")]
+)
 async def test_campaign_unsubscribe_revokes_email_with_its_source_and_fires_once(
-        client, pool, migrated, subscribed, mailbox, method, source):
+    client, pool, migrated, subscribed, mailbox, method, source
+):
     tenant = subscribed
     contact = await add_contact(client, tenant)
     message = await sent_campaign_message(client, pool, migrated, tenant, mailbox, contact)
@@ -80,17 +84,27 @@ async def test_campaign_unsubscribe_revokes_email_with_its_source_and_fires_once
     email = (await consent_of(client, tenant, contact))["email"]
     assert (email["status"], email["source"]) == ("revoked", source)
     assert await consent_events(pool, tenant) == [
-        {"sub_account_id": str(tenant.id), "contact_id": contact, "channel": "email",
-         "status": "revoked", "source": source}]
+        {
+            "sub_account_id": str(tenant.id),
+            "contact_id": contact,
+            "channel": "email",
+            "status": "revoked",
+            "source": source,
+        }
+    ]
 
 
 async def test_put_grants_email_again_after_an_unsubscribe_and_campaigns_reach_it_again(
-        client, pool, migrated, tenant, mailbox):
+    client, pool, migrated, tenant, mailbox
+):
     contact = await add_contact(client, tenant)
     message = await sent_campaign_message(client, pool, migrated, tenant, mailbox, contact)
     await client.get(tracking_links(message)["unsubscribe"])
-    response = await client.put(f"{CONTACTS}/{contact}/consent", headers=tenant.headers,
-                                json={"channel": "email", "status": "granted"})
+    response = await client.put(
+        f"{CONTACTS}/{contact}/consent",
+        headers=tenant.headers,
+        json={"channel": "email", "status": "granted"},
+    )
     assert response.status_code == 200
 
     again = await due_campaign(client, pool, tenant, [contact], subject="Again")
@@ -104,18 +118,23 @@ async def test_put_grants_email_again_after_an_unsubscribe_and_campaigns_reach_i
 
 
 async def test_a_call_to_a_contact_who_revoked_calls_is_409_and_not_placed(
-        client, pool, agency, worker):
+    client, pool, agency, worker
+):
     tenant = await priced_tenant(client, agency, call_per_minute=0.25)
     await credit(client, tenant, 5)
     agent_id = await make_agent(client, tenant)
     number_id = await import_number(client, tenant, "+14155550124")
     assert (await assign(client, tenant, number_id, agent_id)).status_code == 200
     contact = await make_contact(client, tenant)
-    await client.put(f"{CONTACTS}/{contact}/consent", headers=tenant.headers,
-                     json={"channel": "call", "status": "revoked"})
+    await client.put(
+        f"{CONTACTS}/{contact}/consent",
+        headers=tenant.headers,
+        json={"channel": "call", "status": "revoked"},
+    )
 
-    response = await client.post(f"{CONTACTS}/{contact}/call", headers=tenant.headers,
-                                 json={"agent_id": agent_id})
+    response = await client.post(
+        f"{CONTACTS}/{contact}/call", headers=tenant.headers, json={"agent_id": agent_id}
+    )
 
     await expect_error(response, 409, "contact_opted_out")
     assert await tenant_sql(pool, tenant, "SELECT id FROM calls") == []
@@ -126,45 +145,65 @@ async def test_a_call_to_a_contact_who_revoked_calls_is_409_and_not_placed(
 
 
 async def test_a_revocation_committed_before_the_campaign_sends_is_never_sent_to(
-        client, pool, migrated, tenant_priced, mailbox):
+    client, pool, migrated, tenant_priced, mailbox
+):
     tenant = tenant_priced
     await credit(client, tenant, 1)
     leaving, staying = await add_contact(client, tenant), await add_contact(client, tenant)
     campaign = await due_campaign(client, pool, tenant, [leaving, staying])
-    await client.put(f"{CONTACTS}/{leaving}/consent", headers=tenant.headers,
-                     json={"channel": "email", "status": "revoked"})
+    await client.put(
+        f"{CONTACTS}/{leaving}/consent",
+        headers=tenant.headers,
+        json={"channel": "email", "status": "revoked"},
+    )
 
     await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
     assert mailbox.to(await contact_email(pool, tenant, leaving)) == []
     assert len(mailbox.to(await contact_email(pool, tenant, staying))) == 1
-    states = {str(row["contact_id"]): (row["state"], row["error"])
-              for row in await recipients(pool, tenant, campaign["id"])}
+    states = {
+        str(row["contact_id"]): (row["state"], row["error"])
+        for row in await recipients(pool, tenant, campaign["id"])
+    }
     assert states == {leaving: ("skipped", "opted_out"), staying: ("sent", None)}
     assert await balance(pool, tenant) == Decimal("1") - EMAIL_PRICE
     done = await get_campaign(client, tenant, campaign["id"])
     assert (done["status"], done["contacted"], done["success"]) == ("completed", 1, 1)
 
 
-async def test_a_revoked_sms_channel_skips_only_sms_campaigns(client, pool, migrated, tenant,
-                                                               mailbox):
-    contact = await add_contact(client, tenant, email="both-" + uuid.uuid4().hex[:8]
-                                + "@example.com", phone="+14155550152")
-    await client.put(f"{CONTACTS}/{contact}/consent", headers=tenant.headers,
-                     json={"channel": "sms", "status": "revoked"})
-    texts = await due_campaign(client, pool, tenant, [contact], campaign_type="sms",
-                               subject=None, message_content="Sale today")
+async def test_a_revoked_sms_channel_skips_only_sms_campaigns(
+    client, pool, migrated, tenant, mailbox
+):
+    contact = await add_contact(
+        client, tenant, email="both-" + uuid.uuid4().hex[:8] + "@example.com", phone="+14155550152"
+    )
+    await client.put(
+        f"{CONTACTS}/{contact}/consent",
+        headers=tenant.headers,
+        json={"channel": "sms", "status": "revoked"},
+    )
+    texts = await due_campaign(
+        client,
+        pool,
+        tenant,
+        [contact],
+        campaign_type="sms",
+        subject=None,
+        message_content="Sale today",
+    )
     assert texts["pending"] == 0
     await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(texts["id"]))
-    ((state, error),) = [(row["state"], row["error"])
-                         for row in await recipients(pool, tenant, texts["id"])]
+    ((state, error),) = [
+        (row["state"], row["error"]) for row in await recipients(pool, tenant, texts["id"])
+    ]
     assert (state, error) == ("skipped", "opted_out")
 
     await sent_campaign_message(client, pool, migrated, tenant, mailbox, contact)
 
 
 async def test_concurrent_revocations_never_reach_a_recipient_claimed_after_them(
-        client, pool, migrated, tenant_priced, mailbox):
+    client, pool, migrated, tenant_priced, mailbox
+):
     """Revocations race a campaign that claims one recipient at a time. Any recipient claimed
     (its claim transaction began) after a revocation committed is skipped and not charged;
     every recipient is sent at most once or skipped."""
@@ -183,15 +222,22 @@ async def test_concurrent_revocations_never_reach_a_recipient_claimed_after_them
             committed[contact] = await pool.fetchval("SELECT clock_timestamp()")
             await asyncio.sleep(0.005)
 
-    one_at_a_time = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=2,
-                             SWITCHBOARD_CAMPAIGN_BATCH_SIZE=1)
+    one_at_a_time = Settings(SWITCHBOARD_CAMPAIGN_CONCURRENCY=2, SWITCHBOARD_CAMPAIGN_BATCH_SIZE=1)
     await asyncio.gather(
         run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]), one_at_a_time),
-        revoke_all())
+        revoke_all(),
+    )
 
-    rows = {str(row["contact_id"]): row for row in await tenant_sql(
-        pool, tenant, "SELECT id, contact_id, state, claimed_at FROM campaign_recipients "
-                      "WHERE campaign_id = $1", uuid.UUID(campaign["id"]))}
+    rows = {
+        str(row["contact_id"]): row
+        for row in await tenant_sql(
+            pool,
+            tenant,
+            "SELECT id, contact_id, state, claimed_at FROM campaign_recipients "
+            "WHERE campaign_id = $1",
+            uuid.UUID(campaign["id"]),
+        )
+    }
     for contact in contacts:
         row = rows[contact]
         received = mailbox.to(await contact_email(pool, tenant, contact))

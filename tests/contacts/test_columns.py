@@ -24,8 +24,9 @@ def test_what_is_written_is_every_column_the_server_does_not_manage() -> None:
 
 
 def test_the_statements_bind_each_column_to_its_own_parameter() -> None:
-    inserted = re.search(r"INSERT INTO contacts \(([^)]*)\)\s*VALUES \(([^)]*)\)",
-                         service.INSERT_CONTACT)
+    inserted = re.search(
+        r"INSERT INTO contacts \(([^)]*)\)\s*VALUES \(([^)]*)\)", service.INSERT_CONTACT
+    )
     assert inserted is not None
     names = [name.strip() for name in inserted.group(1).split(",")]
     binds = [bind.strip() for bind in inserted.group(2).split(",")]
@@ -34,4 +35,5 @@ def test_the_statements_bind_each_column_to_its_own_parameter() -> None:
     set_list = service.UPDATE_CONTACT.split("SET", 1)[1].split("WHERE", 1)[0]
     assignments = dict(re.findall(r"(\w+) = \$(\d+)", set_list))
     assert {name: int(index) for name, index in assignments.items()} == {
-        name: index for index, name in enumerate(service.STORED, start=2)}
+        name: index for index, name in enumerate(service.STORED, start=2)
+    }

@@ -22,9 +22,16 @@ async def test_create_is_201_with_created_true_and_contact_id(client, tenant):
 
 async def test_create_stores_every_given_field(client, tenant):
     email, phone = unique_email(), unique_phone()
-    contact_id = await create_contact(client, tenant, first_name="Ada", last_name="Lovelace",
-                                      email=email, phone=phone, address="1 Analytical Way",
-                                      source="website")
+    contact_id = await create_contact(
+        client,
+        tenant,
+        first_name="Ada",
+        last_name="Lovelace",
+        email=email,
+        phone=phone,
+        address="1 Analytical Way",
+        source="website",
+    )
     contact = await get_contact(client, tenant, contact_id)
     assert contact["name"] == "Ada Lovelace"
     assert (contact["first_name"], contact["last_name"]) == ("Ada", "Lovelace")
@@ -45,8 +52,9 @@ async def test_email_is_stored_lowercased(client, tenant):
 
 
 async def test_given_name_is_kept(client, tenant):
-    contact_id = await create_contact(client, tenant, name="  Grace H.  ", first_name="Grace",
-                                      last_name="Hopper")
+    contact_id = await create_contact(
+        client, tenant, name="  Grace H.  ", first_name="Grace", last_name="Hopper"
+    )
     assert (await get_contact(client, tenant, contact_id))["name"] == "Grace H."
 
 
@@ -115,8 +123,9 @@ async def test_no_body_is_400_email_or_phone_required(client, tenant):
 
 async def test_empty_json_body_is_400_email_or_phone_required(client, tenant):
     for raw in ("", "null", "{}"):
-        response = await client.post(CONTACTS, data=raw, headers={
-            **tenant.headers, "content-type": "application/json"})
+        response = await client.post(
+            CONTACTS, data=raw, headers={**tenant.headers, "content-type": "application/json"}
+        )
         assert response.status_code == 400, raw
         assert await error_code(response) == "contacts_email_or_phone_required"
 
@@ -130,14 +139,18 @@ async def test_only_unusable_email_and_phone_is_400(client, tenant):
 async def test_match_by_email_case_insensitive_is_200_and_updates(client, tenant):
     email = unique_email()
     contact_id = await create_contact(client, tenant, email=email, first_name="Old")
-    response = await post(client, tenant, {"email": email.upper(), "first_name": "New",
-                                           "address": "2 Main St"})
+    response = await post(
+        client, tenant, {"email": email.upper(), "first_name": "New", "address": "2 Main St"}
+    )
     assert response.status_code == 200
     body = await response.get_json()
     assert body == {"status": "success", "created": False, "contact_id": contact_id}
     contact = await get_contact(client, tenant, contact_id)
     assert (contact["first_name"], contact["name"], contact["address"]) == (
-        "New", "New", "2 Main St")
+        "New",
+        "New",
+        "2 Main St",
+    )
 
 
 async def test_match_by_phone_when_email_unknown(client, tenant):
@@ -199,17 +212,26 @@ async def test_body_not_an_object_is_400_validation_error(client, tenant):
 
 
 async def test_invalid_json_is_400_invalid_json(client, tenant):
-    response = await client.post(CONTACTS, data="{not json", headers={
-        **tenant.headers, "content-type": "application/json"})
+    response = await client.post(
+        CONTACTS, data="{not json", headers={**tenant.headers, "content-type": "application/json"}
+    )
     assert response.status_code == 400
     assert await error_code(response) == "invalid_json"
 
 
 async def test_wrong_types_are_400_validation_error_with_details(client, tenant):
-    for field, value in (("email", 5), ("phone", 14155550100), ("name", ["a"]),
-                         ("first_name", True), ("address", {}), ("source", 1),
-                         ("custom_field_values", "x"), ("company_id", 7),
-                         ("assigned_user_id", False), ("status", 3)):
+    for field, value in (
+        ("email", 5),
+        ("phone", 14155550100),
+        ("name", ["a"]),
+        ("first_name", True),
+        ("address", {}),
+        ("source", 1),
+        ("custom_field_values", "x"),
+        ("company_id", 7),
+        ("assigned_user_id", False),
+        ("status", 3),
+    ):
         response = await post(client, tenant, {"email": unique_email(), field: value})
         assert response.status_code == 400, field
         body = await response.get_json()

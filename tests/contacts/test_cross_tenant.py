@@ -15,10 +15,12 @@ from tests.helpers import error_code, get_contact
 async def theirs(client, tenant_second):
     """tenant_second's contact with a tag and a note: (contact_id, note_id)."""
     contact_id = await create_contact(client, tenant_second, first_name="Theirs")
-    await client.post(f"{CONTACTS}/{contact_id}/tags", json={"tag": "keep"},
-                      headers=tenant_second.headers)
-    response = await client.post(f"{CONTACTS}/{contact_id}/notes", json={"content": "theirs"},
-                                 headers=tenant_second.headers)
+    await client.post(
+        f"{CONTACTS}/{contact_id}/tags", json={"tag": "keep"}, headers=tenant_second.headers
+    )
+    response = await client.post(
+        f"{CONTACTS}/{contact_id}/notes", json={"content": "theirs"}, headers=tenant_second.headers
+    )
     return contact_id, (await response.get_json())["note"]["id"]
 
 
@@ -35,8 +37,9 @@ def id_operations(contact_id, note_id):
     ]
 
 
-async def test_other_sub_accounts_ids_are_404_on_every_operation(client, tenant, tenant_second,
-                                                                 theirs):
+async def test_other_sub_accounts_ids_are_404_on_every_operation(
+    client, tenant, tenant_second, theirs
+):
     contact_id, note_id = theirs
     for method, url, body in id_operations(contact_id, note_id):
         kwargs = {"json": body} if body is not None else {}
@@ -64,8 +67,9 @@ async def test_lists_and_summary_show_only_own_records(client, tenant, theirs):
 
 async def test_create_does_not_match_other_sub_accounts_contact(client, tenant, tenant_second):
     their_id = await create_contact(client, tenant_second, email="shared@example.com")
-    response = await client.post(CONTACTS, json={"email": "shared@example.com"},
-                                 headers=tenant.headers)
+    response = await client.post(
+        CONTACTS, json={"email": "shared@example.com"}, headers=tenant.headers
+    )
     assert response.status_code == 201
     assert (await response.get_json())["contact_id"] != their_id
 
@@ -75,8 +79,11 @@ async def test_over_the_rate_limit_every_operation_is_429(client, tenant):
     from tenancy.settings import Settings
 
     contact_id = await create_contact(client, tenant)
-    operations = [("GET", CONTACTS, None), ("POST", CONTACTS, {"email": "x@example.com"}),
-                  ("GET", f"{BASE}/tags", None)] + id_operations(contact_id, contact_id)
+    operations = [
+        ("GET", CONTACTS, None),
+        ("POST", CONTACTS, {"email": "x@example.com"}),
+        ("GET", f"{BASE}/tags", None),
+    ] + id_operations(contact_id, contact_id)
     application = create_app(Settings(rate_limit_requests=0))
     async with application.test_app() as limited_app:
         limited = limited_app.test_client()

@@ -14,16 +14,20 @@ async def test_delete_is_200_and_the_contact_is_gone(client, tenant):
     contact_id = await create_contact(client, tenant)
     response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "deleted": True,
-                                         "contact_id": contact_id}
+    assert await response.get_json() == {
+        "status": "success",
+        "deleted": True,
+        "contact_id": contact_id,
+    }
     response = await client.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 404
 
 
 async def test_delete_takes_the_notes_with_it(client, tenant, pool):
     contact_id = await create_contact(client, tenant)
-    await client.post(f"{CONTACTS}/{contact_id}/notes", json={"content": "hello"},
-                      headers=tenant.headers)
+    await client.post(
+        f"{CONTACTS}/{contact_id}/notes", json={"content": "hello"}, headers=tenant.headers
+    )
     await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     rows = await tenant_sql(pool, tenant, "SELECT count(*) FROM notes")
     assert rows[0][0] == 0
@@ -32,8 +36,9 @@ async def test_delete_takes_the_notes_with_it(client, tenant, pool):
 async def test_delete_frees_email_and_phone_for_a_new_contact(client, tenant):
     contact_id = await create_contact(client, tenant, email="again@example.com")
     await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
-    response = await client.post(CONTACTS, json={"email": "again@example.com"},
-                                 headers=tenant.headers)
+    response = await client.post(
+        CONTACTS, json={"email": "again@example.com"}, headers=tenant.headers
+    )
     assert response.status_code == 201
 
 
@@ -50,18 +55,19 @@ async def test_delete_while_referenced_is_409_and_keeps_the_contact(client, tena
     response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 409
     assert await error_code(response) == "contact_referenced"
-    assert (await client.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
-            ).status_code == 200
+    assert (await client.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)).status_code == 200
 
 
 async def test_delete_once_the_reference_is_gone_succeeds(client, tenant, pool):
     contact_id = await create_contact(client, tenant)
     await booked_appointment(client, tenant, contact_id)
-    assert (await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
-            ).status_code == 409
+    assert (
+        await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    ).status_code == 409
     await tenant_sql(pool, tenant, "DELETE FROM appointments")
-    assert (await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
-            ).status_code == 200
+    assert (
+        await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+    ).status_code == 200
 
 
 async def test_delete_non_uuid_is_400(client, tenant):
@@ -90,8 +96,11 @@ async def test_delete_without_key_is_401(client):
 async def test_any_no_action_reference_blocks_delete_with_409(client, tenant, pool):
     # Invoices, calls and messages reference contacts with NO ACTION keys: any such table works.
     contact_id = await create_contact(client, tenant)
-    await tenant_sql(pool, tenant, "CREATE TABLE later_feature (contact_id uuid NOT NULL "
-                                   "REFERENCES contacts (id))")
+    await tenant_sql(
+        pool,
+        tenant,
+        "CREATE TABLE later_feature (contact_id uuid NOT NULL REFERENCES contacts (id))",
+    )
     await tenant_sql(pool, tenant, "INSERT INTO later_feature VALUES ($1)", uuid.UUID(contact_id))
     response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
     assert response.status_code == 409

@@ -69,10 +69,21 @@ async def test_full_walk_visits_every_contact_once(client, tenant, three):
     assert seen == list(reversed(three))
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("", 50), ("?limit=1", 1), ("?limit=100", 100), ("?limit=101", 100), ("?limit=5000", 100),
-    ("?limit=0", 50), ("?limit=-3", 50), ("?limit=abc", 50), ("?limit=", 50), ("?limit=2.5", 50),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("", 50),
+        ("?limit=1", 1),
+        ("?limit=100", 100),
+        ("?limit=101", 100),
+        ("?limit=5000", 100),
+        ("?limit=0", 50),
+        ("?limit=-3", 50),
+        ("?limit=abc", 50),
+        ("?limit=", 50),
+        ("?limit=2.5", 50),
+    ],
+)
 async def test_limit_rule(client, tenant, query, expected):
     assert (await page(client, tenant, query))["limit"] == expected
 
@@ -95,9 +106,22 @@ async def test_get_returns_the_contact(client, tenant):
     body = await response.get_json()
     assert body["status"] == "success"
     assert set(body["contact"]) == {
-        "id", "name", "first_name", "last_name", "email", "phone", "address", "tags",
-        "lead_source", "custom_field_values", "company_id", "assigned_user_id", "status",
-        "created_at", "updated_at"}
+        "id",
+        "name",
+        "first_name",
+        "last_name",
+        "email",
+        "phone",
+        "address",
+        "tags",
+        "lead_source",
+        "custom_field_values",
+        "company_id",
+        "assigned_user_id",
+        "status",
+        "created_at",
+        "updated_at",
+    }
 
 
 async def test_get_non_uuid_is_400_invalid_uuid(client, tenant):

@@ -24,20 +24,34 @@ async def found(client, tenant, *pairs):
 
 
 async def tag(client, tenant, contact_id, *tags):
-    response = await client.post(f"{CONTACTS}/{contact_id}/tags", json={"tags": list(tags)},
-                                 headers=tenant.headers)
+    response = await client.post(
+        f"{CONTACTS}/{contact_id}/tags", json={"tags": list(tags)}, headers=tenant.headers
+    )
     assert response.status_code == 200
 
 
 @pytest.fixture
 async def people(client, tenant):
     """Ada (vip, lead), Grace (vip) and Alan (lead), made in that order."""
-    ada = await create_contact(client, tenant, first_name="Ada", last_name="Lovelace",
-                               email="ada@analytical.example", phone="+14155550101")
-    grace = await create_contact(client, tenant, first_name="Grace", last_name="Hopper",
-                                 email="grace@navy.example", phone="+442071838750")
-    alan = await create_contact(client, tenant, first_name="Alan", last_name="Turing",
-                                email="alan_t@bletchley.example")
+    ada = await create_contact(
+        client,
+        tenant,
+        first_name="Ada",
+        last_name="Lovelace",
+        email="ada@analytical.example",
+        phone="+14155550101",
+    )
+    grace = await create_contact(
+        client,
+        tenant,
+        first_name="Grace",
+        last_name="Hopper",
+        email="grace@navy.example",
+        phone="+442071838750",
+    )
+    alan = await create_contact(
+        client, tenant, first_name="Alan", last_name="Turing", email="alan_t@bletchley.example"
+    )
     await tag(client, tenant, ada, "vip", "lead")
     await tag(client, tenant, grace, "vip")
     await tag(client, tenant, alan, "lead")
@@ -52,7 +66,10 @@ async def test_q_matches_within_the_name_in_any_case(client, tenant, people):
 async def test_q_matches_within_the_email(client, tenant, people):
     assert await found(client, tenant, ("q", "navy.EX")) == [people["grace"]]
     assert await found(client, tenant, ("q", ".example")) == [
-        people["alan"], people["grace"], people["ada"]]
+        people["alan"],
+        people["grace"],
+        people["ada"],
+    ]
 
 
 async def test_q_matches_within_the_phones_digits_however_written(client, tenant, people):
@@ -96,13 +113,19 @@ async def test_tags_repeat_and_must_all_be_carried(client, tenant, people):
     assert await found(client, tenant, ("tag", "vip"), ("tag", "nope")) == []
 
 
-async def test_filters_combine_with_and_and_total_counts_the_filtered_set(client, tenant,
-                                                                          people):
+async def test_filters_combine_with_and_and_total_counts_the_filtered_set(client, tenant, people):
     assert await found(client, tenant, ("q", "example"), ("tag", "lead")) == [
-        people["alan"], people["ada"]]
-    assert await found(client, tenant, ("q", "ada"), ("tag", "lead"),
-                       ("email", "ada@analytical.example"), ("phone", "+14155550101")) == [
-        people["ada"]]
+        people["alan"],
+        people["ada"],
+    ]
+    assert await found(
+        client,
+        tenant,
+        ("q", "ada"),
+        ("tag", "lead"),
+        ("email", "ada@analytical.example"),
+        ("phone", "+14155550101"),
+    ) == [people["ada"]]
     assert await found(client, tenant, ("q", "grace"), ("tag", "lead")) == []
     page = await search(client, tenant, ("q", "example"), ("limit", "1"), ("offset", "1"))
     assert [c["id"] for c in page["contacts"]] == [people["grace"]]
@@ -115,23 +138,37 @@ async def test_the_lists_own_limit_rule_still_applies_to_a_search(client, tenant
 
 
 async def test_another_sub_accounts_contacts_are_never_found(client, tenant, tenant_second):
-    await create_contact(client, tenant_second, first_name="Beatrix", email="bee@b.example",
-                         phone="+14155550142")
-    for pair in (("q", "beatrix"), ("email", "bee@b.example"), ("phone", "+14155550142"),
-                 ("q", "4155550142")):
+    await create_contact(
+        client, tenant_second, first_name="Beatrix", email="bee@b.example", phone="+14155550142"
+    )
+    for pair in (
+        ("q", "beatrix"),
+        ("email", "bee@b.example"),
+        ("phone", "+14155550142"),
+        ("q", "4155550142"),
+    ):
         assert await found(client, tenant, pair) == []
 
 
-@pytest.mark.parametrize(("pairs", "field"), [
-    ((("q", "a"),), "q"), ((("q", "x" * 101),), "q"), ((("q", ""),), "q"),
-    ((("q", "ab"), ("q", "cd")), "q"),
-    ((("email", "not-an-email"),), "email"), ((("email", "a@b"),), "email"),
-    ((("phone", "4155550101"),), "phone"), ((("phone", "+1415555010"),), "phone"),
-    ((("phone", "+1 415 555 0101"),), "phone"), ((("phone", " +14155550101"),), "phone"),
-    ((("email", "ada@analytical.example "),), "email"),
-    ((("tag", ""),), "tag"), ((("tag", "vip"), ("tag", "  ")), "tag"),
-    ((("tag", "x" * 101),), "tag"),
-])
+@pytest.mark.parametrize(
+    ("pairs", "field"),
+    [
+        ((("q", "a"),), "q"),
+        ((("q", "x" * 101),), "q"),
+        ((("q", ""),), "q"),
+        ((("q", "ab"), ("q", "cd")), "q"),
+        ((("email", "not-an-email"),), "email"),
+        ((("email", "a@b"),), "email"),
+        ((("phone", "4155550101"),), "phone"),
+        ((("phone", "+1415555010"),), "phone"),
+        ((("phone", "+1 415 555 0101"),), "phone"),
+        ((("phone", " +14155550101"),), "phone"),
+        ((("email", "ada@analytical.example "),), "email"),
+        ((("tag", ""),), "tag"),
+        ((("tag", "vip"), ("tag", "  ")), "tag"),
+        ((("tag", "x" * 101),), "tag"),
+    ],
+)
 async def test_malformed_filters_are_400_naming_the_field(client, tenant, pairs, field):
     response = await client.get(f"{CONTACTS}?{urlencode(pairs)}", headers=tenant.headers)
     body = await expect_error(response, 400, "validation_error")

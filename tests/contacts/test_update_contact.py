@@ -18,21 +18,40 @@ async def test_patch_is_200_updated_true(client, tenant):
     contact_id = await create_contact(client, tenant)
     response = await patch(client, tenant, contact_id, {"address": "3 High St"})
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "updated": True,
-                                         "contact_id": contact_id}
+    assert await response.get_json() == {
+        "status": "success",
+        "updated": True,
+        "contact_id": contact_id,
+    }
     assert (await get_contact(client, tenant, contact_id))["address"] == "3 High St"
 
 
 async def test_patch_changes_only_fields_present(client, tenant):
     email, phone = unique_email(), unique_phone()
-    contact_id = await create_contact(client, tenant, first_name="Ada", last_name="L",
-                                      email=email, phone=phone, address="A", source="web")
+    contact_id = await create_contact(
+        client,
+        tenant,
+        first_name="Ada",
+        last_name="L",
+        email=email,
+        phone=phone,
+        address="A",
+        source="web",
+    )
     before = await get_contact(client, tenant, contact_id)
     await patch(client, tenant, contact_id, {"address": "B"})
     after = await get_contact(client, tenant, contact_id)
     assert after["address"] == "B"
-    for key in ("name", "first_name", "last_name", "email", "phone", "lead_source", "tags",
-                "created_at"):
+    for key in (
+        "name",
+        "first_name",
+        "last_name",
+        "email",
+        "phone",
+        "lead_source",
+        "tags",
+        "created_at",
+    ):
         assert after[key] == before[key], key
     assert after["updated_at"] > before["updated_at"]
 
@@ -118,8 +137,9 @@ async def test_patch_blank_source_is_400(client, tenant):
 
 
 async def test_patch_null_clears_optional_text(client, tenant):
-    contact_id = await create_contact(client, tenant, address="Somewhere", phone=unique_phone(),
-                                      email=unique_email())
+    contact_id = await create_contact(
+        client, tenant, address="Somewhere", phone=unique_phone(), email=unique_email()
+    )
     response = await patch(client, tenant, contact_id, {"address": None, "phone": None})
     assert response.status_code == 200
     contact = await get_contact(client, tenant, contact_id)

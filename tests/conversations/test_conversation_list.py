@@ -13,18 +13,32 @@ from tests.factories import add_contact, send_message
 from tests.helpers import expect_error, tenant_sql
 
 CONVERSATIONS = "/webhooks/inbound/conversations"
-MESSAGE_FIELDS = {"id", "conversation_id", "contact_id", "content", "subject", "sender_type",
-                  "message_type", "status", "direction", "delivery_status",
-                  "provider_message_id", "timestamp"}
+MESSAGE_FIELDS = {
+    "id",
+    "conversation_id",
+    "contact_id",
+    "content",
+    "subject",
+    "sender_type",
+    "message_type",
+    "status",
+    "direction",
+    "delivery_status",
+    "provider_message_id",
+    "timestamp",
+}
 
 
 async def text_in(client, tenant, from_number, body):
     """A sandbox inbound text from `from_number`; its conversation id."""
-    raw = json.dumps({"from": from_number, "body": body,
-                      "message_id": f"SM{uuid.uuid4().hex}"}).encode()
-    response = await client.post(f"/webhooks/providers/sandbox/sms/{tenant.id}", data=raw,
-                                 headers={"Content-Type": "application/json",
-                                          HEADER: sign(tenant.id, raw)})
+    raw = json.dumps(
+        {"from": from_number, "body": body, "message_id": f"SM{uuid.uuid4().hex}"}
+    ).encode()
+    response = await client.post(
+        f"/webhooks/providers/sandbox/sms/{tenant.id}",
+        data=raw,
+        headers={"Content-Type": "application/json", HEADER: sign(tenant.id, raw)},
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     return (await response.get_json())["conversation_id"]
 
@@ -34,8 +48,9 @@ async def get(client, tenant, path):
 
 
 async def read_states(pool, tenant):
-    rows = await tenant_sql(pool, tenant, "SELECT read_at FROM messages "
-                                          "WHERE direction = 'inbound'")
+    rows = await tenant_sql(
+        pool, tenant, "SELECT read_at FROM messages WHERE direction = 'inbound'"
+    )
     return [row["read_at"] is not None for row in rows]
 
 
@@ -45,8 +60,9 @@ async def read_states(pool, tenant):
 async def test_conversations_are_listed_latest_message_first(client, tenant):
     first = await text_in(client, tenant, "+14155550181", "first")
     second = await text_in(client, tenant, "+14155550182", "second")
-    contact = (await (await get(client, tenant, CONVERSATIONS)).get_json())[
-        "conversations"][1]["contact_id"]
+    contact = (await (await get(client, tenant, CONVERSATIONS)).get_json())["conversations"][1][
+        "contact_id"
+    ]
     await send_message(client, tenant, contact, "a reply to the first, which is now the latest")
 
     response = await get(client, tenant, CONVERSATIONS)
@@ -54,11 +70,21 @@ async def test_conversations_are_listed_latest_message_first(client, tenant):
     assert response.status_code == 200
     body = await response.get_json()
     assert (body["status"], body["total"], body["limit"], body["offset"], body["has_more"]) == (
-        "success", 2, 50, 0, False)
+        "success",
+        2,
+        50,
+        0,
+        False,
+    )
     assert [c["id"] for c in body["conversations"]] == [first, second]
     latest = body["conversations"][0]
-    assert set(latest) == {"id", "contact_id", "last_message_at", "last_message_preview",
-                           "unread_count"}
+    assert set(latest) == {
+        "id",
+        "contact_id",
+        "last_message_at",
+        "last_message_preview",
+        "unread_count",
+    }
     assert latest["last_message_preview"] == "a reply to the first, which is now the latest"
     assert latest["unread_count"] == 1 and latest["last_message_at"].endswith("Z")
 
@@ -68,8 +94,9 @@ async def test_conversations_filter_by_contact_and_unread(client, tenant):
     contact = await add_contact(client, tenant, phone="+14155550184")
     only_outbound = (await send_message(client, tenant, contact, "hello"))["conversation_id"]
 
-    by_contact = await (await get(client, tenant, f"{CONVERSATIONS}?contact_id={contact}")
-                        ).get_json()
+    by_contact = await (
+        await get(client, tenant, f"{CONVERSATIONS}?contact_id={contact}")
+    ).get_json()
     assert [c["id"] for c in by_contact["conversations"]] == [only_outbound]
     assert by_contact["total"] == 1
     with_unread = await (await get(client, tenant, f"{CONVERSATIONS}?unread=true")).get_json()
@@ -88,20 +115,32 @@ async def test_conversations_page_by_limit_and_offset(client, tenant):
     assert body["has_more"] is True
 
 
-@pytest.mark.parametrize("query", ["limit=101", "limit=0", "limit=-1", "limit=abc",
-                                   "offset=-1", "offset=x", "unread=maybe", "unread=1"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "limit=101",
+        "limit=0",
+        "limit=-1",
+        "limit=abc",
+        "offset=-1",
+        "offset=x",
+        "unread=maybe",
+        "unread=1",
+    ],
+)
 async def test_conversations_bad_query_is_400(client, tenant, query):
-    await expect_error(await get(client, tenant, f"{CONVERSATIONS}?{query}"), 400,
-                       "validation_error")
+    await expect_error(
+        await get(client, tenant, f"{CONVERSATIONS}?{query}"), 400, "validation_error"
+    )
 
 
 async def test_conversations_contact_filter_not_uuid_is_400(client, tenant):
-    await expect_error(await get(client, tenant, f"{CONVERSATIONS}?contact_id=nope"), 400,
-                       "invalid_uuid")
+    await expect_error(
+        await get(client, tenant, f"{CONVERSATIONS}?contact_id=nope"), 400, "invalid_uuid"
+    )
 
 
-async def test_conversations_of_another_sub_account_are_not_listed(client, tenant,
-                                                                   tenant_second):
+async def test_conversations_of_another_sub_account_are_not_listed(client, tenant, tenant_second):
     await text_in(client, tenant_second, "+14155550185", "not yours")
     body = await (await get(client, tenant, CONVERSATIONS)).get_json()
     assert (body["conversations"], body["total"]) == ([], 0)
@@ -117,41 +156,53 @@ async def test_conversations_without_a_key_is_401(client, tenant):
 # --- GET /conversations/{id}/messages ---------------------------------------------------------
 
 
-async def test_conversation_messages_are_newest_first_with_direction_and_status(client,
-                                                                               tenant):
+async def test_conversation_messages_are_newest_first_with_direction_and_status(client, tenant):
     conversation = await text_in(client, tenant, "+14155550186", "question")
-    contact = (await (await get(client, tenant, CONVERSATIONS)).get_json())[
-        "conversations"][0]["contact_id"]
+    contact = (await (await get(client, tenant, CONVERSATIONS)).get_json())["conversations"][0][
+        "contact_id"
+    ]
     await send_message(client, tenant, contact, "answer")
 
-    body = await (await get(client, tenant, f"{CONVERSATIONS}/{conversation}/messages")
-                  ).get_json()
+    body = await (await get(client, tenant, f"{CONVERSATIONS}/{conversation}/messages")).get_json()
 
     assert (body["status"], body["total"], body["has_more"]) == ("success", 2, False)
     reply, question = body["messages"]
     assert set(reply) == MESSAGE_FIELDS
     assert (reply["content"], reply["direction"], reply["delivery_status"]) == (
-        "answer", "outbound", "sent")
+        "answer",
+        "outbound",
+        "sent",
+    )
     assert (question["content"], question["direction"], question["delivery_status"]) == (
-        "question", "inbound", "received")
+        "question",
+        "inbound",
+        "received",
+    )
     assert reply["conversation_id"] == question["conversation_id"] == conversation
-    page = await (await get(client, tenant,
-                            f"{CONVERSATIONS}/{conversation}/messages?limit=1&offset=1")
-                  ).get_json()
+    page = await (
+        await get(client, tenant, f"{CONVERSATIONS}/{conversation}/messages?limit=1&offset=1")
+    ).get_json()
     assert [m["content"] for m in page["messages"]] == ["question"]
 
 
 async def test_conversation_messages_errors(client, tenant, tenant_second):
     conversation = await text_in(client, tenant, "+14155550187", "x")
-    await expect_error(await get(client, tenant, f"{CONVERSATIONS}/nope/messages"), 400,
-                       "invalid_uuid")
-    await expect_error(await get(client, tenant, f"{CONVERSATIONS}/{uuid.uuid4()}/messages"),
-                       404, "not_found")
-    await expect_error(await get(client, tenant_second,
-                                 f"{CONVERSATIONS}/{conversation}/messages"), 404, "not_found")
-    await expect_error(await get(client, tenant,
-                                 f"{CONVERSATIONS}/{conversation}/messages?limit=101"), 400,
-                       "validation_error")
+    await expect_error(
+        await get(client, tenant, f"{CONVERSATIONS}/nope/messages"), 400, "invalid_uuid"
+    )
+    await expect_error(
+        await get(client, tenant, f"{CONVERSATIONS}/{uuid.uuid4()}/messages"), 404, "not_found"
+    )
+    await expect_error(
+        await get(client, tenant_second, f"{CONVERSATIONS}/{conversation}/messages"),
+        404,
+        "not_found",
+    )
+    await expect_error(
+        await get(client, tenant, f"{CONVERSATIONS}/{conversation}/messages?limit=101"),
+        400,
+        "validation_error",
+    )
 
 
 # --- PATCH /conversations/{id} ----------------------------------------------------------------
@@ -161,14 +212,14 @@ async def test_marking_a_conversation_read_reads_every_inbound_message(client, p
     conversation = await text_in(client, tenant, "+14155550188", "one")
     await text_in(client, tenant, "+14155550188", "two")
 
-    response = await client.patch(f"{CONVERSATIONS}/{conversation}", json={"unread": False},
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{CONVERSATIONS}/{conversation}", json={"unread": False}, headers=tenant.headers
+    )
 
     assert response.status_code == 200
     body = await response.get_json()
     assert body["status"] == "success"
-    assert (body["conversation"]["id"], body["conversation"]["unread_count"]) == (
-        conversation, 0)
+    assert (body["conversation"]["id"], body["conversation"]["unread_count"]) == (conversation, 0)
     assert await read_states(pool, tenant) == [True, True]
     listed = await (await get(client, tenant, f"{CONVERSATIONS}?unread=true")).get_json()
     assert listed["total"] == 0
@@ -177,27 +228,49 @@ async def test_marking_a_conversation_read_reads_every_inbound_message(client, p
     assert again["unread_count"] == 1
 
 
-@pytest.mark.parametrize("body", [{"unread": True}, {}, {"unread": "false"}, {"unread": 0},
-                                  {"unread": None}, {"unread": False, "other": 1}, [], None])
-async def test_marking_read_with_a_bad_body_is_400_and_reads_nothing(client, pool, tenant,
-                                                                     body):
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"unread": True},
+        {},
+        {"unread": "false"},
+        {"unread": 0},
+        {"unread": None},
+        {"unread": False, "other": 1},
+        [],
+        None,
+    ],
+)
+async def test_marking_read_with_a_bad_body_is_400_and_reads_nothing(client, pool, tenant, body):
     conversation = await text_in(client, tenant, "+14155550189", "unread")
-    response = await client.patch(f"{CONVERSATIONS}/{conversation}", json=body,
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{CONVERSATIONS}/{conversation}", json=body, headers=tenant.headers
+    )
     await expect_error(response, 400, "validation_error")
     assert await read_states(pool, tenant) == [False]
 
 
 async def test_marking_read_errors(client, pool, tenant, tenant_second):
     conversation = await text_in(client, tenant, "+14155550190", "x")
-    await expect_error(await client.patch(f"{CONVERSATIONS}/nope", json={"unread": False},
-                                          headers=tenant.headers), 400, "invalid_uuid")
-    await expect_error(await client.patch(f"{CONVERSATIONS}/{uuid.uuid4()}",
-                                          json={"unread": False}, headers=tenant.headers),
-                       404, "not_found")
-    await expect_error(await client.patch(f"{CONVERSATIONS}/{conversation}",
-                                          json={"unread": False},
-                                          headers=tenant_second.headers), 404, "not_found")
+    await expect_error(
+        await client.patch(f"{CONVERSATIONS}/nope", json={"unread": False}, headers=tenant.headers),
+        400,
+        "invalid_uuid",
+    )
+    await expect_error(
+        await client.patch(
+            f"{CONVERSATIONS}/{uuid.uuid4()}", json={"unread": False}, headers=tenant.headers
+        ),
+        404,
+        "not_found",
+    )
+    await expect_error(
+        await client.patch(
+            f"{CONVERSATIONS}/{conversation}", json={"unread": False}, headers=tenant_second.headers
+        ),
+        404,
+        "not_found",
+    )
     assert await read_states(pool, tenant) == [False]
     response = await client.patch(f"{CONVERSATIONS}/{conversation}", json={"unread": False})
     assert response.status_code == 401
@@ -214,7 +287,8 @@ async def test_openapi_documents_the_conversation_and_twilio_routes(client):
     listed = paths[CONVERSATIONS]["get"]
     assert {"limit", "offset"} <= {p["name"] for p in listed["parameters"]}
     assert {"200", "400", "401"} <= set(listed["responses"])
-    assert {"200", "400", "404"} <= set(paths[f"{CONVERSATIONS}/{{conversation_id}}"]["patch"]
-                                        ["responses"])
+    assert {"200", "400", "404"} <= set(
+        paths[f"{CONVERSATIONS}/{{conversation_id}}"]["patch"]["responses"]
+    )
     sent = spec["components"]["schemas"]["SentMessage"]["properties"]
     assert {"direction", "delivery_status", "provider_message_id"} <= set(sent)

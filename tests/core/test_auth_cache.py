@@ -16,8 +16,9 @@ from tenancy.principals import PrincipalCache
 
 
 async def _revoke(pool, key_hash_of) -> None:
-    await pool.execute("UPDATE control.api_keys SET revoked_at = now() WHERE key_hash = $1",
-                       key_hash_of)
+    await pool.execute(
+        "UPDATE control.api_keys SET revoked_at = now() WHERE key_hash = $1", key_hash_of
+    )
 
 
 async def test_a_cached_key_is_trusted_until_its_ttl_then_looked_up_again(pool, tenant) -> None:
@@ -57,6 +58,7 @@ async def test_each_key_resolves_to_its_own_sub_account(pool, tenant, tenant_sec
 
 # --- told of changes: LISTEN on tenancy.principals.CHANNEL ------------------------------------
 
+
 async def _wait_for(condition, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
     deadline = asyncio.get_running_loop().time() + seconds
     while not await condition():
@@ -81,7 +83,8 @@ async def listening_cache(servers, pool) -> PrincipalCache:  # type: ignore[no-u
 
 
 async def test_suspend_and_delete_reach_every_listening_cache_at_once(
-        pool, tenant, tenant_second, listening_cache) -> None:
+    pool, tenant, tenant_second, listening_cache
+) -> None:
     from tenancy import tenant_ops
 
     cache = listening_cache
@@ -116,7 +119,8 @@ async def _gone(cache: PrincipalCache, pool, key: str) -> bool:  # type: ignore[
 
 
 async def test_without_its_listener_a_cache_trusts_keys_only_the_short_ttl(
-        pool, tenant, listening_cache) -> None:
+    pool, tenant, listening_cache
+) -> None:
     from tenancy.keys import hash_key
 
     cache = listening_cache
@@ -137,7 +141,8 @@ async def test_without_its_listener_a_cache_trusts_keys_only_the_short_ttl(
 
 
 async def test_a_listener_that_hears_nothing_never_earns_the_long_ttl(
-        servers, pool, tenant) -> None:
+    servers, pool, tenant
+) -> None:
     """LISTEN somewhere the notifications do not reach (here another database; in production
     PgBouncer in transaction mode): the probes never arrive, so keys keep the short TTL."""
     from tenancy.keys import hash_key
@@ -146,8 +151,9 @@ async def test_a_listener_that_hears_nothing_never_earns_the_long_ttl(
     await pool.execute(f'CREATE DATABASE "{name}"')
     direct = make_url(session_url(servers.database_url))
     cache = PrincipalCache(ttl=0.5, notified_ttl=60)
-    task = asyncio.create_task(cache.listen(direct.set(database=name).render_as_string(
-        hide_password=False), pool))
+    task = asyncio.create_task(
+        cache.listen(direct.set(database=name).render_as_string(hide_password=False), pool)
+    )
     try:
         await asyncio.sleep(principals.HEARTBEAT_SECONDS + 1)
         assert not cache.listening
@@ -167,7 +173,8 @@ async def _not_listening(cache: PrincipalCache) -> bool:
 
 
 async def test_a_lookup_overtaken_by_a_change_is_not_cached(
-        pool, tenant, listening_cache, monkeypatch) -> None:
+    pool, tenant, listening_cache, monkeypatch
+) -> None:
     import tenancy.principals as principals
 
     cache = listening_cache
@@ -187,15 +194,17 @@ async def test_a_lookup_overtaken_by_a_change_is_not_cached(
 
 
 async def test_the_api_answers_401_right_after_a_suspend_with_its_cache_on(
-        migrated, tenant) -> None:
+    migrated, tenant
+) -> None:
     """The app as deployed (key cache on, listener started with it): a suspended sub-account's
     key is refused on the very next request, not when a cache entry expires."""
     from cli.wiring import build_app as create_app
     from tenancy import tenant_ops
     from tenancy.settings import get_settings
 
-    settings = get_settings().model_copy(update={"auth_cache_seconds": 30.0,
-                                                 "auth_cache_notified_seconds": 300.0})
+    settings = get_settings().model_copy(
+        update={"auth_cache_seconds": 30.0, "auth_cache_notified_seconds": 300.0}
+    )
     application = create_app(settings)
     async with application.test_app() as running:
         client = running.test_client()

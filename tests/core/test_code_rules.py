@@ -41,12 +41,14 @@ TENANT_SQL_MODULES = {
 }
 
 SEARCH_PATH_SWITCH = re.compile(
-    r"set_config\(\s*'search_path'|\bSET\s+(?:LOCAL\s+|SESSION\s+)?search_path\b", re.IGNORECASE)
+    r"set_config\(\s*'search_path'|\bSET\s+(?:LOCAL\s+|SESSION\s+)?search_path\b", re.IGNORECASE
+)
 _TENANT_TABLES = "|".join(sorted(map(re.escape, tenant_metadata.tables), key=len, reverse=True))
 # A tenant table right after a keyword that reads or writes it; `control.x` is not one.
 TENANT_TABLE_SQL = re.compile(
     rf'\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+"?(?:{_TENANT_TABLES})\b"?(?![.\w])',
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,14 @@ class Finding:
 
 def _docstrings(tree: ast.AST) -> set[int]:
     holders = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-    return {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, holders) and node.body and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)}
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, holders)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
 
 
 def _strings(tree: ast.AST) -> Iterator[tuple[ast.Constant, str | None]]:
@@ -75,10 +82,16 @@ def _strings(tree: ast.AST) -> Iterator[tuple[ast.Constant, str | None]]:
 
     def visit(node: ast.AST, function: str | None) -> Iterator[tuple[ast.Constant, str | None]]:
         for child in ast.iter_child_nodes(node):
-            inner = (child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
-                     else function)
-            if (isinstance(child, ast.Constant) and isinstance(child.value, str)
-                    and id(child) not in skip):
+            inner = (
+                child.name
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+                else function
+            )
+            if (
+                isinstance(child, ast.Constant)
+                and isinstance(child.value, str)
+                and id(child) not in skip
+            ):
                 yield child, inner
             yield from visit(child, inner)
 
@@ -88,8 +101,10 @@ def _strings(tree: ast.AST) -> Iterator[tuple[ast.Constant, str | None]]:
 def findings(source: str, module: str) -> list[Finding]:
     found = []
     for node, function in _strings(ast.parse(source)):
-        for rule, pattern in (("search_path", SEARCH_PATH_SWITCH),
-                              ("tenant_sql", TENANT_TABLE_SQL)):
+        for rule, pattern in (
+            ("search_path", SEARCH_PATH_SWITCH),
+            ("tenant_sql", TENANT_TABLE_SQL),
+        ):
             match = pattern.search(node.value)
             if match:
                 found.append(Finding(rule, module, node.lineno, function, match.group(0)))
@@ -103,8 +118,12 @@ def source_files() -> Iterator[tuple[str, str]]:
 
 
 def all_findings(rule: str) -> list[Finding]:
-    return [found for module, source in source_files() for found in findings(source, module)
-            if found.rule == rule]
+    return [
+        found
+        for module, source in source_files()
+        for found in findings(source, module)
+        if found.rule == rule
+    ]
 
 
 def may_switch_search_path(found: Finding) -> bool:
@@ -121,14 +140,18 @@ def test_search_path_is_switched_only_by_its_one_function() -> None:
     stray = [str(found) for found in switches if not may_switch_search_path(found)]
 
     assert not stray, "search_path switched outside tenancy.db.search_path_sql:\n" + "\n".join(
-        stray)
+        stray
+    )
     # The walk still sees the approved switch (a rename would make this test pass vacuously).
     assert {(found.module, found.function) for found in switches} == SEARCH_PATH_OWNERS
 
 
 def test_sql_naming_a_tenant_table_runs_only_in_the_approved_modules() -> None:
-    stray = [str(found) for found in all_findings("tenant_sql")
-             if not may_name_tenant_tables(found.module)]
+    stray = [
+        str(found)
+        for found in all_findings("tenant_sql")
+        if not may_name_tenant_tables(found.module)
+    ]
 
     assert not stray, "tenant SQL outside TENANT_SQL_MODULES:\n" + "\n".join(stray)
 
@@ -137,11 +160,17 @@ def test_api_error_is_imported_from_tenancy_errors_only() -> None:
     elsewhere = []
     for module, source in source_files():
         for node in ast.walk(ast.parse(source)):
-            if (isinstance(node, ast.ImportFrom) and node.module != "tenancy.errors"
-                    and any(alias.name == "APIError" for alias in node.names)):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module != "tenancy.errors"
+                and any(alias.name == "APIError" for alias in node.names)
+            ):
                 elsewhere.append(f"{module}:{node.lineno}: from {node.module} import APIError")
-            if isinstance(node, ast.ClassDef) and node.name == "APIError" and (
-                    module != "tenancy/errors.py"):
+            if (
+                isinstance(node, ast.ClassDef)
+                and node.name == "APIError"
+                and (module != "tenancy/errors.py")
+            ):
                 elsewhere.append(f"{module}:{node.lineno}: class APIError")
 
     assert not elsewhere, "\n".join(elsewhere)
@@ -165,8 +194,11 @@ async def handler(conn, schema):
     found = findings(route, "api/contacts/routes.py")
 
     assert [(f.rule, f.line, f.function) for f in found] == [
-        ("tenant_sql", 3, None), ("tenant_sql", 4, None),
-        ("search_path", 10, "handler"), ("search_path", 11, "handler")]
+        ("tenant_sql", 3, None),
+        ("tenant_sql", 4, None),
+        ("search_path", 10, "handler"),
+        ("search_path", 11, "handler"),
+    ]
     assert not may_name_tenant_tables("api/contacts/routes.py")
     assert not may_name_tenant_tables("jobs/worker.py")
     assert may_name_tenant_tables("api/contacts/service.py")

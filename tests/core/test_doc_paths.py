@@ -11,10 +11,33 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = ("api", "cli", "integrations", "jobs", "migrations", "tenancy", "voice", "tests", "bench",
-         "deploy", "docs", "scripts", ".ci")
-CODE = ("api", "cli", "integrations", "jobs", "migrations", "tenancy", "voice", "tests", "bench",
-        "scripts")
+ROOTS = (
+    "api",
+    "cli",
+    "integrations",
+    "jobs",
+    "migrations",
+    "tenancy",
+    "voice",
+    "tests",
+    "bench",
+    "deploy",
+    "docs",
+    "scripts",
+    ".ci",
+)
+CODE = (
+    "api",
+    "cli",
+    "integrations",
+    "jobs",
+    "migrations",
+    "tenancy",
+    "voice",
+    "tests",
+    "bench",
+    "scripts",
+)
 ROOT_NAMES = "|".join(re.escape(root) for root in ROOTS)
 PATH = re.compile(rf"(?<![\w./-])((?:{ROOT_NAMES})/[A-Za-z0-9_./-]*[A-Za-z0-9_])")
 # Files the reader makes from an example, as the page that names them says.
@@ -22,16 +45,21 @@ MADE_BY_THE_READER = {"deploy/.env"}
 
 
 def documents() -> Iterator[tuple[Path, str]]:
-    pages = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "bench").rglob("*.md"),
-             *(REPO / "deploy").rglob("*.md")]
+    pages = [
+        REPO / "README.md",
+        *(REPO / "docs").glob("*.md"),
+        *(REPO / "bench").rglob("*.md"),
+        *(REPO / "deploy").rglob("*.md"),
+    ]
     for page in pages:
         yield page, page.read_text()
     for root in CODE:
         for source in (REPO / root).rglob("*.py"):
             tree = ast.parse(source.read_text())
             for node in ast.walk(tree):
-                if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
-                              | ast.AsyncFunctionDef):
+                if isinstance(
+                    node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+                ):
                     docstring = ast.get_docstring(node)
                     if docstring:
                         yield source, docstring
@@ -45,10 +73,14 @@ def exists(named: str) -> bool:
 
 
 def test_every_path_named_in_docs_and_docstrings_exists() -> None:
-    missing = sorted({f"{where.relative_to(REPO)}: {named}"
-                      for where, text in documents()
-                      for named in (match.group(1).rstrip(".") for match in PATH.finditer(text))
-                      if not any(mark in named for mark in "*<{") and not exists(named)})
+    missing = sorted(
+        {
+            f"{where.relative_to(REPO)}: {named}"
+            for where, text in documents()
+            for named in (match.group(1).rstrip(".") for match in PATH.finditer(text))
+            if not any(mark in named for mark in "*<{") and not exists(named)
+        }
+    )
     assert missing == []
 
 
@@ -56,4 +88,5 @@ def test_a_stale_path_would_be_found() -> None:
     text = "moved to `api/contacts/nowhere.py`, see api/events.emit and api/*/service.py"
     named = [match.group(1) for match in PATH.finditer(text)]
     assert [path for path in named if "*" not in path and not exists(path)] == [
-        "api/contacts/nowhere.py"]
+        "api/contacts/nowhere.py"
+    ]

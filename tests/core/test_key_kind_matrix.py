@@ -31,13 +31,16 @@ from tests.helpers import snapshot
 
 API_PREFIXES = ("/webhooks/inbound", "/functions/v1")
 # The operations agency keys serve (CONTRACT 2); sub-account keys serve every other keyed one.
-AGENCY_OPERATIONS = ("/functions/v1/create-subaccount-webhook",
-                     "/functions/v1/crm-api/add-subaccount-user", "/functions/v1/agency/")
+AGENCY_OPERATIONS = (
+    "/functions/v1/create-subaccount-webhook",
+    "/functions/v1/crm-api/add-subaccount-user",
+    "/functions/v1/agency/",
+)
 
 # Every operation that takes no API key, as "METHOD rule", with what guards it instead.
 EXEMPT: dict[str, str] = {
     "GET /functions/v1/accept-invitation": "the invitation page: the invitation's token is the "
-                                           "credential",
+    "credential",
     "POST /functions/v1/accept-invitation": "the invitation's one-time token is the credential",
     "GET /recordings/<sub_account_id>/<call_id>.wav": "a signed, expiring recording link",
     "GET /track/open/<token>": "a signed tracking token in campaign email",
@@ -73,7 +76,7 @@ class Operation:
         path = self.rule
         while "<" in path:
             start = path.index("<")
-            path = path[:start] + str(uuid.uuid4()) + path[path.index(">", start) + 1:]
+            path = path[:start] + str(uuid.uuid4()) + path[path.index(">", start) + 1 :]
         return path
 
 
@@ -95,10 +98,15 @@ KEYED = [operation for operation in OPERATIONS if operation.kind is not None]
 
 
 def test_every_operation_is_keyed_or_exempt() -> None:
-    neither = [operation.label for operation in OPERATIONS
-               if operation.kind is None and operation.label not in EXEMPT]
-    assert not neither, ("operations that take no key and are not in EXEMPT (add @requires, or "
-                         f"list them with the reason they need no key): {neither}")
+    neither = [
+        operation.label
+        for operation in OPERATIONS
+        if operation.kind is None and operation.label not in EXEMPT
+    ]
+    assert not neither, (
+        "operations that take no key and are not in EXEMPT (add @requires, or "
+        f"list them with the reason they need no key): {neither}"
+    )
 
 
 def test_every_exempt_entry_is_an_operation_that_takes_no_key() -> None:
@@ -144,11 +152,12 @@ def _right_key(keys: Keys, kind: str) -> str:
     return keys.agency.key if kind == AGENCY else keys.tenant.key
 
 
-def _headers(value: Callable[[Keys, str], str], header: str = "x-api-key",
-             scheme: str = "") -> Callable[[Keys, str], Awaitable[tuple[dict[str, str],
-                                                                        dict[str, str]]]]:
+def _headers(
+    value: Callable[[Keys, str], str], header: str = "x-api-key", scheme: str = ""
+) -> Callable[[Keys, str], Awaitable[tuple[dict[str, str], dict[str, str]]]]:
     async def make(keys: Keys, kind: str) -> tuple[dict[str, str], dict[str, str]]:
         return {header: scheme + value(keys, kind)}, {}
+
     return make
 
 
@@ -168,53 +177,65 @@ async def _revoked(keys: Keys, kind: str) -> tuple[dict[str, str], dict[str, str
             key_id, key = await insert_key(conn, "agency", keys.agency.id, None, "revoked")
         else:
             key = await issue_key(keys.client, keys.agency.headers, keys.tenant.id)
-            key_id = await conn.fetchval("SELECT id FROM control.api_keys WHERE sub_account_id "
-                                         "= $1 ORDER BY created_at DESC LIMIT 1", keys.tenant.id)
-        await conn.execute("UPDATE control.api_keys SET revoked_at = now() WHERE id = $1",
-                           key_id)
+            key_id = await conn.fetchval(
+                "SELECT id FROM control.api_keys WHERE sub_account_id "
+                "= $1 ORDER BY created_at DESC LIMIT 1",
+                keys.tenant.id,
+            )
+        await conn.execute("UPDATE control.api_keys SET revoked_at = now() WHERE id = $1", key_id)
     return {"x-api-key": key}, {}
 
 
-def _of_a_sub_account(change: Callable[[asyncpg.Pool, uuid.UUID], Awaitable[Any]]
-                      ) -> Callable[[Keys, str], Awaitable[tuple[dict[str, str],
-                                                                 dict[str, str]]]]:
+def _of_a_sub_account(
+    change: Callable[[asyncpg.Pool, uuid.UUID], Awaitable[Any]],
+) -> Callable[[Keys, str], Awaitable[tuple[dict[str, str], dict[str, str]]]]:
     async def make(keys: Keys, kind: str) -> tuple[dict[str, str], dict[str, str]]:
         other = await make_tenant(keys.client, keys.agency)
         await change(keys.pool, other.id)
         return other.headers, {}
+
     return make
 
 
 WRONG_KEYS: dict[str, WrongKey] = {
     "agency key on a sub-account operation": WrongKey(
-        _headers(lambda keys, kind: keys.agency.key), "invalid_api_key", (SUB_ACCOUNT,)),
+        _headers(lambda keys, kind: keys.agency.key), "invalid_api_key", (SUB_ACCOUNT,)
+    ),
     "agency key as a bearer token on a sub-account operation": WrongKey(
         _headers(lambda keys, kind: keys.agency.key, "Authorization", "Bearer "),
-        "invalid_api_key", (SUB_ACCOUNT,)),
+        "invalid_api_key",
+        (SUB_ACCOUNT,),
+    ),
     "sub-account key on an agency operation": WrongKey(
-        _headers(lambda keys, kind: keys.tenant.key), "invalid_api_key", (AGENCY,)),
+        _headers(lambda keys, kind: keys.tenant.key), "invalid_api_key", (AGENCY,)
+    ),
     "sub-account key as a bearer token on an agency operation": WrongKey(
         _headers(lambda keys, kind: keys.tenant.key, "Authorization", "Bearer "),
-        "invalid_api_key", (AGENCY,)),
+        "invalid_api_key",
+        (AGENCY,),
+    ),
     "no key": WrongKey(_nothing, "missing_api_key"),
     "an empty key": WrongKey(_headers(lambda keys, kind: ""), "missing_api_key"),
     "the right key under another scheme": WrongKey(
-        _headers(_right_key, "Authorization", "Token "), "missing_api_key"),
+        _headers(_right_key, "Authorization", "Token "), "missing_api_key"
+    ),
     "the right key in the query string": WrongKey(_in_the_query, "missing_api_key"),
     "a malformed key": WrongKey(_headers(lambda keys, kind: "not-a-key"), "invalid_api_key"),
-    "a key too short": WrongKey(_headers(lambda keys, kind: "sb_" + "a" * 31),
-                                "invalid_api_key"),
-    "a key too long": WrongKey(_headers(lambda keys, kind: "sb_" + "a" * 129),
-                               "invalid_api_key"),
+    "a key too short": WrongKey(_headers(lambda keys, kind: "sb_" + "a" * 31), "invalid_api_key"),
+    "a key too long": WrongKey(_headers(lambda keys, kind: "sb_" + "a" * 129), "invalid_api_key"),
     "the right key truncated": WrongKey(
-        _headers(lambda keys, kind: _right_key(keys, kind)[:-1]), "invalid_api_key"),
-    "an unknown key": WrongKey(_headers(lambda keys, kind: "sb_" + secrets.token_urlsafe(32)),
-                               "invalid_api_key"),
+        _headers(lambda keys, kind: _right_key(keys, kind)[:-1]), "invalid_api_key"
+    ),
+    "an unknown key": WrongKey(
+        _headers(lambda keys, kind: "sb_" + secrets.token_urlsafe(32)), "invalid_api_key"
+    ),
     "a revoked key": WrongKey(_revoked, "invalid_api_key"),
     "a key of a suspended sub-account": WrongKey(
-        _of_a_sub_account(tenant_ops.suspend), "invalid_api_key", (SUB_ACCOUNT,)),
+        _of_a_sub_account(tenant_ops.suspend), "invalid_api_key", (SUB_ACCOUNT,)
+    ),
     "a key of a deleted sub-account": WrongKey(
-        _of_a_sub_account(tenant_ops.delete), "invalid_api_key", (SUB_ACCOUNT,)),
+        _of_a_sub_account(tenant_ops.delete), "invalid_api_key", (SUB_ACCOUNT,)
+    ),
 }
 
 
@@ -223,16 +244,18 @@ async def database_state(pool: asyncpg.Pool, tenants: list[Tenant]) -> dict[str,
     state: dict[str, Any] = {}
     for table in control_metadata.sorted_tables:
         state[table.fullname] = await pool.fetchval(
-            f'SELECT count(*) || \':\' || md5(coalesce(string_agg(x::text, \'|\' '
-            f'ORDER BY x::text), \'\')) FROM {table.schema}."{table.name}" AS x')
+            f"SELECT count(*) || ':' || md5(coalesce(string_agg(x::text, '|' "
+            f"ORDER BY x::text), '')) FROM {table.schema}.\"{table.name}\" AS x"
+        )
     for tenant in tenants:
         state[str(tenant.id)] = await snapshot(pool, tenant)
     return state
 
 
 @pytest.mark.parametrize("name", sorted(WRONG_KEYS))
-async def test_every_keyed_operation_refuses_the_wrong_key(name: str, client: Any, pool: Any,
-                                                           tenant: Tenant) -> None:
+async def test_every_keyed_operation_refuses_the_wrong_key(
+    name: str, client: Any, pool: Any, tenant: Tenant
+) -> None:
     wrong = WRONG_KEYS[name]
     keys = Keys(tenant, tenant.organisation, pool, client)
     requests = {kind: await wrong.make(keys, kind) for kind in wrong.kinds}
@@ -245,8 +268,13 @@ async def test_every_keyed_operation_refuses_the_wrong_key(name: str, client: An
         assert operation.kind is not None
         headers, query = requests[operation.kind]
         body = None if operation.method == "GET" else {}
-        response = await client.open(operation.path(), method=operation.method, json=body,
-                                     headers=headers, query_string=query or None)
+        response = await client.open(
+            operation.path(),
+            method=operation.method,
+            json=body,
+            headers=headers,
+            query_string=query or None,
+        )
         text = await response.get_data(as_text=True)
         problem = _refusal_problem(operation, response, text, wrong.code)
         if problem:
@@ -276,8 +304,9 @@ def _refusal_problem(operation: Operation, response: Any, text: str, code: str) 
     return None
 
 
-async def test_the_right_key_passes_authentication_on_every_read(client: Any,
-                                                                 tenant: Tenant) -> None:
+async def test_the_right_key_passes_authentication_on_every_read(
+    client: Any, tenant: Tenant
+) -> None:
     """The control: the refusals above come from the key, not from the request itself."""
     failures = []
     for operation in KEYED:
@@ -286,14 +315,21 @@ async def test_the_right_key_passes_authentication_on_every_read(client: Any,
         headers = tenant.organisation.headers if operation.kind == AGENCY else tenant.headers
         response = await client.get(operation.path(), headers=headers)
         if response.status_code in (401, 403) or response.status_code >= 500:
-            failures.append(f"{operation.label}: {response.status_code} "
-                            f"{(await response.get_data(as_text=True))[:200]}")
+            failures.append(
+                f"{operation.label}: {response.status_code} "
+                f"{(await response.get_data(as_text=True))[:200]}"
+            )
     assert not failures, "\n".join(failures)
 
 
-async def test_the_keys_are_of_the_kinds_the_matrix_takes_them_for(pool: Any,
-                                                                    tenant: Tenant) -> None:
-    rows = await pool.fetch("SELECT kind, sub_account_id FROM control.api_keys "
-                            "WHERE organisation_id = $1", tenant.organisation.id)
+async def test_the_keys_are_of_the_kinds_the_matrix_takes_them_for(
+    pool: Any, tenant: Tenant
+) -> None:
+    rows = await pool.fetch(
+        "SELECT kind, sub_account_id FROM control.api_keys WHERE organisation_id = $1",
+        tenant.organisation.id,
+    )
     assert {(row["kind"], row["sub_account_id"]) for row in rows} == {
-        ("agency", None), ("sub_account", tenant.id)}
+        ("agency", None),
+        ("sub_account", tenant.id),
+    }

@@ -22,8 +22,10 @@ async def test_metrics_count_requests_by_route_and_status(client, tenant) -> Non
     response = await client.get("/metrics")
     assert response.status_code == 200
     text = await response.get_data(as_text=True)
-    assert ('switchboard_http_requests_total{method="GET",route="/webhooks/inbound/team-users",'
-            'status="200"}') in text
+    assert (
+        'switchboard_http_requests_total{method="GET",route="/webhooks/inbound/team-users",'
+        'status="200"}'
+    ) in text
     assert 'route="/webhooks/inbound/team-users",status="401"' in text
     assert "switchboard_http_request_duration_seconds_bucket" in text
     assert 'switchboard_db_pool_connections{state="in_use"}' in text
@@ -35,8 +37,11 @@ async def test_metrics_count_job_runs_by_kind(app, client, run_worker) -> None:
     await app.app.config["ARQ"].enqueue_job("ping", "metrics")
     await run_worker()
     text = await (await client.get("/metrics")).get_data(as_text=True)
-    line = next(line for line in text.splitlines()
-                if line.startswith('switchboard_jobs_total{kind="ping",outcome="ok"}'))
+    line = next(
+        line
+        for line in text.splitlines()
+        if line.startswith('switchboard_jobs_total{kind="ping",outcome="ok"}')
+    )
     assert float(line.split()[-1]) >= 1
 
 
@@ -45,11 +50,21 @@ def test_serve_writes_json_logs_with_ids_and_no_keys(servers, pool, migrated) ->
 
     agency = asyncio.run(_agency(migrated))
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-           "SWITCHBOARD_LOG_FORMAT": "json", "SMTP_PORT": str(free_port())}
-    process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)],
-                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        "SWITCHBOARD_LOG_FORMAT": "json",
+        "SMTP_PORT": str(free_port()),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -60,17 +75,24 @@ def test_serve_writes_json_logs_with_ids_and_no_keys(servers, pool, migrated) ->
             except httpx.HTTPError:
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
-        created = httpx.post(f"{base}/functions/v1/create-subaccount-webhook",
-                             json={"email": "o@example.com", "name": "Logged"},
-                             headers={"x-api-key": agency.key, "x-request-id": "req-log-1"})
+        created = httpx.post(
+            f"{base}/functions/v1/create-subaccount-webhook",
+            json={"email": "o@example.com", "name": "Logged"},
+            headers={"x-api-key": agency.key, "x-request-id": "req-log-1"},
+        )
         assert created.status_code == 201
         sub_id = created.json()["sub_account_id"]
-        key = httpx.post(f"{base}/functions/v1/agency/sub-accounts/{sub_id}/api-keys",
-                         headers={"x-api-key": agency.key}).json()["api_key"]
-        httpx.get(f"{base}/webhooks/inbound/team-users",
-                  headers={"x-api-key": key, "x-request-id": "req-log-2"})
-        httpx.get(f"{base}/webhooks/inbound/team-users",
-                  headers={"authorization": f"Bearer {key}x"})
+        key = httpx.post(
+            f"{base}/functions/v1/agency/sub-accounts/{sub_id}/api-keys",
+            headers={"x-api-key": agency.key},
+        ).json()["api_key"]
+        httpx.get(
+            f"{base}/webhooks/inbound/team-users",
+            headers={"x-api-key": key, "x-request-id": "req-log-2"},
+        )
+        httpx.get(
+            f"{base}/webhooks/inbound/team-users", headers={"authorization": f"Bearer {key}x"}
+        )
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
         output = process.stderr.read()
@@ -100,9 +122,14 @@ async def _agency(url: str):
 
 def test_worker_stops_cleanly_on_sigterm(servers, migrated) -> None:
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
-    process = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(3)
         assert process.poll() is None

@@ -19,8 +19,9 @@ async def limited_app(requests: int, window: int = LONG_WINDOW) -> AsyncIterator
     from cli.wiring import build_app as create_app
     from tenancy.settings import Settings
 
-    application = create_app(Settings(rate_limit_requests=requests,
-                                      rate_limit_window_seconds=window))
+    application = create_app(
+        Settings(rate_limit_requests=requests, rate_limit_window_seconds=window)
+    )
     async with application.test_app() as test_app:
         yield test_app.test_client()
 
@@ -44,8 +45,10 @@ async def test_keyed_responses_carry_ratelimit_headers(migrated, client, tenant)
 async def test_remaining_counts_down(migrated, client, tenant):
     headers = await fresh_key(client, tenant)
     async with limited_app(5) as limited:
-        remaining = [int((await limited.get(TEAM, headers=headers)).headers[
-            "RateLimit-Remaining"]) for _ in range(5)]
+        remaining = [
+            int((await limited.get(TEAM, headers=headers)).headers["RateLimit-Remaining"])
+            for _ in range(5)
+        ]
     assert remaining == [4, 3, 2, 1, 0]
 
 
@@ -62,8 +65,12 @@ async def test_401_answers_carry_no_ratelimit_headers(migrated):
         for headers in ({}, {"x-api-key": "sb_" + "z" * 43}):
             response = await limited.get(TEAM, headers=headers)
             assert response.status_code == 401
-            for name in ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
-                         "Retry-After"):
+            for name in (
+                "RateLimit-Limit",
+                "RateLimit-Remaining",
+                "RateLimit-Reset",
+                "Retry-After",
+            ):
                 assert name not in response.headers
 
 
@@ -96,18 +103,22 @@ async def test_refused_request_changes_nothing(migrated, pool):
     agency = await make_agency(pool)
     async with limited_app(1) as limited:
         await limited.get(SUB_ACCOUNTS, headers=agency.headers)
-        response = await limited.post(PLANS, json={"slug": "late", "name": "Late"},
-                                      headers=agency.headers)
+        response = await limited.post(
+            PLANS, json={"slug": "late", "name": "Late"}, headers=agency.headers
+        )
     assert response.status_code == 429
-    assert await pool.fetchval("SELECT count(*) FROM control.plans WHERE organisation_id = $1",
-                               agency.id) == 0
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.plans WHERE organisation_id = $1", agency.id
+        )
+        == 0
+    )
 
 
 async def test_limit_is_atomic_under_concurrency(migrated, client, tenant):
     headers = await fresh_key(client, tenant)
     async with limited_app(10) as limited:
-        responses = await asyncio.gather(*(limited.get(TEAM, headers=headers)
-                                           for _ in range(30)))
+        responses = await asyncio.gather(*(limited.get(TEAM, headers=headers) for _ in range(30)))
     statuses = sorted(response.status_code for response in responses)
     assert statuses == [200] * 10 + [429] * 20
 
@@ -169,8 +180,9 @@ async def test_processes_sharing_redis_never_admit_more_than_the_limit(migrated,
     past the limit, and refusing early by no more than the grants the other still holds."""
     headers = await fresh_key(client, tenant)
     async with limited_app(60) as first, limited_app(60) as second:
-        responses = await asyncio.gather(*(
-            (first if n % 2 else second).get(TEAM, headers=headers) for n in range(150)))
+        responses = await asyncio.gather(
+            *((first if n % 2 else second).get(TEAM, headers=headers) for n in range(150))
+        )
     statuses = [response.status_code for response in responses]
     assert set(statuses) == {200, 429}
     assert 60 - 2 * 6 <= statuses.count(200) <= 60

@@ -25,8 +25,12 @@ class Thing(BaseModel):
 
 
 THING_ID = uuid.UUID("6a3f4f0e-8a8e-4a36-9d3e-2f6d1e0c7b11")
-GOOD = {"status": "success", "id": THING_ID, "price": decimal.Decimal("10.50"),
-        "at": dt.datetime(2026, 11, 23, 4, 5, 6, 789123, tzinfo=dt.UTC)}
+GOOD = {
+    "status": "success",
+    "id": THING_ID,
+    "price": decimal.Decimal("10.50"),
+    "at": dt.datetime(2026, 11, 23, 4, 5, 6, 789123, tzinfo=dt.UTC),
+}
 
 
 def app_answering(body: dict[str, Any], check: bool) -> Any:
@@ -45,17 +49,24 @@ async def test_a_body_matching_its_model_is_sent_as_written() -> None:
     response = await app_answering(GOOD, check=True).test_client().get("/thing")
     assert response.status_code == 200
     assert await response.get_json() == {
-        "status": "success", "id": str(THING_ID), "price": 10.5,
-        "at": "2026-11-23T04:05:06.789Z"}
+        "status": "success",
+        "id": str(THING_ID),
+        "price": 10.5,
+        "at": "2026-11-23T04:05:06.789Z",
+    }
 
 
-@pytest.mark.parametrize("body", [
-    {**GOOD, "secret_column": "x"},  # a key the model does not declare
-    {**GOOD, "id": "not-a-uuid"},  # a value of the wrong type
-    {key: value for key, value in GOOD.items() if key != "price"},  # a required field missing
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {**GOOD, "secret_column": "x"},  # a key the model does not declare
+        {**GOOD, "id": "not-a-uuid"},  # a value of the wrong type
+        {key: value for key, value in GOOD.items() if key != "price"},  # a required field missing
+    ],
+)
 async def test_a_body_that_differs_from_its_model_is_refused_when_checking(
-        body: dict[str, Any]) -> None:
+    body: dict[str, Any],
+) -> None:
     response = await app_answering(body, check=True).test_client().get("/thing")
     assert response.status_code == 500
     assert (await response.get_json())["error"]["code"] == "internal_error"

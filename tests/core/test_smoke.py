@@ -6,8 +6,14 @@ async def test_healthz(client):
 async def test_provision_and_key(client, tenant):
     response = await client.get("/webhooks/inbound/team-users", headers=tenant.headers)
     assert response.status_code == 200
-    assert (await response.get_json()) == {"status": "success", "users": [], "total": 0,
-                                           "limit": 50, "offset": 0, "has_more": False}
+    assert (await response.get_json()) == {
+        "status": "success",
+        "users": [],
+        "total": 0,
+        "limit": 50,
+        "offset": 0,
+        "has_more": False,
+    }
 
 
 async def test_worker_runs_a_job(app, run_worker):

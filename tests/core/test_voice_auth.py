@@ -29,9 +29,11 @@ ROUTES = [
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)
 async def test_voice_route_without_a_sub_account_key_is_401(client, tenant, method, path):
-    for headers, code in (({}, "missing_api_key"),
-                          ({"x-api-key": "sb_" + "x" * 43}, "invalid_api_key"),
-                          (tenant.organisation.headers, "invalid_api_key")):
+    for headers, code in (
+        ({}, "missing_api_key"),
+        ({"x-api-key": "sb_" + "x" * 43}, "invalid_api_key"),
+        (tenant.organisation.headers, "invalid_api_key"),
+    ):
         response = await client.open(path, method=method, json={}, headers=headers)
         assert response.status_code == 401, (path, await response.get_data(as_text=True))
         assert (await response.get_json())["error"]["code"] == code

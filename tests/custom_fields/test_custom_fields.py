@@ -17,17 +17,23 @@ FIELDS = f"{BASE}/custom-fields"
 
 
 async def test_create_custom_field_is_201(client, tenant):
-    response = await client.post(FIELDS, json={"key": "tier", "name": "Tier",
-                                               "field_type": "select",
-                                               "options": ["gold", "silver"]},
-                                 headers=tenant.headers)
+    response = await client.post(
+        FIELDS,
+        json={"key": "tier", "name": "Tier", "field_type": "select", "options": ["gold", "silver"]},
+        headers=tenant.headers,
+    )
     assert response.status_code == 201
     body = await response.get_json()
     assert body["status"] == "success"
     field = body["custom_field"]
-    assert (field["key"], field["name"], field["field_type"], field["options"],
-            field["read_only"], field["is_active"]) == (
-        "tier", "Tier", "select", ["gold", "silver"], False, True)
+    assert (
+        field["key"],
+        field["name"],
+        field["field_type"],
+        field["options"],
+        field["read_only"],
+        field["is_active"],
+    ) == ("tier", "Tier", "select", ["gold", "silver"], False, True)
     uuid.UUID(field["id"])
 
 
@@ -44,25 +50,29 @@ async def test_list_custom_fields_paginates(client, tenant):
 
 async def test_duplicate_custom_field_key_is_409(client, tenant):
     await define_custom_field(client, tenant, key="tier", field_type="text")
-    response = await client.post(FIELDS, json={"key": "tier", "name": "T", "field_type": "text"},
-                                 headers=tenant.headers)
+    response = await client.post(
+        FIELDS, json={"key": "tier", "name": "T", "field_type": "text"}, headers=tenant.headers
+    )
     assert response.status_code == 409
     assert await error_code(response) == "custom_field_key_taken"
 
 
-@pytest.mark.parametrize("body", [
-    {"key": "Bad Key", "name": "x", "field_type": "text"},
-    {"key": "ok", "name": "  ", "field_type": "text"},
-    {"key": "ok", "name": "x", "field_type": "colour"},
-    {"key": "ok", "name": "x", "field_type": "select"},
-    {"key": "ok", "name": "x", "field_type": "select", "options": []},
-    {"key": "ok", "name": "x", "field_type": "select", "options": ["a", "a"]},
-    {"key": "ok", "name": "x", "field_type": "select", "options": ["a", " "]},
-    {"key": "ok", "name": "x", "field_type": "text", "options": ["a"]},
-    {"key": "ok", "name": "x", "field_type": "text", "read_only": "yes"},
-    {"name": "x", "field_type": "text"},
-    [1],
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"key": "Bad Key", "name": "x", "field_type": "text"},
+        {"key": "ok", "name": "  ", "field_type": "text"},
+        {"key": "ok", "name": "x", "field_type": "colour"},
+        {"key": "ok", "name": "x", "field_type": "select"},
+        {"key": "ok", "name": "x", "field_type": "select", "options": []},
+        {"key": "ok", "name": "x", "field_type": "select", "options": ["a", "a"]},
+        {"key": "ok", "name": "x", "field_type": "select", "options": ["a", " "]},
+        {"key": "ok", "name": "x", "field_type": "text", "options": ["a"]},
+        {"key": "ok", "name": "x", "field_type": "text", "read_only": "yes"},
+        {"name": "x", "field_type": "text"},
+        [1],
+    ],
+)
 async def test_invalid_custom_field_is_400(client, tenant, body):
     response = await client.post(FIELDS, json=body, headers=tenant.headers)
     assert response.status_code == 400

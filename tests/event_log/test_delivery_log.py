@@ -43,18 +43,28 @@ async def emit_post_call(pool, tenant, agent_id, url, secret):
 # --- GET /webhook-subscriptions/{id}/deliveries -------------------------------------------------
 
 
-async def test_delivered_delivery_is_listed_with_its_attempts(client, pool, tenant, receiver,
-                                                              run_worker):
+async def test_delivered_delivery_is_listed_with_its_attempts(
+    client, pool, tenant, receiver, run_worker
+):
     subscription = await subscribe(client, tenant, receiver.url())
     await emit_event(pool, tenant)
     await run_worker()
     body = await listed(client, tenant, log_of(subscription["id"]))
     [event] = await stored_events(pool, tenant)
     [delivery] = body["deliveries"]
-    assert list(delivery) == ["id", "event_id", "event_type", "status", "attempts",
-                              "next_attempt_at"]
+    assert list(delivery) == [
+        "id",
+        "event_id",
+        "event_type",
+        "status",
+        "attempts",
+        "next_attempt_at",
+    ]
     assert (delivery["event_id"], delivery["event_type"], delivery["status"]) == (
-        event["id"], "contact.updated", "delivered")
+        event["id"],
+        "contact.updated",
+        "delivered",
+    )
     assert delivery["next_attempt_at"] is None
     [attempt] = delivery["attempts"]
     assert (attempt["status_code"], attempt["error"]) == (200, None)
@@ -62,9 +72,9 @@ async def test_delivered_delivery_is_listed_with_its_attempts(client, pool, tena
     assert (body["total"], body["limit"], body["offset"], body["has_more"]) == (1, 50, 0, False)
 
 
-async def test_failed_attempts_are_listed_in_order_with_the_next_one(client, pool, tenant,
-                                                                     receiver, run_worker,
-                                                                     worker_env):
+async def test_failed_attempts_are_listed_in_order_with_the_next_one(
+    client, pool, tenant, receiver, run_worker, worker_env
+):
     worker_env(SWITCHBOARD_WEBHOOK_RETRY_SCALE="100")
     subscription = await subscribe(client, tenant, receiver.url())
     receiver.script("/hook", 503)
@@ -99,8 +109,7 @@ async def test_log_lists_only_that_subscriptions_deliveries_newest_first(client,
 async def test_deleted_subscriptions_deliveries_stay_readable(client, pool, tenant):
     subscription = await subscribe(client, tenant, "https://example.com/hook")
     await emit_event(pool, tenant)
-    response = await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}",
-                                   headers=tenant.headers)
+    response = await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}", headers=tenant.headers)
     assert response.status_code == 200
     [delivery] = (await listed(client, tenant, log_of(subscription["id"])))["deliveries"]
     assert delivery["status"] == "cancelled"
@@ -119,15 +128,17 @@ async def test_log_bad_paging_is_400(client, tenant, query):
 
 
 async def test_log_id_not_uuid_is_400(client, tenant):
-    await expect_error(await client.get(log_of("nope"), headers=tenant.headers), 400,
-                       "invalid_uuid")
+    await expect_error(
+        await client.get(log_of("nope"), headers=tenant.headers), 400, "invalid_uuid"
+    )
 
 
 # --- POST /webhook-deliveries/{id}/redeliver ----------------------------------------------------
 
 
-async def test_redelivery_sends_the_same_event_signed_afresh(client, pool, tenant, receiver,
-                                                            run_worker):
+async def test_redelivery_sends_the_same_event_signed_afresh(
+    client, pool, tenant, receiver, run_worker
+):
     subscription = await subscribe(client, tenant, receiver.url())
     receiver.verify_with("/hook", subscription["secret"])
     await emit_event(pool, tenant)
@@ -143,7 +154,11 @@ async def test_redelivery_sends_the_same_event_signed_afresh(client, pool, tenan
     assert body["status"] == "success"
     assert again["id"] != first["id"]
     assert (again["event_id"], again["event_type"], again["status"], again["attempts"]) == (
-        first["event_id"], "contact.updated", "pending", [])
+        first["event_id"],
+        "contact.updated",
+        "pending",
+        [],
+    )
     await run_worker()
     original, replay = receiver.requests
     assert replay.headers["webhook-id"] == original.headers["webhook-id"] == first["event_id"]
@@ -154,8 +169,10 @@ async def test_redelivery_sends_the_same_event_signed_afresh(client, pool, tenan
     assert replay.verified is True and signature_valid(subscription["secret"], replay)
     assert signature_verifies(subscription["secret"], replay.headers, replay.body)
     log = (await listed(client, tenant, log_of(subscription["id"])))["deliveries"]
-    assert [(d["id"], d["status"]) for d in log] == [(again["id"], "delivered"),
-                                                     (first["id"], "delivered")]
+    assert [(d["id"], d["status"]) for d in log] == [
+        (again["id"], "delivered"),
+        (first["id"], "delivered"),
+    ]
     assert len(await stored_events(pool, tenant)) == 1
 
 
@@ -196,8 +213,7 @@ async def test_redeliver_without_key_is_401(client):
 # --- GET /agents/{id}/deliveries ------------------------------------------------------------------
 
 
-async def test_agent_log_lists_its_post_call_deliveries(client, pool, tenant, receiver,
-                                                        run_worker):
+async def test_agent_log_lists_its_post_call_deliveries(client, pool, tenant, receiver, run_worker):
     agent_id = await make_agent(client, tenant)
     other_agent = await make_agent(client, tenant, name="Other")
     secret = new_secret()
@@ -208,7 +224,10 @@ async def test_agent_log_lists_its_post_call_deliveries(client, pool, tenant, re
     body = await listed(client, tenant, f"{BASE}/agents/{agent_id}/deliveries")
     [delivery] = body["deliveries"]
     assert (delivery["id"], delivery["event_type"], delivery["status"]) == (
-        str(delivery_id), "call.completed", "delivered")
+        str(delivery_id),
+        "call.completed",
+        "delivered",
+    )
     assert [a["status_code"] for a in delivery["attempts"]] == [200]
     # Redelivered to the agent's webhook, signed with its secret, same message id.
     response = await client.post(redeliver_path(delivery_id), headers=tenant.headers)
@@ -237,8 +256,9 @@ async def test_agent_log_of_an_unknown_or_deleted_agent_is_404(client, pool, ten
 @pytest.mark.parametrize("query", ["limit=0", "limit=101", "offset=-1"])
 async def test_agent_log_bad_paging_is_400(client, tenant, query):
     agent_id = await make_agent(client, tenant)
-    response = await client.get(f"{BASE}/agents/{agent_id}/deliveries?{query}",
-                                headers=tenant.headers)
+    response = await client.get(
+        f"{BASE}/agents/{agent_id}/deliveries?{query}", headers=tenant.headers
+    )
     await expect_error(response, 400, "validation_error")
 
 

@@ -24,22 +24,25 @@ async def get_invoice(client, tenant, invoice_id):
 async def test_create_contact_emits_contact_created_with_the_contact(client, pool, tenant):
     contact_id = await create_contact(client, tenant, first_name="Ada", email="ada@example.com")
     [event] = await events_of(pool, tenant, "contact.created")
-    assert event["data"] == {"sub_account_id": str(tenant.id),
-                             "contact": await get_contact(client, tenant, contact_id)}
+    assert event["data"] == {
+        "sub_account_id": str(tenant.id),
+        "contact": await get_contact(client, tenant, contact_id),
+    }
 
 
-async def test_create_matching_an_existing_contact_emits_no_contact_created(client, pool,
-                                                                            tenant):
+async def test_create_matching_an_existing_contact_emits_no_contact_created(client, pool, tenant):
     await create_contact(client, tenant, email="ada@example.com")
-    matched = await client.post(CONTACTS, json={"email": "ADA@example.com", "first_name": "Ada"},
-                                headers=tenant.headers)
+    matched = await client.post(
+        CONTACTS, json={"email": "ADA@example.com", "first_name": "Ada"}, headers=tenant.headers
+    )
     assert (await matched.get_json())["created"] is False
     assert len(await events_of(pool, tenant, "contact.created")) == 1
 
 
 async def test_refused_create_emits_nothing(client, pool, tenant):
-    response = await client.post(CONTACTS, json={"first_name": "No address"},
-                                 headers=tenant.headers)
+    response = await client.post(
+        CONTACTS, json={"first_name": "No address"}, headers=tenant.headers
+    )
     assert response.status_code == 400
     assert await stored_events(pool, tenant) == []
 
@@ -76,8 +79,10 @@ async def test_mark_paid_emits_invoice_paid_once_with_the_invoice(client, pool, 
     again = await client.post(path, json={"payment_method": "cash"}, headers=tenant.headers)
     assert again.status_code == 409
     [event] = await events_of(pool, tenant, "invoice.paid")
-    assert event["data"] == {"sub_account_id": str(tenant.id),
-                             "invoice": await get_invoice(client, tenant, invoice["id"])}
+    assert event["data"] == {
+        "sub_account_id": str(tenant.id),
+        "invoice": await get_invoice(client, tenant, invoice["id"]),
+    }
 
 
 async def test_refused_mark_paid_emits_nothing(client, pool, tenant):
@@ -85,8 +90,9 @@ async def test_refused_mark_paid_emits_nothing(client, pool, tenant):
     path = f"{INVOICES}/{invoice['id']}/mark-paid"
     bad = await client.post(path, json={"payment_method": 5}, headers=tenant.headers)
     assert bad.status_code == 400
-    void = await client.patch(f"{INVOICES}/{invoice['id']}", json={"status": "void"},
-                              headers=tenant.headers)
+    void = await client.patch(
+        f"{INVOICES}/{invoice['id']}", json={"status": "void"}, headers=tenant.headers
+    )
     assert void.status_code == 200
     refused = await client.post(path, json={"payment_method": "cash"}, headers=tenant.headers)
     assert refused.status_code == 409

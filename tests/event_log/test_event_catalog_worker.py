@@ -22,22 +22,31 @@ async def delivered(pool, tenant, count):
     """The tenant's deliveries once `count` of them left pending (the live worker sends them)."""
     async with asyncio.timeout(30):
         while True:
-            rows = await tenant_sql(pool, tenant, "SELECT subscription_id, agent_id, message_id, "
-                                                  "event_type, status FROM webhook_deliveries")
+            rows = await tenant_sql(
+                pool,
+                tenant,
+                "SELECT subscription_id, agent_id, message_id, "
+                "event_type, status FROM webhook_deliveries",
+            )
             if len(rows) >= count and all(row["status"] != "pending" for row in rows):
                 return rows
             await asyncio.sleep(0.1)
 
 
 async def test_failed_call_reaches_subscriptions_and_the_agent_as_one_event(
-        client, pool, tenant, receiver, worker):
+    client, pool, tenant, receiver, worker
+):
     subscription = await subscribe(client, tenant, receiver.url("/sub"), ["call.failed"])
     await subscribe(client, tenant, receiver.url("/completed"), ["call.completed"])
-    agent_id, _ = await ready_agent(client, tenant, webhook=True,
-                                    webhook_url=receiver.url("/agent"))
+    agent_id, _ = await ready_agent(
+        client, tenant, webhook=True, webhook_url=receiver.url("/agent")
+    )
     contact_id = await make_contact(client, tenant, phone=BUSY)
-    response = await client.post(f"/webhooks/inbound/contacts/{contact_id}/call",
-                                 json={"agent_id": agent_id}, headers=tenant.headers)
+    response = await client.post(
+        f"/webhooks/inbound/contacts/{contact_id}/call",
+        json={"agent_id": agent_id},
+        headers=tenant.headers,
+    )
     call = await wait_for_end(client, tenant, (await response.get_json())["call_id"])
     assert call["status"] == "failed"
     rows = await delivered(pool, tenant, 2)
@@ -45,7 +54,8 @@ async def test_failed_call_reaches_subscriptions_and_the_agent_as_one_event(
     assert event["data"] == {"sub_account_id": str(tenant.id), "call": call}
     assert await events_of(pool, tenant, "call.completed") == []
     assert sorted((str(row["subscription_id"]), str(row["agent_id"])) for row in rows) == sorted(
-        [(subscription["id"], "None"), ("None", agent_id)])
+        [(subscription["id"], "None"), ("None", agent_id)]
+    )
     assert {row["message_id"] for row in rows} == {event["id"]}
     assert sorted(r.path for r in receiver.requests) == ["/agent", "/sub"]
     assert {r.headers["webhook-id"] for r in receiver.requests} == {event["id"]}
@@ -63,8 +73,9 @@ async def test_unknown_inbound_caller_emits_contact_created_once(client, pool, t
     assert event["data"]["contact"]["lead_source"] == "inbound_call"
 
 
-async def test_inbound_call_of_a_known_caller_emits_no_contact_created(client, pool, tenant,
-                                                                       worker):
+async def test_inbound_call_of_a_known_caller_emits_no_contact_created(
+    client, pool, tenant, worker
+):
     await answering_agent(client, tenant)
     await make_contact(client, tenant, phone=BUSY_CALLER)
     body = await (await ring(client, tenant.id, {"from": BUSY_CALLER, "to": NUMBER})).get_json()
@@ -75,17 +86,20 @@ async def test_inbound_call_of_a_known_caller_emits_no_contact_created(client, p
 async def test_unknown_inbound_sms_sender_emits_contact_created_once(client, pool, tenant):
     for message_id in ("SM1", "SM2"):
         raw = json.dumps({"from": "+14155550149", "body": "hi", "message_id": message_id}).encode()
-        response = await client.post(f"/webhooks/providers/sandbox/sms/{tenant.id}", data=raw,
-                                     headers={HEADER: sign(tenant.id, raw),
-                                              "Content-Type": "application/json"})
+        response = await client.post(
+            f"/webhooks/providers/sandbox/sms/{tenant.id}",
+            data=raw,
+            headers={HEADER: sign(tenant.id, raw), "Content-Type": "application/json"},
+        )
         assert response.status_code < 300, await response.get_data(as_text=True)
     [event] = await events_of(pool, tenant, "contact.created")
     assert event["data"]["contact"]["phone"] == "+14155550149"
     assert event["data"]["contact"]["lead_source"] == "inbound_sms"
 
 
-async def test_campaign_emits_campaign_completed_once_when_it_finishes(client, pool, tenant,
-                                                                       mailbox, worker):
+async def test_campaign_emits_campaign_completed_once_when_it_finishes(
+    client, pool, tenant, mailbox, worker
+):
     contacts = [await add_contact(client, tenant) for _ in range(2)]
     campaign = await create_campaign(client, tenant, contact_ids=contacts)
     assert (await schedule(client, tenant, campaign["id"], soon(1))).status_code == 200

@@ -22,8 +22,11 @@ async def feed(client, tenant, query=""):
 async def three_events(client, tenant):
     """contact.created, contact.updated, contact.deleted of one contact, in that order."""
     contact_id = await create_contact(client, tenant)
-    await client.post(f"/webhooks/inbound/contacts/{contact_id}/tags", json={"tags": ["vip"]},
-                      headers=tenant.headers)
+    await client.post(
+        f"/webhooks/inbound/contacts/{contact_id}/tags",
+        json={"tags": ["vip"]},
+        headers=tenant.headers,
+    )
     await client.delete(f"/webhooks/inbound/contacts/{contact_id}", headers=tenant.headers)
     return contact_id
 
@@ -33,7 +36,10 @@ async def test_feed_lists_every_event_newest_first_without_subscribers(client, p
     body = await feed(client, tenant)
     assert body["status"] == "success"
     assert [event["type"] for event in body["events"]] == [
-        "contact.deleted", "contact.updated", "contact.created"]
+        "contact.deleted",
+        "contact.updated",
+        "contact.created",
+    ]
     assert (body["total"], body["limit"], body["offset"], body["has_more"]) == (3, 50, 0, False)
     deleted = body["events"][0]
     assert list(deleted) == ["id", "type", "timestamp", "data"]
@@ -66,8 +72,11 @@ async def test_feed_since_is_exclusive(client, tenant):
 
 async def test_feed_leaves_out_events_past_30_days(client, pool, tenant):
     await three_events(client, tenant)
-    await tenant_sql(pool, tenant, "UPDATE events SET timestamp = now() - interval '31 days' "
-                                   "WHERE type = 'contact.created'")
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE events SET timestamp = now() - interval '31 days' WHERE type = 'contact.created'",
+    )
     body = await feed(client, tenant)
     assert [event["type"] for event in body["events"]] == ["contact.deleted", "contact.updated"]
     assert body["total"] == 2
@@ -83,11 +92,24 @@ async def test_feed_paginates(client, tenant):
     assert (await feed(client, tenant, "?offset=5"))["events"] == []
 
 
-@pytest.mark.parametrize("query", [
-    "since=yesterday", "since=", "since=2026-13-01T00:00:00Z", "since=1700000000",
-    "since=9999-12-31T23:59:59-23:59", "since=0001-01-01T00:00:00%2B23:59",
-    "type=contact.exploded", "type=", "type=*", "limit=0", "limit=101", "limit=x", "offset=-1",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "since=yesterday",
+        "since=",
+        "since=2026-13-01T00:00:00Z",
+        "since=1700000000",
+        "since=9999-12-31T23:59:59-23:59",
+        "since=0001-01-01T00:00:00%2B23:59",
+        "type=contact.exploded",
+        "type=",
+        "type=*",
+        "limit=0",
+        "limit=101",
+        "limit=x",
+        "offset=-1",
+    ],
+)
 async def test_feed_bad_query_is_400(client, tenant, query):
     response = await client.get(f"{EVENTS}?{query}", headers=tenant.headers)
     await expect_error(response, 400, "validation_error")

@@ -51,8 +51,11 @@ async def poll(client: Any, tenant: Any, by: str, done: asyncio.Event) -> list[l
         polls.append([event["data"]["contact"]["id"] for event in events])
         if events:
             newest = max(events, key=when)
-            cursor = (f"&since={quote(newest['timestamp'])}" if by == "since"
-                      else f"&after={newest['id']}")
+            cursor = (
+                f"&since={quote(newest['timestamp'])}"
+                if by == "since"
+                else f"&after={newest['id']}"
+            )
         if last:
             return polls
         await asyncio.sleep(0.005)
@@ -82,7 +85,8 @@ async def test_pollers_by_since_and_after_see_every_event_once(client, tenant):
             done.set()
 
     made, by_since, by_after = await asyncio.gather(
-        creators(), poll(client, tenant, "since", done), poll(client, tenant, "after", done))
+        creators(), poll(client, tenant, "since", done), poll(client, tenant, "after", done)
+    )
 
     assert len(made) == CONTACTS_MADE
     for polls in (by_since, by_after):
@@ -108,20 +112,27 @@ async def test_feed_order_is_commit_order_with_growing_timestamps(client, pool, 
 async def test_after_lists_what_came_later(client, tenant):
     for _ in range(3):
         await create_contact(client, tenant)
-    [newest, middle, oldest] = (await (await client.get(
-        EVENTS, headers=tenant.headers)).get_json())["events"]
-    body = await (await client.get(f"{EVENTS}?after={oldest['id']}",
-                                   headers=tenant.headers)).get_json()
+    [newest, middle, oldest] = (
+        await (await client.get(EVENTS, headers=tenant.headers)).get_json()
+    )["events"]
+    body = await (
+        await client.get(f"{EVENTS}?after={oldest['id']}", headers=tenant.headers)
+    ).get_json()
     assert [event["id"] for event in body["events"]] == [newest["id"], middle["id"]]
     assert (body["total"], body["has_more"]) == (2, False)
-    page = await (await client.get(f"{EVENTS}?after={oldest['id']}&limit=1&offset=1",
-                                   headers=tenant.headers)).get_json()
+    page = await (
+        await client.get(f"{EVENTS}?after={oldest['id']}&limit=1&offset=1", headers=tenant.headers)
+    ).get_json()
     assert [event["id"] for event in page["events"]] == [middle["id"]]
-    latest = await (await client.get(f"{EVENTS}?after={newest['id']}",
-                                     headers=tenant.headers)).get_json()
+    latest = await (
+        await client.get(f"{EVENTS}?after={newest['id']}", headers=tenant.headers)
+    ).get_json()
     assert (latest["events"], latest["total"]) == ([], 0)
-    typed = await (await client.get(f"{EVENTS}?after={oldest['id']}&type=contact.deleted",
-                                    headers=tenant.headers)).get_json()
+    typed = await (
+        await client.get(
+            f"{EVENTS}?after={oldest['id']}&type=contact.deleted", headers=tenant.headers
+        )
+    ).get_json()
     assert typed["events"] == []
 
 
@@ -131,14 +142,16 @@ async def test_event_timestamp_is_the_payloads(client, pool, tenant):
     [event] = (await (await client.get(EVENTS, headers=tenant.headers)).get_json())["events"]
     [row] = await tenant_sql(pool, tenant, "SELECT body FROM webhook_deliveries")
     assert row["body"].startswith(
-        f'{{"type":"contact.created","timestamp":"{event["timestamp"]}","data":{{')
+        f'{{"type":"contact.created","timestamp":"{event["timestamp"]}","data":{{'
+    )
 
 
 async def test_since_and_after_together_is_400(client, tenant):
     await create_contact(client, tenant)
     [event] = (await (await client.get(EVENTS, headers=tenant.headers)).get_json())["events"]
     response = await client.get(
-        f"{EVENTS}?since={quote(event['timestamp'])}&after={event['id']}", headers=tenant.headers)
+        f"{EVENTS}?since={quote(event['timestamp'])}&after={event['id']}", headers=tenant.headers
+    )
     body = await expect_error(response, 400, "validation_error")
     assert body["error"]["details"][0]["field"] == "after"
 
@@ -146,7 +159,8 @@ async def test_since_and_after_together_is_400(client, tenant):
 async def test_after_of_another_sub_account_or_no_event_is_400(client, tenant, tenant_second):
     await create_contact(client, tenant_second)
     [theirs] = (await (await client.get(EVENTS, headers=tenant_second.headers)).get_json())[
-        "events"]
+        "events"
+    ]
     for after in (theirs["id"], f"msg_{uuid.uuid4().hex}", "msg_1", "x", "", "%00"):
         response = await client.get(f"{EVENTS}?after={after}", headers=tenant.headers)
         body = await expect_error(response, 400, "validation_error")

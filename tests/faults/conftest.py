@@ -46,8 +46,7 @@ class Smtp:
     def start(self) -> None:
         from aiosmtpd.controller import Controller
 
-        self.controller = Controller(_Handler(self.box), hostname=self.box.host,
-                                     port=self.box.port)
+        self.controller = Controller(_Handler(self.box), hostname=self.box.host, port=self.box.port)
         self.controller.start()
 
     def stop(self) -> None:
@@ -69,14 +68,20 @@ class Stack:
         return self.postgres.url
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {**os.environ, "DATABASE_URL": self.postgres.url, "REDIS_URL": self.redis.url,
-                "SWITCHBOARD_DIRECT_DATABASE_URL": self.postgres.url,
-                "SMTP_HOST": self.smtp.box.host, "SMTP_PORT": str(self.smtp.box.port),
-                "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000",
-                "SWITCHBOARD_WEBHOOK_RETRY_SCALE": "0.001",
-                "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true",
-                "SWITCHBOARD_AUTH_CACHE_SECONDS": "0",
-                "SWITCHBOARD_LOG_FORMAT": "text", **extra}
+        return {
+            **os.environ,
+            "DATABASE_URL": self.postgres.url,
+            "REDIS_URL": self.redis.url,
+            "SWITCHBOARD_DIRECT_DATABASE_URL": self.postgres.url,
+            "SMTP_HOST": self.smtp.box.host,
+            "SMTP_PORT": str(self.smtp.box.port),
+            "SWITCHBOARD_RATE_LIMIT_REQUESTS": "100000",
+            "SWITCHBOARD_WEBHOOK_RETRY_SCALE": "0.001",
+            "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true",
+            "SWITCHBOARD_AUTH_CACHE_SECONDS": "0",
+            "SWITCHBOARD_LOG_FORMAT": "text",
+            **extra,
+        }
 
     # --- servers we stop and start ---
 
@@ -96,8 +101,13 @@ class Stack:
 
     def spawn(self, *command: str, **extra: str) -> subprocess.Popen[bytes]:
         log = (self.folder / f"{command[0]}-{uuid.uuid4().hex[:6]}.log").open("wb")
-        process = subprocess.Popen([*SWITCHBOARD, *command], env=self.env(**extra),
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        process = subprocess.Popen(
+            [*SWITCHBOARD, *command],
+            env=self.env(**extra),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
         process.log_path = log.name  # type: ignore[attr-defined]
         self.processes.append(process)
         return process
@@ -125,9 +135,22 @@ class Stack:
 
     def create_organisation(self) -> str:
         done = subprocess.run(
-            [*SWITCHBOARD, "create-organisation", "--name", f"Faults {uuid.uuid4().hex[:6]}",
-             "--plan-type", "white_label", "--max-sub-accounts", "50"],
-            env=self.env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            [
+                *SWITCHBOARD,
+                "create-organisation",
+                "--name",
+                f"Faults {uuid.uuid4().hex[:6]}",
+                "--plan-type",
+                "white_label",
+                "--max-sub-accounts",
+                "50",
+            ],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert done.returncode == 0, done.stderr
         return str(json.loads(done.stdout)["agency_api_key"])
 
@@ -164,9 +187,13 @@ class SubAccount:
 
 async def make_sub_account(api: Api, agency_key: str) -> SubAccount:
     async with api.client(agency_key) as http:
-        created = await http.post("/functions/v1/create-subaccount-webhook", json={
-            "email": f"owner-{uuid.uuid4().hex[:10]}@example.com",
-            "name": f"Faults {uuid.uuid4().hex[:6]}"})
+        created = await http.post(
+            "/functions/v1/create-subaccount-webhook",
+            json={
+                "email": f"owner-{uuid.uuid4().hex[:10]}@example.com",
+                "name": f"Faults {uuid.uuid4().hex[:6]}",
+            },
+        )
         assert created.status_code == 201, created.text
         sub_account_id = created.json()["sub_account_id"]
         issued = await http.post(f"/functions/v1/agency/sub-accounts/{sub_account_id}/api-keys")

@@ -12,8 +12,9 @@ async def test_requests_during_a_postgres_restart_get_503_and_the_pool_recovers(
     api = stack.serve()
     account = await make_sub_account(api, stack.create_organisation())
     async with api.client(account.key) as http:
-        before = await http.post(f"{BASE}/contacts",
-                                 json={"email": f"before-{uuid.uuid4().hex[:8]}@example.com"})
+        before = await http.post(
+            f"{BASE}/contacts", json={"email": f"before-{uuid.uuid4().hex[:8]}@example.com"}
+        )
         assert before.status_code == 201, before.text
         contact_id = before.json()["contact_id"]
         # Warm the pool so the outage hits kept connections as well as new ones.
@@ -24,10 +25,12 @@ async def test_requests_during_a_postgres_restart_get_503_and_the_pool_recovers(
         try:
             for _ in range(3):
                 assert_unavailable(await http.get(f"{BASE}/contacts/{contact_id}"))
-            assert_unavailable(await http.post(
-                f"{BASE}/contacts", json={"email": "during@example.com"}))
-            assert_unavailable(await http.patch(f"{BASE}/contacts/{contact_id}",
-                                                json={"first_name": "Lost"}))
+            assert_unavailable(
+                await http.post(f"{BASE}/contacts", json={"email": "during@example.com"})
+            )
+            assert_unavailable(
+                await http.patch(f"{BASE}/contacts/{contact_id}", json={"first_name": "Lost"})
+            )
             ready = await http.get("/readyz")
             assert ready.status_code == 503
         finally:

@@ -19,24 +19,31 @@ async def test_contacts_tags_and_notes_work_while_redis_is_down_and_webhooks_cat
     account = await make_sub_account(api, stack.create_organisation())
     try:
         async with api.client(account.key) as http:
-            subscribed = await http.post(f"{BASE}/webhook-subscriptions", json={
-                "url": receiver.url("/hook"), "events": ["contact.updated"]})
+            subscribed = await http.post(
+                f"{BASE}/webhook-subscriptions",
+                json={"url": receiver.url("/hook"), "events": ["contact.updated"]},
+            )
             assert subscribed.status_code == 201, subscribed.text
 
             stack.stop_redis()
             try:
-                created = await http.post(f"{BASE}/contacts",
-                                          json={"email": f"r-{uuid.uuid4().hex[:8]}@example.com"})
+                created = await http.post(
+                    f"{BASE}/contacts", json={"email": f"r-{uuid.uuid4().hex[:8]}@example.com"}
+                )
                 assert created.status_code == 201, created.text
                 contact_id = created.json()["contact_id"]
-                updated = await http.patch(f"{BASE}/contacts/{contact_id}",
-                                           json={"first_name": "Outage"})
+                updated = await http.patch(
+                    f"{BASE}/contacts/{contact_id}", json={"first_name": "Outage"}
+                )
                 assert updated.status_code == 200, updated.text
-                tagged = await http.post(f"{BASE}/contacts/{contact_id}/tags",
-                                         json={"tags": ["during-outage"]})
+                tagged = await http.post(
+                    f"{BASE}/contacts/{contact_id}/tags", json={"tags": ["during-outage"]}
+                )
                 assert tagged.status_code == 200, tagged.text
-                noted = await http.post(f"{BASE}/contacts/{contact_id}/notes",
-                                        json={"content": "written while Redis was down"})
+                noted = await http.post(
+                    f"{BASE}/contacts/{contact_id}/notes",
+                    json={"content": "written while Redis was down"},
+                )
                 assert noted.status_code == 201, noted.text
                 read = await http.get(f"{BASE}/contacts/{contact_id}")
                 assert read.status_code == 200, read.text
@@ -49,11 +56,15 @@ async def test_contacts_tags_and_notes_work_while_redis_is_down_and_webhooks_cat
             assert contact["first_name"] == "Outage"
             assert contact["tags"] == ["during-outage"]
             assert [note["content"] for note in notes.json()["notes"]] == [
-                "written while Redis was down"]
+                "written while Redis was down"
+            ]
 
         def delivered() -> list[dict]:
-            return [body for body in (request.json() for request in receiver.to("/hook"))
-                    if body["data"]["contact"]["id"] == contact_id]
+            return [
+                body
+                for body in (request.json() for request in receiver.to("/hook"))
+                if body["data"]["contact"]["id"] == contact_id
+            ]
 
         async def caught_up() -> list[dict]:
             return [body for body in delivered() if body["data"]["contact"]["tags"]]

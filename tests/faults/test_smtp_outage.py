@@ -35,15 +35,22 @@ async def test_campaign_with_smtp_down_is_retried_and_sends_each_recipient_once(
             created = await http.post(f"{BASE}/contacts", json={"email": address})
             assert created.status_code == 201, created.text
             contact_ids.append(created.json()["contact_id"])
-        created = await http.post(CAMPAIGNS, json={
-            "name": "Outage", "campaign_type": "email", "subject": "Outage",
-            "message_content": "<html><body><p>Hello</p></body></html>",
-            "contact_ids": contact_ids})
+        created = await http.post(
+            CAMPAIGNS,
+            json={
+                "name": "Outage",
+                "campaign_type": "email",
+                "subject": "Outage",
+                "message_content": "<html><body><p>Hello</p></body></html>",
+                "contact_ids": contact_ids,
+            },
+        )
         assert created.status_code == 201, created.text
         campaign_id = created.json()["campaign"]["id"]
         start = (utcnow() + timedelta(seconds=1)).isoformat()
-        scheduled = await http.post(f"{CAMPAIGNS}/{campaign_id}/schedule",
-                                    json={"start_date": start})
+        scheduled = await http.post(
+            f"{CAMPAIGNS}/{campaign_id}/schedule", json={"start_date": start}
+        )
         assert scheduled.status_code == 200, scheduled.text
 
         async def campaign_in(*statuses: str) -> dict | None:

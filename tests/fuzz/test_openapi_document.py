@@ -70,6 +70,8 @@ def test_number_bounds_use_json_schema_names(document: dict[str, Any]) -> None:
 
 def test_created_records_link_to_their_operations(document: dict[str, Any]) -> None:
     created = document["paths"]["/webhooks/inbound/contacts"]["post"]["responses"]["201"]
-    assert {"GET /webhooks/inbound/contacts/{contact_id}",
-            "PATCH /webhooks/inbound/contacts/{contact_id}",
-            "DELETE /webhooks/inbound/contacts/{contact_id}"} <= set(created["links"])
+    assert {
+        "GET /webhooks/inbound/contacts/{contact_id}",
+        "PATCH /webhooks/inbound/contacts/{contact_id}",
+        "DELETE /webhooks/inbound/contacts/{contact_id}",
+    } <= set(created["links"])

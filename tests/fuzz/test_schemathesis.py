@@ -55,12 +55,21 @@ STATEFUL_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_STATEFUL_EXAMPLES", "40
 LONG_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_LONG_EXAMPLES", "1000"))
 LONG_STATEFUL_EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_LONG_STATEFUL_EXAMPLES", "500"))
 SEED = int(os.environ.get("SWITCHBOARD_FUZZ_SEED", "42"))
-AGENCY_PATHS = ("/functions/v1/create-subaccount-webhook",
-                "/functions/v1/crm-api/add-subaccount-user", "/functions/v1/agency/")
+AGENCY_PATHS = (
+    "/functions/v1/create-subaccount-webhook",
+    "/functions/v1/crm-api/add-subaccount-user",
+    "/functions/v1/agency/",
+)
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance, response_headers_conformance,
-          negative_data_rejection, ignored_auth]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+    negative_data_rejection,
+    ignored_auth,
+]
 # A wallet this close to its column's limit (numeric(12,2)) overflows on a credit of 1 or more.
 NEAR_WALLET_LIMIT = "9999999999.00"
 # What a hostile client puts into text (header injection) and numbers (overflow).
@@ -93,22 +102,37 @@ def live(servers, mailbox, migrated, tmp_path_factory) -> Iterator[Live]:
     # then blocks the server mid-request.
     log_path = tmp_path_factory.mktemp("fuzz-serve") / "serve.log"
     log = log_path.open("w")
-    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-           "SMTP_HOST": mailbox.host, "SMTP_PORT": str(mailbox.port),
-           "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000", "SWITCHBOARD_LOG_FORMAT": "text",
-           # Its worker shares the database with the whole suite's leftover due work, so a
-           # provider job may wait its turn longer than in production (15 s): the requests
-           # that wait for one (purchase, import, assign) get longer, and the client longer still.
-           "SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS": str(PROVIDER_WAIT_SECONDS),
-           # Every answer is also checked against its declared model by the server itself.
-           "SWITCHBOARD_VALIDATE_RESPONSES": "true"}
-    process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--port", str(port)],
-                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=log, text=True)
+    env = {
+        **os.environ,
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        "SMTP_HOST": mailbox.host,
+        "SMTP_PORT": str(mailbox.port),
+        "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+        "SWITCHBOARD_LOG_FORMAT": "text",
+        # Its worker shares the database with the whole suite's leftover due work, so a
+        # provider job may wait its turn longer than in production (15 s): the requests
+        # that wait for one (purchase, import, assign) get longer, and the client longer still.
+        "SWITCHBOARD_TELEPHONY_TIMEOUT_SECONDS": str(PROVIDER_WAIT_SECONDS),
+        # Every answer is also checked against its declared model by the server itself.
+        "SWITCHBOARD_VALIDATE_RESPONSES": "true",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        text=True,
+    )
     # Operations that wait for provider jobs need a worker, as in production.
-    worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -134,10 +158,12 @@ def live(servers, mailbox, migrated, tmp_path_factory) -> Iterator[Live]:
             process.kill()
         log.close()
         lines = log_path.read_text().splitlines()
-        first = next((i for i, line in enumerate(lines)
-                      if "Traceback" in line or " ERROR " in line), None)
-        assert first is None, ("server logged errors during fuzzing:\n"
-                               + "\n".join(lines[max(0, first - 3):first + 40]))
+        first = next(
+            (i for i, line in enumerate(lines) if "Traceback" in line or " ERROR " in line), None
+        )
+        assert first is None, "server logged errors during fuzzing:\n" + "\n".join(
+            lines[max(0, first - 3) : first + 40]
+        )
 
 
 async def _seed(base: str, database_url: str) -> Live:
@@ -148,17 +174,24 @@ async def _seed(base: str, database_url: str) -> Live:
     try:
         agency = await make_agency(pool)
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-            created = await _ok(http.post("/functions/v1/create-subaccount-webhook",
-                                          json={"email": "fuzz-owner@example.com", "name": "Fuzz"},
-                                          headers={"x-api-key": agency.key}))
+            created = await _ok(
+                http.post(
+                    "/functions/v1/create-subaccount-webhook",
+                    json={"email": "fuzz-owner@example.com", "name": "Fuzz"},
+                    headers={"x-api-key": agency.key},
+                )
+            )
             sub_account_id = created["sub_account_id"]
             agency_base = f"/functions/v1/agency/sub-accounts/{sub_account_id}"
-            key = (await _ok(http.post(f"{agency_base}/api-keys",
-                                       headers={"x-api-key": agency.key})))["api_key"]
+            key = (
+                await _ok(http.post(f"{agency_base}/api-keys", headers={"x-api-key": agency.key}))
+            )["api_key"]
             live = Live(base, agency.key, key, {"sub_account_id": sub_account_id})
             await _seed_records(http, live, agency.id)
-        await pool.execute(f'UPDATE "t_{uuid.UUID(sub_account_id).hex}".wallet SET balance = $1',
-                           Decimal(NEAR_WALLET_LIMIT))
+        await pool.execute(
+            f'UPDATE "t_{uuid.UUID(sub_account_id).hex}".wallet SET balance = $1',
+            Decimal(NEAR_WALLET_LIMIT),
+        )
     finally:
         await pool.close()
     return live
@@ -168,63 +201,156 @@ async def _seed_records(http: httpx.AsyncClient, live: Live, organisation_id: An
     headers = {"x-api-key": live.sub_account_key}
     known = live.known
     known["contact_id"] = await _contact(http, live)
-    note = await _ok(http.post(f"/webhooks/inbound/contacts/{known['contact_id']}/notes",
-                               json={"content": "seed"}, headers=headers))
+    note = await _ok(
+        http.post(
+            f"/webhooks/inbound/contacts/{known['contact_id']}/notes",
+            json={"content": "seed"},
+            headers=headers,
+        )
+    )
     known["note_id"] = note["note"]["id"]
-    invoice = await _ok(http.post("/webhooks/inbound/invoices", headers=headers, json={
-        "contact_id": known["contact_id"], "due_date": "2030-01-01",
-        "items": [{"item": "seed", "quantity": 1, "amount": 10}]}))
+    invoice = await _ok(
+        http.post(
+            "/webhooks/inbound/invoices",
+            headers=headers,
+            json={
+                "contact_id": known["contact_id"],
+                "due_date": "2030-01-01",
+                "items": [{"item": "seed", "quantity": 1, "amount": 10}],
+            },
+        )
+    )
     known["invoice_id"] = invoice["invoice"]["id"]
-    campaign = await _ok(http.post("/webhooks/inbound/campaigns", headers=headers, json={
-        "name": "seed", "campaign_type": "email", "subject": "Seed", "message_content": "<p>hi</p>",
-        "contact_ids": [known["contact_id"]]}))
+    campaign = await _ok(
+        http.post(
+            "/webhooks/inbound/campaigns",
+            headers=headers,
+            json={
+                "name": "seed",
+                "campaign_type": "email",
+                "subject": "Seed",
+                "message_content": "<p>hi</p>",
+                "contact_ids": [known["contact_id"]],
+            },
+        )
+    )
     known["campaign_id"] = campaign["campaign"]["id"]
-    await _ok(http.put("/webhooks/inbound/integrations/openai", json={"api_key": "sk-fuzz"},
-                       headers=headers))
-    agent = await _ok(http.post("/functions/v1/crm-api/create-agent", headers=headers, json={
-        "name": "Seed", "voice_id": "alloy", "max_duration": 5, "temperature": 0.5,
-        "silence_timeout": 10, "voice_activity_timeout": 500, "llm_model": "gpt-4o-mini",
-        "language": "en-US", "background_noise": False, "voicemail_detection": False,
-        "backcchanneling": False, "organization_id": str(organisation_id),
-        "sub_account_id": known["sub_account_id"], "webhook": False, "recording": False}))
+    await _ok(
+        http.put(
+            "/webhooks/inbound/integrations/openai", json={"api_key": "sk-fuzz"}, headers=headers
+        )
+    )
+    agent = await _ok(
+        http.post(
+            "/functions/v1/crm-api/create-agent",
+            headers=headers,
+            json={
+                "name": "Seed",
+                "voice_id": "alloy",
+                "max_duration": 5,
+                "temperature": 0.5,
+                "silence_timeout": 10,
+                "voice_activity_timeout": 500,
+                "llm_model": "gpt-4o-mini",
+                "language": "en-US",
+                "background_noise": False,
+                "voicemail_detection": False,
+                "backcchanneling": False,
+                "organization_id": str(organisation_id),
+                "sub_account_id": known["sub_account_id"],
+                "webhook": False,
+                "recording": False,
+            },
+        )
+    )
     known["agent_id"] = agent["id"]
     agency_base = f"/functions/v1/agency/sub-accounts/{known['sub_account_id']}"
-    await _ok(http.post(f"{agency_base}/wallet/credit", json={"amount": 1000},
-                        headers={"x-api-key": live.agency_key}))
-    number = await _ok(http.post("/webhooks/inbound/phone-numbers/purchase", json={},
-                                 headers=headers))
+    await _ok(
+        http.post(
+            f"{agency_base}/wallet/credit",
+            json={"amount": 1000},
+            headers={"x-api-key": live.agency_key},
+        )
+    )
+    number = await _ok(
+        http.post("/webhooks/inbound/phone-numbers/purchase", json={}, headers=headers)
+    )
     known["number_id"] = number["phone_number"]["id"]
-    smart_list = await _ok(http.post("/webhooks/inbound/smart-lists", headers=headers,
-                                     json={"name": "Seed", "tags": ["seed"]}))
+    smart_list = await _ok(
+        http.post(
+            "/webhooks/inbound/smart-lists",
+            headers=headers,
+            json={"name": "Seed", "tags": ["seed"]},
+        )
+    )
     known["smart_list_id"] = smart_list["smart_list"]["id"]
-    tool = await _ok(http.post("/webhooks/inbound/tools", headers=headers, json={
-        "name": "seed_lookup", "type": "http", "description": "Seed tool.",
-        "config": {"url": "https://tools.example.com/seed", "headers": {"X-Key": "seed"}}}))
+    tool = await _ok(
+        http.post(
+            "/webhooks/inbound/tools",
+            headers=headers,
+            json={
+                "name": "seed_lookup",
+                "type": "http",
+                "description": "Seed tool.",
+                "config": {"url": "https://tools.example.com/seed", "headers": {"X-Key": "seed"}},
+            },
+        )
+    )
     known["tool_id"] = tool["tool"]["id"]
     await _seed_appointment(http, headers, known)
 
 
-async def _seed_appointment(http: httpx.AsyncClient, headers: dict[str, str],
-                            known: dict[str, str]) -> None:
+async def _seed_appointment(
+    http: httpx.AsyncClient, headers: dict[str, str], known: dict[str, str]
+) -> None:
     """A calendar bookable all day, and the seeded contact booked into it."""
-    calendar = await _ok(http.post("/webhooks/inbound/calendars", headers=headers, json={
-        "name": "Seed", "timezone": "UTC", "min_notice_minutes": 0, "max_days_ahead": 365,
-        "availability": [{"day": day, "start": "00:00", "end": "24:00"}
-                         for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")]}))
+    calendar = await _ok(
+        http.post(
+            "/webhooks/inbound/calendars",
+            headers=headers,
+            json={
+                "name": "Seed",
+                "timezone": "UTC",
+                "min_notice_minutes": 0,
+                "max_days_ahead": 365,
+                "availability": [
+                    {"day": day, "start": "00:00", "end": "24:00"}
+                    for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+                ],
+            },
+        )
+    )
     known["calendar_id"] = calendar["calendar"]["id"]
     day = (datetime.now(UTC) + timedelta(days=2)).date().isoformat()
-    free = await _ok(http.get(f"/webhooks/inbound/calendars/{known['calendar_id']}/free-slots",
-                              params={"from": day, "to": day}, headers=headers))
-    appointment = await _ok(http.post("/webhooks/inbound/appointments", headers=headers, json={
-        "calendar_id": known["calendar_id"], "contact_id": known["contact_id"],
-        "start": free["slots"][0]["start"]}))
+    free = await _ok(
+        http.get(
+            f"/webhooks/inbound/calendars/{known['calendar_id']}/free-slots",
+            params={"from": day, "to": day},
+            headers=headers,
+        )
+    )
+    appointment = await _ok(
+        http.post(
+            "/webhooks/inbound/appointments",
+            headers=headers,
+            json={
+                "calendar_id": known["calendar_id"],
+                "contact_id": known["contact_id"],
+                "start": free["slots"][0]["start"],
+            },
+        )
+    )
     known["appointment_id"] = appointment["appointment"]["id"]
 
 
 async def _contact(http: httpx.AsyncClient, live: Live) -> str:
-    created = await _ok(http.post("/webhooks/inbound/contacts", headers={
-        "x-api-key": live.sub_account_key}, json={
-        "email": f"fuzz-{uuid.uuid4().hex[:8]}@example.com", "name": "Fuzz Contact"}))
+    created = await _ok(
+        http.post(
+            "/webhooks/inbound/contacts",
+            headers={"x-api-key": live.sub_account_key},
+            json={"email": f"fuzz-{uuid.uuid4().hex[:8]}@example.com", "name": "Fuzz Contact"},
+        )
+    )
     return str(created["contact_id"])
 
 
@@ -278,10 +404,16 @@ def _text_fields(operation: Any) -> set[str]:
     schema = body.get("content", {}).get("application/json", {}).get("schema", {})
     if "$ref" in schema:
         schema = DOCUMENT["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
-    return {name for name, field in schema.get("properties", {}).items()
-            if "enum" not in field and "format" not in field
-            and any(option.get("type") == "string" and "enum" not in option
-                    for option in [field, *field.get("anyOf", [])])}
+    return {
+        name
+        for name, field in schema.get("properties", {}).items()
+        if "enum" not in field
+        and "format" not in field
+        and any(
+            option.get("type") == "string" and "enum" not in option
+            for option in [field, *field.get("anyOf", [])]
+        )
+    }
 
 
 def _with_text_injected(body: Any, injection: str, text_fields: set[str], fill: bool) -> Any:
@@ -325,17 +457,21 @@ def _bodies(operation: Any, body: Any) -> Any:
     text_fields = _text_fields(operation)
     variants = [st.just(body)] + [
         st.sampled_from(INJECTIONS).map(
-            lambda text, fill=fill: _with_text_injected(body, text, text_fields, fill))
-        for fill in (False, True)]
+            lambda text, fill=fill: _with_text_injected(body, text, text_fields, fill)
+        )
+        for fill in (False, True)
+    ]
     if numbers:
         huge = st.tuples(st.sampled_from(numbers), st.sampled_from(HUGE)).map(
-            lambda choice: _replaced(body, *choice))
+            lambda choice: _replaced(body, *choice)
+        )
         variants += [huge, huge]
     return st.one_of(variants)
 
 
-POSTS_WITH_BODY = sorted(label for label, op in OPERATIONS.items()
-                         if op.method.upper() == "POST" and op.body)
+POSTS_WITH_BODY = sorted(
+    label for label, op in OPERATIONS.items() if op.method.upper() == "POST" and op.body
+)
 
 
 def _strategy(operation: Any, known: dict[str, str]) -> Any:
@@ -348,11 +484,15 @@ def _strategy(operation: Any, known: dict[str, str]) -> Any:
     strategies = [positive.flatmap(_variants), negative.filter(_representable)]
     if names and names <= known.keys() and operation.method.upper() != "DELETE":
         real = {name: known[name] for name in names}
-        positive, negative = (operation.as_strategy(generation_mode=mode, path_parameters=real)
-                              for mode in modes)
+        positive, negative = (
+            operation.as_strategy(generation_mode=mode, path_parameters=real) for mode in modes
+        )
         positive = positive.map(_unique_idempotency_key)
-        strategies += [positive.flatmap(_variants), positive.flatmap(_variants),
-                       negative.filter(_representable)]
+        strategies += [
+            positive.flatmap(_variants),
+            positive.flatmap(_variants),
+            negative.filter(_representable),
+        ]
     return st.one_of(strategies)
 
 
@@ -374,11 +514,16 @@ def _fuzz(operation: Any, live: Live, examples: int) -> None:
 
     @seed(SEED)
     @given(case=_strategy(operation, live.known))
-    @settings(max_examples=examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     def run(case: Any) -> None:
-        case.call_and_validate(base_url=live.base_url, headers=live.headers_for(case.path),
-                               checks=CHECKS, timeout=CLIENT_TIMEOUT_SECONDS)
+        case.call_and_validate(
+            base_url=live.base_url,
+            headers=live.headers_for(case.path),
+            checks=CHECKS,
+            timeout=CLIENT_TIMEOUT_SECONDS,
+        )
 
     run()
 
@@ -403,13 +548,22 @@ def test_deeply_nested_body_with_idempotency_key_is_refused(label: str, live: Li
     operation = OPERATIONS[label]
     path = operation.path
     for parameter in operation.path_parameters:
-        path = path.replace(f"{{{parameter.name}}}", live.known.get(parameter.name,
-                                                                    str(uuid.uuid4())))
+        path = path.replace(
+            f"{{{parameter.name}}}", live.known.get(parameter.name, str(uuid.uuid4()))
+        )
     for depth in (1_000, 10_000, 100_000):
         body = '{"a": ' * depth + "1" + "}" * depth
         for extra in ({}, {"Idempotency-Key": uuid.uuid4().hex}):
-            response = httpx.post(f"{live.base_url}{path}", content=body, timeout=30, headers={
-                **live.headers_for(operation.path), **extra, "Content-Type": "application/json"})
+            response = httpx.post(
+                f"{live.base_url}{path}",
+                content=body,
+                timeout=30,
+                headers={
+                    **live.headers_for(operation.path),
+                    **extra,
+                    "Content-Type": "application/json",
+                },
+            )
             assert response.status_code < 500, (label, depth, extra, response.text)
 
 
@@ -417,11 +571,15 @@ class Workflow(SCHEMA.as_state_machine()):  # type: ignore[misc]
     live: Live
 
     def get_call_kwargs(self, case: Any) -> dict[str, Any]:
-        return {"base_url": self.live.base_url, "headers": self.live.headers_for(case.path),
-                "timeout": CLIENT_TIMEOUT_SECONDS}
+        return {
+            "base_url": self.live.base_url,
+            "headers": self.live.headers_for(case.path),
+            "timeout": CLIENT_TIMEOUT_SECONDS,
+        }
 
-    def validate_response(self, response: Any, case: Any, additional_checks: Any = None,
-                          **kwargs: Any) -> None:
+    def validate_response(
+        self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any
+    ) -> None:
         case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
 
@@ -437,6 +595,12 @@ def test_linked_operations_follow_each_other_long(live: Live) -> None:
 
 def _stateful(live: Live, examples: int, steps: int) -> None:
     Workflow.live = live
-    Workflow.run(settings=settings(max_examples=examples, deadline=None, database=None,
-                                   stateful_step_count=steps,
-                                   suppress_health_check=list(HealthCheck)))
+    Workflow.run(
+        settings=settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            stateful_step_count=steps,
+            suppress_health_check=list(HealthCheck),
+        )
+    )

@@ -44,8 +44,9 @@ from tests.helpers import tenant_sql
 EXAMPLES = int(os.environ.get("SWITCHBOARD_FUZZ_TOKEN_EXAMPLES", "60"))
 SEED = int(os.environ.get("SWITCHBOARD_FUZZ_SEED", "42"))
 TARGET = "https://example.com/fuzz-target?x=1"
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 
 # What each route may answer: its resource, or a refusal (400: a NUL or a path id that is not a
 # UUID; 403: a recording link that is not good; 404: an unknown token, route or recording).
@@ -78,33 +79,47 @@ class Resources:
 
 
 @pytest.fixture
-async def resources(client: Any, pool: Any, tenant: Tenant, worker_env: Any,
-                    tmp_path: Path) -> Resources:
+async def resources(
+    client: Any, pool: Any, tenant: Tenant, worker_env: Any, tmp_path: Path
+) -> Resources:
     worker_env(SWITCHBOARD_DATA_DIR=str(tmp_path))
     contact_id = await add_contact(client, tenant)
     campaign = await create_campaign(client, tenant, contact_ids=[contact_id])
     # The recipient as the sender writes it (recipients are written when the campaign runs).
-    [row] = await tenant_sql(pool, tenant, "INSERT INTO campaign_recipients (campaign_id, "
-                             "contact_id, state, sent_at) VALUES ($1, $2, 'sent', now()) "
-                             "RETURNING id", uuid.UUID(campaign["id"]), uuid.UUID(contact_id))
+    [row] = await tenant_sql(
+        pool,
+        tenant,
+        "INSERT INTO campaign_recipients (campaign_id, "
+        "contact_id, state, sent_at) VALUES ($1, $2, 'sent', now()) "
+        "RETURNING id",
+        uuid.UUID(campaign["id"]),
+        uuid.UUID(contact_id),
+    )
     recipient_id = row["id"]
-    tokens = {kind: sign(kind, tenant.id, recipient_id, TARGET if kind == "click" else None)
-              for kind in ("open", "click", "unsubscribe")}
+    tokens = {
+        kind: sign(kind, tenant.id, recipient_id, TARGET if kind == "click" else None)
+        for kind in ("open", "click", "unsubscribe")
+    }
     wav = make_wav(0.1)
     call_id = await finished_call(client, pool, tenant, wav)
     link = urlsplit((await read_call(client, tenant, call_id))["recording_url"])
-    return Resources(tenant, pool, recipient_id, tokens, f"{link.path}?{link.query}", wav,
-                     call_id)
+    return Resources(tenant, pool, recipient_id, tokens, f"{link.path}?{link.query}", wav, call_id)
 
 
 def _fingerprint_sql(schema: str) -> str:
     """One statement: a digest of every row of the tenant's schema and its control rows."""
-    parts = [f"SELECT '{table.name}' AS t, x::text AS r FROM \"{schema}\".\"{table.name}\" AS x"
-             for table in tenant_metadata.sorted_tables]
-    parts += ["SELECT 'due_work', x::text FROM control.due_work AS x WHERE sub_account_id = $1",
-              "SELECT 'sub_accounts', x::text FROM control.sub_accounts AS x WHERE id = $1"]
-    return ("SELECT count(*) || ':' || md5(coalesce(string_agg(t || r, '|' ORDER BY t, r), ''))"
-            f" FROM ({' UNION ALL '.join(parts)}) AS s")
+    parts = [
+        f'SELECT \'{table.name}\' AS t, x::text AS r FROM "{schema}"."{table.name}" AS x'
+        for table in tenant_metadata.sorted_tables
+    ]
+    parts += [
+        "SELECT 'due_work', x::text FROM control.due_work AS x WHERE sub_account_id = $1",
+        "SELECT 'sub_accounts', x::text FROM control.sub_accounts AS x WHERE id = $1",
+    ]
+    return (
+        "SELECT count(*) || ':' || md5(coalesce(string_agg(t || r, '|' ORDER BY t, r), ''))"
+        f" FROM ({' UNION ALL '.join(parts)}) AS s"
+    )
 
 
 async def fingerprint(resources: Resources) -> str:
@@ -118,30 +133,49 @@ async def fingerprint(resources: Resources) -> str:
 # base64url-ish alphabets, and very long runs.
 ANY_TEXT = st.text(max_size=80)
 URLISH = st.text(alphabet="abcAZ09-_.~%/?#&=+:;@!$'()*, \t\"<>\\^`{|}", max_size=80)
-BASE64ISH = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=.",
-                    max_size=120)
+BASE64ISH = st.text(
+    alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=.", max_size=120
+)
 PRINTABLE_ASCII = "".join(chr(code) for code in range(0x21, 0x7F))
-LONG = st.builds(lambda unit, times: unit * times, st.sampled_from(["A", "a.", "%41", "é", "."]),
-                 st.integers(1000, 12000))
+LONG = st.builds(
+    lambda unit, times: unit * times,
+    st.sampled_from(["A", "a.", "%41", "é", "."]),
+    st.integers(1000, 12000),
+)
 
 
 @st.composite
 def mutated(draw: st.DrawFn, token: str) -> str:
     """The token truncated, with a character replaced, inserted, removed or case-flipped, its
     parts swapped or doubled, padded, extended, or percent-encoded (wholly or in part)."""
-    how = draw(st.sampled_from(["truncate", "replace", "insert", "delete", "case", "swap",
-                                "double", "encode", "encode_one", "pad", "suffix"]))
+    how = draw(
+        st.sampled_from(
+            [
+                "truncate",
+                "replace",
+                "insert",
+                "delete",
+                "case",
+                "swap",
+                "double",
+                "encode",
+                "encode_one",
+                "pad",
+                "suffix",
+            ]
+        )
+    )
     at = draw(st.integers(0, max(len(token) - 1, 0)))
     if how == "truncate":
         return token[:at]
     if how == "replace":
-        return token[:at] + draw(st.characters()) + token[at + 1:]
+        return token[:at] + draw(st.characters()) + token[at + 1 :]
     if how == "insert":
         return token[:at] + draw(st.characters()) + token[at:]
     if how == "delete":
-        return token[:at] + token[at + 1:]
+        return token[:at] + token[at + 1 :]
     if how == "case":
-        return token[:at] + token[at:at + 1].swapcase() + token[at + 1:]
+        return token[:at] + token[at : at + 1].swapcase() + token[at + 1 :]
     if how == "swap":
         body, _, mac = token.partition(".")
         return f"{mac}.{body}"
@@ -150,7 +184,7 @@ def mutated(draw: st.DrawFn, token: str) -> str:
     if how == "encode":
         return "".join(f"%{byte:02X}" for byte in token.encode())
     if how == "encode_one" and token:
-        return token[:at] + f"%{ord(token[at]):02x}" + token[at + 1:]
+        return token[:at] + f"%{ord(token[at]):02x}" + token[at + 1 :]
     if how == "pad":
         return token + "=" * draw(st.integers(1, 4))
     return token + draw(ANY_TEXT)
@@ -161,15 +195,17 @@ def path_segments(draw: st.DrawFn, genuine: list[str], weight: int = 1) -> str:
     """A path segment as the client writes it: percent-encoded unless it chose to send
     `%`-sequences (valid or not) of its own. `weight`: how much likelier than each other
     source the genuine values are (so that requests get past one segment to the next check)."""
-    source = draw(st.sampled_from(["genuine"] * weight + ["mutated", "text", "urlish",
-                                                          "base64ish", "long"]))
+    source = draw(
+        st.sampled_from(["genuine"] * weight + ["mutated", "text", "urlish", "base64ish", "long"])
+    )
     if source == "genuine":
         value = draw(st.sampled_from(genuine))
     elif source == "mutated":
         value = draw(mutated(draw(st.sampled_from(genuine))))
     else:
-        value = draw({"text": ANY_TEXT, "urlish": URLISH, "base64ish": BASE64ISH,
-                      "long": LONG}[source])
+        value = draw(
+            {"text": ANY_TEXT, "urlish": URLISH, "base64ish": BASE64ISH, "long": LONG}[source]
+        )
     if draw(st.booleans()):
         # Raw, as far as HTTP allows: its `%` sequences are decoded by the server, its `/` split
         # the path, its `?` starts the query; spaces, controls and non-ASCII go as UTF-8 `%XX`.
@@ -240,9 +276,12 @@ def _is_slash_merge(response: Any, url: str) -> bool:
         return False
     path, query = _as_served(url)
     location = urlsplit(response.headers["Location"])
-    return (location.netloc in ("", "localhost") and "//" in path
-            and unquote(location.path) == re.sub("/{2,}", "/", path)
-            and location.query == query)
+    return (
+        location.netloc in ("", "localhost")
+        and "//" in path
+        and unquote(location.path) == re.sub("/{2,}", "/", path)
+        and location.query == query
+    )
 
 
 def _uuid(text: str) -> uuid.UUID | None:
@@ -260,7 +299,8 @@ def _uuid(text: str) -> uuid.UUID | None:
 @FUZZ
 @given(data=st.data())
 async def test_tracking_route_answers_any_token_as_documented(
-        kind: str, method: str, client: Any, resources: Resources, data: st.DataObject) -> None:
+    kind: str, method: str, client: Any, resources: Resources, data: st.DataObject
+) -> None:
     genuine = resources.tokens[kind]
     # The other kinds' genuine tokens are real tokens, and not this route's.
     candidates = [genuine, *(token for other, token in resources.tokens.items() if other != kind)]
@@ -298,11 +338,16 @@ HREFS = st.one_of(
     ANY_TEXT,
     st.builds(lambda host, path: f"https://{host}/{path}", ANY_TEXT, URLISH),
     st.builds(lambda port: f"https://example.com:{port}/x", st.text(max_size=8)),
-    st.builds(lambda host: f"http://[{host}]/", st.text(alphabet="0123456789abcdef:.%z",
-                                                       max_size=24)),
+    st.builds(
+        lambda host: f"http://[{host}]/", st.text(alphabet="0123456789abcdef:.%z", max_size=24)
+    ),
     st.builds(lambda size: "https://" + "a" * size + ".example/", st.integers(60, 70)),
-    st.builds(lambda text: f"https://example.com/{text}", st.text(
-        alphabet=st.characters(codec="utf-8", categories=["Cc", "Zs", "Lo", "So"]), max_size=10)),
+    st.builds(
+        lambda text: f"https://example.com/{text}",
+        st.text(
+            alphabet=st.characters(codec="utf-8", categories=["Cc", "Zs", "Lo", "So"]), max_size=10
+        ),
+    ),
 )
 
 
@@ -310,7 +355,8 @@ HREFS = st.one_of(
 @FUZZ
 @given(href=HREFS)
 async def test_click_on_any_signed_href_redirects_there_or_is_404(
-        client: Any, resources: Resources, href: str) -> None:
+    client: Any, resources: Resources, href: str
+) -> None:
     """A genuine click token whose href cannot be followed answers 404, never 500 (CONTRACT
     11, 11a); one that can answers 302 with a Location header that is one clean line."""
     token = sign("click", resources.tenant.id, resources.recipient_id, href)
@@ -350,29 +396,40 @@ def _link_of(url: str) -> _Link:
     for name, value in parse_qsl(query, keep_blank_values=True):
         args.setdefault(name, value)
     expires = args.get("expires")
-    return _Link(_uuid(match.group(1)) if match else None,
-                 _uuid(match.group(2)) if match else None,
-                 int(expires) if expires and re.fullmatch(r"[0-9]{1,12}", expires) else None,
-                 args.get("signature"))
+    return _Link(
+        _uuid(match.group(1)) if match else None,
+        _uuid(match.group(2)) if match else None,
+        int(expires) if expires and re.fullmatch(r"[0-9]{1,12}", expires) else None,
+        args.get("signature"),
+    )
 
 
 @seed(SEED)
 @FUZZ
 @given(data=st.data())
 async def test_recording_route_answers_any_link_as_documented(
-        client: Any, resources: Resources, data: st.DataObject) -> None:
+    client: Any, resources: Resources, data: st.DataObject
+) -> None:
     path, _, query = resources.recording_link.partition("?")
     sub_account, call = path.removeprefix("/recordings/").removesuffix(".wav").split("/")
-    expired = urlsplit(recording_url(None, resources.tenant.id, resources.call_id,
-                                     now=utcnow() - timedelta(days=8))).query
+    expired = urlsplit(
+        recording_url(
+            None, resources.tenant.id, resources.call_id, now=utcnow() - timedelta(days=8)
+        )
+    ).query
     other_call = urlsplit(recording_url(None, resources.tenant.id, uuid.uuid4())).query
-    first = data.draw(path_segments([sub_account, str(uuid.uuid4()), sub_account.upper()], 4),
-                      label="sub_account_id")
-    second = data.draw(path_segments([call, str(uuid.uuid4()), f"{call}.wav"], 4),
-                       label="call_id")
-    asked = data.draw(st.one_of(st.sampled_from([query, expired, other_call, ""]),
-                                query_strings(parse_qsl(query) + parse_qsl(expired))),
-                      label="query")
+    first = data.draw(
+        path_segments([sub_account, str(uuid.uuid4()), sub_account.upper()], 4),
+        label="sub_account_id",
+    )
+    second = data.draw(path_segments([call, str(uuid.uuid4()), f"{call}.wav"], 4), label="call_id")
+    asked = data.draw(
+        st.one_of(
+            st.sampled_from([query, expired, other_call, ""]),
+            query_strings(parse_qsl(query) + parse_qsl(expired)),
+        ),
+        label="query",
+    )
     method = data.draw(st.sampled_from(["GET", "HEAD"]), label="method")
     if resources.baseline is None:
         resources.baseline = await fingerprint(resources)

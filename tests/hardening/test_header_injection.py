@@ -75,10 +75,16 @@ LOCATION = "=?utf-8?q?A=0D=0AReply-To:_x@y.z?="
 BLANK_LINE = "=?UTF-8?B?" + base64.b64encode(b"Acme\r\n\r\nPay here: evil.example").decode() + "?="
 
 # One q- and one b-encoded word per field; and harmless ones, refused all the same (CONTRACT 11a).
-ENCODED = {"q": "=?utf-8?q?Acme=0D=0ABcc:_x@evil.example?=",
-           "b": "=?utf-8?b?" + base64.b64encode(b"Acme\r\nBcc: x@evil.example").decode() + "?="}
-HARMLESS = ["=?utf-8?q?Caf=C3=A9?=", "Sale =?ISO-8859-1?Q?a?= now", "=?utf-8?B?QWNtZQ==?=",
-            "=?x?q?a b?="]
+ENCODED = {
+    "q": "=?utf-8?q?Acme=0D=0ABcc:_x@evil.example?=",
+    "b": "=?utf-8?b?" + base64.b64encode(b"Acme\r\nBcc: x@evil.example").decode() + "?=",
+}
+HARMLESS = [
+    "=?utf-8?q?Caf=C3=A9?=",
+    "Sale =?ISO-8859-1?Q?a?= now",
+    "=?utf-8?B?QWNtZQ==?=",
+    "=?x?q?a b?=",
+]
 
 
 # --- a raw SMTP server: the bytes as they arrive ------------------------------------------------
@@ -91,8 +97,9 @@ class RawMailbox:
     received: list[tuple[list[str], bytes]] = field(default_factory=list)
 
     def to(self, address: str) -> list[bytes]:
-        return [data for rcpt, data in self.received if address.lower() in
-                [r.lower() for r in rcpt]]
+        return [
+            data for rcpt, data in self.received if address.lower() in [r.lower() for r in rcpt]
+        ]
 
 
 class _RawHandler:
@@ -117,8 +124,9 @@ def raw_mailbox() -> Iterator[RawMailbox]:
         controller.stop()
 
 
-async def use_raw_mailbox(pool: Any, agency: Agency, box: RawMailbox,
-                          from_address: str = "Agency <agency@example.com>") -> None:
+async def use_raw_mailbox(
+    pool: Any, agency: Agency, box: RawMailbox, from_address: str = "Agency <agency@example.com>"
+) -> None:
     await set_email_config(pool, agency.id, box.host, box.port, from_address)
 
 
@@ -162,26 +170,30 @@ def assert_one_header_each(data: bytes) -> list[bytes]:
 
 
 async def _sub_account_counts(pool: Any, agency: Agency, owner: str) -> tuple[int, int]:
-    return (await pool.fetchval("SELECT count(*) FROM control.sub_accounts "
-                                "WHERE organisation_id = $1", agency.id),
-            await pool.fetchval("SELECT count(*) FROM control.invitations WHERE email = $1",
-                                owner))
+    return (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.sub_accounts WHERE organisation_id = $1", agency.id
+        ),
+        await pool.fetchval("SELECT count(*) FROM control.invitations WHERE email = $1", owner),
+    )
 
 
 def _names_field(error: dict[str, Any], name: str) -> bool:
-    return any(str(detail.get("field")).split(".")[-1] == name
-               for detail in error.get("details", []))
+    return any(
+        str(detail.get("field")).split(".")[-1] == name for detail in error.get("details", [])
+    )
 
 
 @pytest.mark.parametrize("encoding", sorted(ENCODED))
 @pytest.mark.parametrize("name", ["name", "locationID"])
 async def test_sub_account_name_or_location_with_an_encoded_word_is_400(
-        client: Any, pool: Any, agency: Agency, mailbox: Mailbox, name: str,
-        encoding: str) -> None:
+    client: Any, pool: Any, agency: Agency, mailbox: Mailbox, name: str, encoding: str
+) -> None:
     owner = unique_email("owner")
     body = {"email": owner, "name": "Acme", name: ENCODED[encoding]}
-    response = await client.post(CREATE, json=body, headers={
-        **agency.headers, "Idempotency-Key": uuid.uuid4().hex})
+    response = await client.post(
+        CREATE, json=body, headers={**agency.headers, "Idempotency-Key": uuid.uuid4().hex}
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, name), error
     assert await _sub_account_counts(pool, agency, owner) == (0, 0)
@@ -191,61 +203,88 @@ async def test_sub_account_name_or_location_with_an_encoded_word_is_400(
 @pytest.mark.parametrize("encoding", sorted(ENCODED))
 @pytest.mark.parametrize("name", ["first_name", "last_name"])
 async def test_invited_user_names_with_an_encoded_word_are_400(
-        client: Any, pool: Any, tenant: Tenant, mailbox: Mailbox, name: str,
-        encoding: str) -> None:
+    client: Any, pool: Any, tenant: Tenant, mailbox: Mailbox, name: str, encoding: str
+) -> None:
     invitee = unique_email("user")
-    response = await client.post(ADD_USER, headers=tenant.organisation.headers, json={
-        "email": invitee, "role": "sub_account_user", "sub_account_id": str(tenant.id),
-        name: ENCODED[encoding]})
+    response = await client.post(
+        ADD_USER,
+        headers=tenant.organisation.headers,
+        json={
+            "email": invitee,
+            "role": "sub_account_user",
+            "sub_account_id": str(tenant.id),
+            name: ENCODED[encoding],
+        },
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, name), error
-    assert await pool.fetchval("SELECT count(*) FROM control.invitations WHERE email = $1",
-                               invitee) == 0
+    assert (
+        await pool.fetchval("SELECT count(*) FROM control.invitations WHERE email = $1", invitee)
+        == 0
+    )
     assert mailbox.to(invitee) == []
 
 
 @pytest.mark.parametrize("encoding", sorted(ENCODED))
 @pytest.mark.parametrize("name", ["first_name", "last_name"])
 async def test_accepting_with_names_holding_an_encoded_word_is_400_and_accepts_nothing(
-        client: Any, pool: Any, tenant: Tenant, mailbox: Mailbox, name: str,
-        encoding: str) -> None:
+    client: Any, pool: Any, tenant: Tenant, mailbox: Mailbox, name: str, encoding: str
+) -> None:
     invitee = unique_email("user")
-    response = await client.post(ADD_USER, headers=tenant.organisation.headers, json={
-        "email": invitee, "role": "sub_account_user", "sub_account_id": str(tenant.id)})
+    response = await client.post(
+        ADD_USER,
+        headers=tenant.organisation.headers,
+        json={"email": invitee, "role": "sub_account_user", "sub_account_id": str(tenant.id)},
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     token = token_in(mailbox.to(invitee)[-1])
 
     response = await client.post(ACCEPT, json={"token": token, name: ENCODED[encoding]})
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, name), error
-    assert await pool.fetchval("SELECT accepted_at FROM control.invitations WHERE email = $1",
-                               invitee) is None
-    assert await pool.fetchval("SELECT count(*) FROM control.users WHERE email = $1",
-                               invitee) == 0
+    assert (
+        await pool.fetchval("SELECT accepted_at FROM control.invitations WHERE email = $1", invitee)
+        is None
+    )
+    assert await pool.fetchval("SELECT count(*) FROM control.users WHERE email = $1", invitee) == 0
     # The token is still good: a clean accept works.
     response = await client.post(ACCEPT, json={"token": token, name: "Ada"})
     assert response.status_code == 200, await response.get_data(as_text=True)
 
 
 @pytest.mark.parametrize("encoding", sorted(ENCODED))
-async def test_plan_name_with_an_encoded_word_is_400(client: Any, pool: Any, agency: Agency,
-                                                     encoding: str) -> None:
+async def test_plan_name_with_an_encoded_word_is_400(
+    client: Any, pool: Any, agency: Agency, encoding: str
+) -> None:
     slug = f"plan-{uuid.uuid4().hex[:8]}"
-    response = await client.post(PLANS, headers=agency.headers,
-                                 json={"slug": slug, "name": ENCODED[encoding]})
+    response = await client.post(
+        PLANS, headers=agency.headers, json={"slug": slug, "name": ENCODED[encoding]}
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "name"), error
-    assert await pool.fetchval("SELECT count(*) FROM control.plans WHERE organisation_id = $1",
-                               agency.id) == 0
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.plans WHERE organisation_id = $1", agency.id
+        )
+        == 0
+    )
 
 
 @pytest.mark.parametrize("subject", [*ENCODED.values(), BCC, *HARMLESS])
 async def test_campaign_subject_with_an_encoded_word_is_400_and_stores_nothing(
-        client: Any, pool: Any, tenant: Tenant, subject: str) -> None:
+    client: Any, pool: Any, tenant: Tenant, subject: str
+) -> None:
     before = await snapshot(pool, tenant)
-    response = await client.post(CAMPAIGNS, headers=tenant.headers, json={
-        "name": "Sale", "campaign_type": "email", "subject": subject,
-        "message_content": "<p>hi</p>"})
+    response = await client.post(
+        CAMPAIGNS,
+        headers=tenant.headers,
+        json={
+            "name": "Sale",
+            "campaign_type": "email",
+            "subject": subject,
+            "message_content": "<p>hi</p>",
+        },
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "subject"), error
     assert await snapshot(pool, tenant) == before
@@ -253,15 +292,18 @@ async def test_campaign_subject_with_an_encoded_word_is_400_and_stores_nothing(
 
 @pytest.mark.parametrize("subject", [*ENCODED.values(), BCC, HARMLESS[0]])
 async def test_message_subject_with_an_encoded_word_is_400_no_row_no_charge_no_email(
-        client: Any, pool: Any, agency: Agency, mailbox: Mailbox, subject: str) -> None:
+    client: Any, pool: Any, agency: Agency, mailbox: Mailbox, subject: str
+) -> None:
     tenant = await priced_tenant(client, agency, credit=10, email_per_message=0.5)
     address = unique_email("to")
     contact_id = await insert_contact(pool, tenant, address, phone=unique_phone())
     before = await snapshot(pool, tenant)
 
-    response = await client.post(f"{CONTACTS}/{contact_id}/messages", headers=tenant.headers,
-                                 json={"message_type": "email", "content": "hi",
-                                       "subject": subject})
+    response = await client.post(
+        f"{CONTACTS}/{contact_id}/messages",
+        headers=tenant.headers,
+        json={"message_type": "email", "content": "hi", "subject": subject},
+    )
 
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "subject"), error
@@ -272,10 +314,12 @@ async def test_message_subject_with_an_encoded_word_is_400_no_row_no_charge_no_e
 
 @pytest.mark.parametrize("text", HARMLESS)
 async def test_harmless_encoded_words_in_names_are_refused_too(
-        client: Any, pool: Any, agency: Agency, text: str) -> None:
+    client: Any, pool: Any, agency: Agency, text: str
+) -> None:
     owner = unique_email("owner")
-    response = await client.post(CREATE, headers=agency.headers,
-                                 json={"email": owner, "name": text})
+    response = await client.post(
+        CREATE, headers=agency.headers, json={"email": owner, "name": text}
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "name"), error
     assert await _sub_account_counts(pool, agency, owner) == (0, 0)
@@ -284,8 +328,9 @@ async def test_harmless_encoded_words_in_names_are_refused_too(
 async def test_text_that_only_looks_alike_is_accepted(client: Any, agency: Agency) -> None:
     # "=?" without a "?=" after it, "?=" before "=?", and equals and question marks apart.
     for name in ["Who =? us", "Q?= A=?", "a = b? c", "Café ☕ & Co"]:
-        response = await client.post(CREATE, headers=agency.headers,
-                                     json={"email": unique_email("owner"), "name": name})
+        response = await client.post(
+            CREATE, headers=agency.headers, json={"email": unique_email("owner"), "name": name}
+        )
         assert response.status_code == 201, await response.get_data(as_text=True)
 
 
@@ -293,10 +338,12 @@ async def test_text_that_only_looks_alike_is_accepted(client: Any, agency: Agenc
 
 
 async def test_reproduction_reply_to_through_the_sub_account_name(
-        client: Any, pool: Any, agency: Agency, mailbox: Mailbox) -> None:
+    client: Any, pool: Any, agency: Agency, mailbox: Mailbox
+) -> None:
     before = len(mailbox.to("victim@x.com"))
-    response = await client.post(CREATE, headers=agency.headers,
-                                 json={"email": "victim@x.com", "name": REPLY_TO})
+    response = await client.post(
+        CREATE, headers=agency.headers, json={"email": "victim@x.com", "name": REPLY_TO}
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "name"), error
     assert await _sub_account_counts(pool, agency, "victim@x.com") == (0, 0)
@@ -304,10 +351,12 @@ async def test_reproduction_reply_to_through_the_sub_account_name(
 
 
 async def test_reproduction_reply_to_through_the_location_id(
-        client: Any, pool: Any, agency: Agency, mailbox: Mailbox) -> None:
+    client: Any, pool: Any, agency: Agency, mailbox: Mailbox
+) -> None:
     before = len(mailbox.to("victim@x.com"))
-    response = await client.post(CREATE, headers=agency.headers,
-                                 json={"email": "victim@x.com", "locationID": LOCATION})
+    response = await client.post(
+        CREATE, headers=agency.headers, json={"email": "victim@x.com", "locationID": LOCATION}
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "locationID"), error
     assert await _sub_account_counts(pool, agency, "victim@x.com") == (0, 0)
@@ -315,10 +364,12 @@ async def test_reproduction_reply_to_through_the_location_id(
 
 
 async def test_reproduction_base64_word_with_a_blank_line_through_the_name(
-        client: Any, pool: Any, agency: Agency, mailbox: Mailbox) -> None:
+    client: Any, pool: Any, agency: Agency, mailbox: Mailbox
+) -> None:
     before = len(mailbox.to("victim@x.com"))
-    response = await client.post(CREATE, headers=agency.headers,
-                                 json={"email": "victim@x.com", "name": BLANK_LINE})
+    response = await client.post(
+        CREATE, headers=agency.headers, json={"email": "victim@x.com", "name": BLANK_LINE}
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "name"), error
     assert await _sub_account_counts(pool, agency, "victim@x.com") == (0, 0)
@@ -326,15 +377,19 @@ async def test_reproduction_base64_word_with_a_blank_line_through_the_name(
 
 
 async def test_reproduction_bcc_through_a_message_subject(
-        client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox) -> None:
+    client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox
+) -> None:
     tenant = await priced_tenant(client, agency, credit=10, email_per_message=0.5)
     await use_raw_mailbox(pool, agency, raw_mailbox)
     address = unique_email("to")
     contact_id = await insert_contact(pool, tenant, address, phone=unique_phone())
     before = await snapshot(pool, tenant)
 
-    response = await client.post(f"{CONTACTS}/{contact_id}/messages", headers=tenant.headers,
-                                 json={"message_type": "email", "content": "hi", "subject": BCC})
+    response = await client.post(
+        f"{CONTACTS}/{contact_id}/messages",
+        headers=tenant.headers,
+        json={"message_type": "email", "content": "hi", "subject": BCC},
+    )
 
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "subject"), error
@@ -344,10 +399,19 @@ async def test_reproduction_bcc_through_a_message_subject(
 
 
 async def test_reproduction_bcc_through_a_campaign_subject(
-        client: Any, pool: Any, tenant: Tenant) -> None:
+    client: Any, pool: Any, tenant: Tenant
+) -> None:
     before = await snapshot(pool, tenant)
-    response = await client.post(CAMPAIGNS, headers=tenant.headers, json={
-        "name": "Sale", "campaign_type": "email", "subject": BCC, "message_content": "<p>hi</p>"})
+    response = await client.post(
+        CAMPAIGNS,
+        headers=tenant.headers,
+        json={
+            "name": "Sale",
+            "campaign_type": "email",
+            "subject": BCC,
+            "message_content": "<p>hi</p>",
+        },
+    )
     error = await error_of(response, 400)
     assert error["code"] == "validation_error" and _names_field(error, "subject"), error
     assert await snapshot(pool, tenant) == before
@@ -357,15 +421,22 @@ async def test_reproduction_bcc_through_a_campaign_subject(
 
 
 async def test_a_non_ascii_message_subject_arrives_intact_in_one_header(
-        client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox) -> None:
+    client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox
+) -> None:
     tenant = await priced_tenant(client, agency, credit=10, email_per_message=0.5)
     await use_raw_mailbox(pool, agency, raw_mailbox, "Agence Café ☕ <agency@example.com>")
     address = unique_email("to")
     contact_id = await insert_contact(pool, tenant, address, phone=unique_phone())
 
-    response = await client.post(f"{CONTACTS}/{contact_id}/messages", headers=tenant.headers,
-                                 json={"message_type": "email", "content": "Grüße, the body",
-                                       "subject": "Café ☕ Reply-To: not a header"})
+    response = await client.post(
+        f"{CONTACTS}/{contact_id}/messages",
+        headers=tenant.headers,
+        json={
+            "message_type": "email",
+            "content": "Grüße, the body",
+            "subject": "Café ☕ Reply-To: not a header",
+        },
+    )
 
     assert response.status_code == 201, await response.get_data(as_text=True)
     (data,) = raw_mailbox.to(address)
@@ -380,21 +451,26 @@ async def test_a_non_ascii_message_subject_arrives_intact_in_one_header(
 
 
 async def test_a_non_ascii_campaign_subject_arrives_intact_in_one_header(
-        client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox, migrated: str) -> None:
+    client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox, migrated: str
+) -> None:
     from api.campaigns.delivery import run_campaign
 
     tenant = await make_tenant(client, agency)
     await use_raw_mailbox(pool, agency, raw_mailbox, "Agence Café ☕ <agency@example.com>")
     contact = await add_contact(client, tenant)
-    campaign = await create_campaign(client, tenant, contact_ids=[contact], subject="Café ☕",
-                                     message_content="<p>Grüße</p>")
+    campaign = await create_campaign(
+        client, tenant, contact_ids=[contact], subject="Café ☕", message_content="<p>Grüße</p>"
+    )
     response = await schedule(client, tenant, campaign["id"], soon(3600))
     assert response.status_code == 200, await response.get_data(as_text=True)
     async with tenant_transaction(pool, tenant.schema) as conn:
-        await conn.execute("UPDATE campaigns SET start_date = now() - interval '1 second' "
-                           "WHERE id = $1", uuid.UUID(campaign["id"]))
-        address = await conn.fetchval("SELECT email FROM contacts WHERE id = $1",
-                                      uuid.UUID(contact))
+        await conn.execute(
+            "UPDATE campaigns SET start_date = now() - interval '1 second' WHERE id = $1",
+            uuid.UUID(campaign["id"]),
+        )
+        address = await conn.fetchval(
+            "SELECT email FROM contacts WHERE id = $1", uuid.UUID(contact)
+        )
 
     await run_campaign(scope_of(pool, tenant), migrated, uuid.UUID(campaign["id"]))
 
@@ -408,8 +484,8 @@ async def test_a_non_ascii_campaign_subject_arrives_intact_in_one_header(
 
 
 async def test_a_crm_location_name_with_an_encoded_word_injects_no_header(
-        client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The locationID is clean; the name the CRM answers with is not (the sandbox CRM names a
     # location `Sandbox Location <id>`, so an id like LOCATION would do the same were it let in).
     class HostileCRM:
@@ -422,8 +498,9 @@ async def test_a_crm_location_name_with_an_encoded_word_injects_no_header(
     monkeypatch.setattr("tenancy.provisioning.crm_provider", lambda name: HostileCRM())
     await use_raw_mailbox(pool, agency, raw_mailbox)
     owner = unique_email("owner")
-    response = await client.post(CREATE, headers=agency.headers,
-                                 json={"email": owner, "locationID": "loc-123"})
+    response = await client.post(
+        CREATE, headers=agency.headers, json={"email": owner, "locationID": "loc-123"}
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     assert (await response.get_json())["invitation_email_sent"] is True
 
@@ -438,11 +515,13 @@ async def test_a_crm_location_name_with_an_encoded_word_injects_no_header(
 
 
 async def test_a_non_ascii_sub_account_name_reaches_the_invitation_subject_intact(
-        client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox) -> None:
+    client: Any, pool: Any, agency: Agency, raw_mailbox: RawMailbox
+) -> None:
     await use_raw_mailbox(pool, agency, raw_mailbox)
     owner = unique_email("owner")
-    response = await client.post(CREATE, headers=agency.headers,
-                                 json={"email": owner, "name": "Café ☕ Ltd"})
+    response = await client.post(
+        CREATE, headers=agency.headers, json={"email": owner, "name": "Café ☕ Ltd"}
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     (data,) = raw_mailbox.to(owner)
     lines = assert_one_header_each(data)
@@ -452,12 +531,19 @@ async def test_a_non_ascii_sub_account_name_reaches_the_invitation_subject_intac
 # --- the builders themselves --------------------------------------------------------------------
 
 CONFIG = SMTPConfig("127.0.0.1", 25, "Shop <shop@example.com>")
-DECODES_TO_A_LINE_BREAK = [REPLY_TO, BCC, LOCATION, BLANK_LINE, *ENCODED.values(),
-                           "=?utf-8?q?A B=0D=0AX-Evil:_1?=",  # a space inside: Python decodes it
-                           "=?utf-8?Q?A=0AX-Evil:_1?=", "=?utf-8?q?A=00?=",
-                           "Hi =?utf-8?q?=E2=80=A8?= there",  # U+2028
-                           # an encoded word inside an encoded word: the next reader decodes it
-                           "=?utf-8?q?=3D=3Futf-8=3Fq=3FX=3D0D=3D0ABcc:_a=40b.c=3F=3D?="]
+DECODES_TO_A_LINE_BREAK = [
+    REPLY_TO,
+    BCC,
+    LOCATION,
+    BLANK_LINE,
+    *ENCODED.values(),
+    "=?utf-8?q?A B=0D=0AX-Evil:_1?=",  # a space inside: Python decodes it
+    "=?utf-8?Q?A=0AX-Evil:_1?=",
+    "=?utf-8?q?A=00?=",
+    "Hi =?utf-8?q?=E2=80=A8?= there",  # U+2028
+    # an encoded word inside an encoded word: the next reader decodes it
+    "=?utf-8?q?=3D=3Futf-8=3Fq=3FX=3D0D=3D0ABcc:_a=40b.c=3F=3D?=",
+]
 
 
 @pytest.mark.parametrize("text", DECODES_TO_A_LINE_BREAK)
@@ -467,8 +553,12 @@ def test_the_builders_refuse_a_header_that_decodes_to_a_line_break(text: str) ->
     with pytest.raises(UnsafeHeader):
         build_message(CONFIG, "to@example.com", "Hello", "body", headers={"X-Note": text})
     with pytest.raises(UnsafeHeader):
-        build_message(SMTPConfig("127.0.0.1", 25, f"{text} <shop@example.com>"),
-                      "to@example.com", "Hello", "body")
+        build_message(
+            SMTPConfig("127.0.0.1", 25, f"{text} <shop@example.com>"),
+            "to@example.com",
+            "Hello",
+            "body",
+        )
     with pytest.raises(UnsafeHeader):
         CampaignHeaders.of("Shop <shop@example.com>", text, uuid.uuid4())
     with pytest.raises(UnsafeHeader):
@@ -490,29 +580,45 @@ def test_an_undecodable_encoded_word_is_refused_by_the_builder() -> None:
         check_header("Subject", "=?no-such-charset?q?abc?=")
 
 
-@pytest.mark.parametrize("folded", [b"Subject: x", b"Subject: x\r\nBcc: y\r\n",
-                                    b"Subject: x\r\n\r\n", b"Subject: x\r\n \r\n",
-                                    b"Subject: x\ny\r\n", b"Subject: x\ry\r\n", b"To: x\r\n"])
+@pytest.mark.parametrize(
+    "folded",
+    [
+        b"Subject: x",
+        b"Subject: x\r\nBcc: y\r\n",
+        b"Subject: x\r\n\r\n",
+        b"Subject: x\r\n \r\n",
+        b"Subject: x\ny\r\n",
+        b"Subject: x\ry\r\n",
+        b"To: x\r\n",
+    ],
+)
 def test_a_folded_header_that_is_not_exactly_one_header_is_refused(folded: bytes) -> None:
     with pytest.raises(UnsafeHeader):
         check_folded("Subject", folded)
 
 
 def test_ordinary_text_is_encoded_by_the_library() -> None:
-    for value, expected in [("Café ☕", "Café ☕"), ("Spring sale", "Spring sale"),
-                            ("x" * 300, "x" * 300), ("Grüße und " * 40, "Grüße und " * 40),
-                            ("=?utf-8?q?Caf=C3=A9?=", "Café")]:
+    for value, expected in [
+        ("Café ☕", "Café ☕"),
+        ("Spring sale", "Spring sale"),
+        ("x" * 300, "x" * 300),
+        ("Grüße und " * 40, "Grüße und " * 40),
+        ("=?utf-8?q?Caf=C3=A9?=", "Café"),
+    ]:
         folded = fold_header("Subject", value)
         assert check_folded("Subject", folded) == folded
         folded.decode("ascii")  # non-ASCII text is encoded
         parsed = message_from_bytes(folded + b"\r\nbody", policy=SMTP)
         assert str(parsed["Subject"]) == expected
-    message = build_message(SMTPConfig("127.0.0.1", 25, "Café ☕ <a@example.com>"),
-                            "to@example.com", "Café ☕", "body")
+    message = build_message(
+        SMTPConfig("127.0.0.1", 25, "Café ☕ <a@example.com>"), "to@example.com", "Café ☕", "body"
+    )
     data = message.as_bytes(policy=SMTP)
     assert b"Subject: =?utf-8?b?Q2Fmw6kg4piV?=\r\n" in data
-    assert str(make_header(decode_header(message_from_bytes(data)["From"]))) == \
-        "Café ☕ <a@example.com>"
+    assert (
+        str(make_header(decode_header(message_from_bytes(data)["From"])))
+        == "Café ☕ <a@example.com>"
+    )
 
 
 def test_one_line_leaves_no_encoded_word_and_no_line_break() -> None:

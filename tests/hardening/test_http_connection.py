@@ -23,8 +23,9 @@ def _contacts(live: Live, key: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("pause", [0.01, 0.15], ids=["within-a-second", "over-a-second"])
-def test_a_body_sent_in_chunks_with_pauses_is_read_whole(live: Live, agency: Any,
-                                                        pause: float) -> None:
+def test_a_body_sent_in_chunks_with_pauses_is_read_whole(
+    live: Live, agency: Any, pause: float
+) -> None:
     """Read at once when it is whole within a second, else by Quart's own reader (api/asgi.py);
     the same answer either way."""
     key = _live_tenant_key(live, agency.key)
@@ -32,11 +33,15 @@ def test_a_body_sent_in_chunks_with_pauses_is_read_whole(live: Live, agency: Any
     body = json.dumps({"email": address, "first_name": "Slow", "last_name": "Sender"}).encode()
     url = urlparse(live.base_url)
     with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
-        sock.sendall((f"POST {CONTACTS} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}\r\n"
-                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-                      "Connection: close\r\n\r\n").encode())
+        sock.sendall(
+            (
+                f"POST {CONTACTS} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                "Connection: close\r\n\r\n"
+            ).encode()
+        )
         for start in range(0, len(body), 7):  # the server gets the body in many messages
-            piece = body[start:start + 7]
+            piece = body[start : start + 7]
             sock.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             time.sleep(pause)
         sock.sendall(b"0\r\n\r\n")
@@ -48,27 +53,40 @@ def test_a_body_sent_in_chunks_with_pauses_is_read_whole(live: Live, agency: Any
     assert created["created"] is True
 
     # The same body in one piece matches the contact the pieces created.
-    status, again = _raw_request(live, f"POST {CONTACTS} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}"
-                                 f"\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                                 f"Content-Length: {len(body)}\r\n\r\n", body)
+    status, again = _raw_request(
+        live,
+        f"POST {CONTACTS} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}"
+        f"\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n",
+        body,
+    )
     assert status == 200
-    assert json.loads(again) == {"status": "success", "created": False,
-                                 "contact_id": created["contact_id"]}
+    assert json.loads(again) == {
+        "status": "success",
+        "created": False,
+        "contact_id": created["contact_id"],
+    }
     stored = _contacts(live, key)
     assert [(c["email"], c["name"]) for c in stored] == [(address, "Slow Sender")]
 
 
 def test_a_client_that_leaves_before_the_answer_does_not_cut_the_work_short(
-        live: Live, agency: Any) -> None:
+    live: Live, agency: Any
+) -> None:
     key = _live_tenant_key(live, agency.key)
     addresses = [email() for _ in range(5)]
     url = urlparse(live.base_url)
     for address in addresses:
         body = json.dumps({"email": address}).encode()
         with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
-            sock.sendall((f"POST {CONTACTS} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}\r\n"
-                          f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                          "\r\n").encode() + body)
+            sock.sendall(
+                (
+                    f"POST {CONTACTS} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                    "\r\n"
+                ).encode()
+                + body
+            )
         # closed at once, without reading a byte of the answer
 
     deadline = time.monotonic() + 10

@@ -64,18 +64,27 @@ async def _post(client: Any, tenant: Tenant, path: str, body: Any, status: int =
 async def contact(client: Any, b: Tenant) -> Record:
     email = f"bee-{uuid.uuid4().hex[:10]}@example.org"
     phone = "+14155550142"
-    body = await _post(client, b, f"{BASE}/contacts",
-                       {"first_name": "Beatrix", "last_name": "Secretname", "email": email,
-                        "phone": phone})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/contacts",
+        {"first_name": "Beatrix", "last_name": "Secretname", "email": email, "phone": phone},
+    )
     contact_id = body["contact_id"]
-    return Record({"contact_id": contact_id},
-                  {contact_id, email, "Beatrix", "Secretname", phone} | _b_values(b))
+    return Record(
+        {"contact_id": contact_id},
+        {contact_id, email, "Beatrix", "Secretname", phone} | _b_values(b),
+    )
 
 
 async def note(client: Any, b: Tenant) -> Record:
     record = await contact(client, b)
-    body = await _post(client, b, f"{BASE}/contacts/{record.params['contact_id']}/notes",
-                       {"content": "B's private note"})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/contacts/{record.params['contact_id']}/notes",
+        {"content": "B's private note"},
+    )
     note_id = body["note"]["id"]
     record.params["note_id"] = note_id
     record.secrets |= {note_id, "B's private note"}
@@ -102,8 +111,12 @@ async def phone_number(client: Any, b: Tenant) -> Record:
 
 async def number_pool(client: Any, b: Tenant) -> Record:
     record = await phone_number(client, b)
-    body = await _post(client, b, f"{BASE}/number-pools",
-                       {"name": "Beatrix pool", "phone_number_ids": [record.params["number_id"]]})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/number-pools",
+        {"name": "Beatrix pool", "phone_number_ids": [record.params["number_id"]]},
+    )
     record.params["pool_id"] = body["pool"]["id"]
     record.secrets |= {body["pool"]["id"], "Beatrix pool"}
     return record
@@ -113,11 +126,17 @@ async def call(client: Any, b: Tenant) -> Record:
     from tests.factories import assign
 
     record = await phone_number(client, b)
-    assert (await assign(client, b, record.params["number_id"],
-                         record.params["agent_id"])).status_code == 200
+    assert (
+        await assign(client, b, record.params["number_id"], record.params["agent_id"])
+    ).status_code == 200
     person = await contact(client, b)
-    body = await _post(client, b, f"{BASE}/contacts/{person.params['contact_id']}/call",
-                       {"agent_id": record.params["agent_id"]}, status=200)
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/contacts/{person.params['contact_id']}/call",
+        {"agent_id": record.params["agent_id"]},
+        status=200,
+    )
     record.params |= {"call_id": body["call_id"], **person.params}
     record.secrets |= person.secrets | {body["call_id"]}
     await _call_ended(client, b, body["call_id"])
@@ -147,8 +166,12 @@ async def contact_with_agent(client: Any, b: Tenant) -> Record:
 
 async def conversation(client: Any, b: Tenant) -> Record:
     record = await contact(client, b)
-    await _post(client, b, f"{BASE}/contacts/{record.params['contact_id']}/messages",
-                {"message_type": "sms", "content": "B's private message"})
+    await _post(
+        client,
+        b,
+        f"{BASE}/contacts/{record.params['contact_id']}/messages",
+        {"message_type": "sms", "content": "B's private message"},
+    )
     record.secrets.add("B's private message")
     return record
 
@@ -158,14 +181,21 @@ async def conversation_thread(client: Any, b: Tenant) -> Record:
     from api.conversations.signing import HEADER, sign
 
     record = await contact(client, b)
-    body = await _post(client, b, f"{BASE}/contacts/{record.params['contact_id']}/messages",
-                       {"message_type": "sms", "content": "B's private message"})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/contacts/{record.params['contact_id']}/messages",
+        {"message_type": "sms", "content": "B's private message"},
+    )
     conversation_id = body["message"]["conversation_id"]
-    raw = json.dumps({"from": "+14155550142", "body": "B's private reply",
-                      "message_id": f"SM{uuid.uuid4().hex}"}).encode()
-    response = await client.post(f"/webhooks/providers/sandbox/sms/{b.id}", data=raw,
-                                 headers={"Content-Type": "application/json",
-                                          HEADER: sign(b.id, raw)})
+    raw = json.dumps(
+        {"from": "+14155550142", "body": "B's private reply", "message_id": f"SM{uuid.uuid4().hex}"}
+    ).encode()
+    response = await client.post(
+        f"/webhooks/providers/sandbox/sms/{b.id}",
+        data=raw,
+        headers={"Content-Type": "application/json", HEADER: sign(b.id, raw)},
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     record.params["conversation_id"] = conversation_id
     record.secrets |= {conversation_id, "B's private message", "B's private reply"}
@@ -174,26 +204,47 @@ async def conversation_thread(client: Any, b: Tenant) -> Record:
 
 async def invoice(client: Any, b: Tenant) -> Record:
     record = await contact(client, b)
-    body = await _post(client, b, f"{BASE}/invoices",
-                       {"contact_id": record.params["contact_id"], "due_date": "2026-12-31",
-                        "items": [{"item": "Beatrix consulting", "quantity": 1, "amount": 10}],
-                        "notes": "B's invoice note"})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/invoices",
+        {
+            "contact_id": record.params["contact_id"],
+            "due_date": "2026-12-31",
+            "items": [{"item": "Beatrix consulting", "quantity": 1, "amount": 10}],
+            "notes": "B's invoice note",
+        },
+    )
     invoice_id = body["invoice"]["id"]
     record.params["invoice_id"] = invoice_id
-    record.secrets |= {invoice_id, body["invoice"]["invoice_number"], "Beatrix consulting",
-                       "B's invoice note"}
+    record.secrets |= {
+        invoice_id,
+        body["invoice"]["invoice_number"],
+        "Beatrix consulting",
+        "B's invoice note",
+    }
     return record
 
 
 async def campaign(client: Any, b: Tenant) -> Record:
     person = await contact(client, b)
-    body = await _post(client, b, f"{BASE}/campaigns",
-                       {"name": "Beatrix campaign", "campaign_type": "email",
-                        "subject": "B's subject", "message_content": "<p>B's content</p>",
-                        "contact_ids": [person.params["contact_id"]]})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/campaigns",
+        {
+            "name": "Beatrix campaign",
+            "campaign_type": "email",
+            "subject": "B's subject",
+            "message_content": "<p>B's content</p>",
+            "contact_ids": [person.params["contact_id"]],
+        },
+    )
     campaign_id = body["campaign"]["id"]
-    return Record({"campaign_id": campaign_id},
-                  person.secrets | {campaign_id, "Beatrix campaign", "B's subject"})
+    return Record(
+        {"campaign_id": campaign_id},
+        person.secrets | {campaign_id, "Beatrix campaign", "B's subject"},
+    )
 
 
 async def paused_campaign(client: Any, b: Tenant) -> Record:
@@ -203,22 +254,26 @@ async def paused_campaign(client: Any, b: Tenant) -> Record:
     record = await campaign(client, b)
     pool = client.app.config["DB_POOL"]
     async with tenant_transaction(pool, b.schema) as conn:
-        await conn.execute("UPDATE campaigns SET status = 'paused' WHERE id = $1",
-                           uuid.UUID(record.params["campaign_id"]))
+        await conn.execute(
+            "UPDATE campaigns SET status = 'paused' WHERE id = $1",
+            uuid.UUID(record.params["campaign_id"]),
+        )
     return record
 
 
 async def smart_list(client: Any, b: Tenant) -> Record:
-    body = await _post(client, b, f"{BASE}/smart-lists",
-                       {"name": "Beatrix list", "tags": ["b-vip"]})
+    body = await _post(
+        client, b, f"{BASE}/smart-lists", {"name": "Beatrix list", "tags": ["b-vip"]}
+    )
     list_id = body["smart_list"]["id"]
     return Record({"smart_list_id": list_id}, {list_id, "Beatrix list", "b-vip"} | _b_values(b))
 
 
 async def subscription(client: Any, b: Tenant) -> Record:
     url = f"https://b-{uuid.uuid4().hex[:8]}.example.org/hook"
-    body = await _post(client, b, f"{BASE}/webhook-subscriptions",
-                       {"url": url, "events": ["contact.updated"]})
+    body = await _post(
+        client, b, f"{BASE}/webhook-subscriptions", {"url": url, "events": ["contact.updated"]}
+    )
     sub = body["subscription"]
     return Record({"subscription_id": sub["id"]}, {sub["id"], url, sub["secret"]} | _b_values(b))
 
@@ -229,17 +284,20 @@ async def delivery(client: Any, b: Tenant) -> Record:
     from tenancy.db import tenant_transaction
 
     url = f"https://b-{uuid.uuid4().hex[:8]}.example.org/hook"
-    sub = (await _post(client, b, f"{BASE}/webhook-subscriptions",
-                       {"url": url, "events": ["*"]}))["subscription"]
+    sub = (await _post(client, b, f"{BASE}/webhook-subscriptions", {"url": url, "events": ["*"]}))[
+        "subscription"
+    ]
     person = await contact(client, b)
     async with tenant_transaction(client.app.config["DB_POOL"], b.schema) as conn:
         await conn.execute("UPDATE webhook_deliveries SET status = 'delivered'")
-    log = await client.get(f"{BASE}/webhook-subscriptions/{sub['id']}/deliveries",
-                           headers=b.headers)
+    log = await client.get(
+        f"{BASE}/webhook-subscriptions/{sub['id']}/deliveries", headers=b.headers
+    )
     [shown] = (await log.get_json())["deliveries"]
-    return Record({"subscription_id": sub["id"], "delivery_id": shown["id"]},
-                  person.secrets | {sub["id"], url, sub["secret"], shown["id"],
-                                    shown["event_id"]})
+    return Record(
+        {"subscription_id": sub["id"], "delivery_id": shown["id"]},
+        person.secrets | {sub["id"], url, sub["secret"], shown["id"], shown["event_id"]},
+    )
 
 
 async def tool(client: Any, b: Tenant) -> Record:
@@ -247,25 +305,43 @@ async def tool(client: Any, b: Tenant) -> Record:
     from tests.factories import make_tool
 
     url = f"https://b-{uuid.uuid4().hex[:8]}.example.org/tool"
-    made = await make_tool(client, b, name="beatrix_lookup",
-                           config={"url": url, "headers": {"X-Key": "b-header-secret"}})
-    return Record({"tool_id": made["id"]}, {made["id"], "beatrix_lookup", url, made["secret"],
-                                            "b-header-secret"} | _b_values(b))
+    made = await make_tool(
+        client,
+        b,
+        name="beatrix_lookup",
+        config={"url": url, "headers": {"X-Key": "b-header-secret"}},
+    )
+    return Record(
+        {"tool_id": made["id"]},
+        {made["id"], "beatrix_lookup", url, made["secret"], "b-header-secret"} | _b_values(b),
+    )
 
 
 async def calendar(client: Any, b: Tenant) -> Record:
-    body = await _post(client, b, f"{BASE}/calendars", {
-        "name": "Beatrix calendar", "timezone": "Europe/Paris", "min_notice_minutes": 0,
-        "availability": [{"day": day, "start": "09:00", "end": "17:00"}
-                         for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")]})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/calendars",
+        {
+            "name": "Beatrix calendar",
+            "timezone": "Europe/Paris",
+            "min_notice_minutes": 0,
+            "availability": [
+                {"day": day, "start": "09:00", "end": "17:00"}
+                for day in ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+            ],
+        },
+    )
     calendar_id = body["calendar"]["id"]
     return Record({"calendar_id": calendar_id}, {calendar_id, "Beatrix calendar"} | _b_values(b))
 
 
 async def _first_free_slot(client: Any, tenant: Tenant, calendar_id: str) -> str:
-    response = await client.get(f"{BASE}/calendars/{calendar_id}/free-slots",
-                                query_string={"from": SLOT_DAY, "to": SLOT_DAY},
-                                headers=tenant.headers)
+    response = await client.get(
+        f"{BASE}/calendars/{calendar_id}/free-slots",
+        query_string={"from": SLOT_DAY, "to": SLOT_DAY},
+        headers=tenant.headers,
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     return str((await response.get_json())["slots"][0]["start"])
 
@@ -274,13 +350,25 @@ async def appointment(client: Any, b: Tenant) -> Record:
     record = await calendar(client, b)
     person = await contact(client, b)
     start = await _first_free_slot(client, b, record.params["calendar_id"])
-    body = await _post(client, b, f"{BASE}/appointments", {
-        "calendar_id": record.params["calendar_id"], "contact_id": person.params["contact_id"],
-        "start": start, "title": "Beatrix appointment", "notes": "B's appointment notes"})
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/appointments",
+        {
+            "calendar_id": record.params["calendar_id"],
+            "contact_id": person.params["contact_id"],
+            "start": start,
+            "title": "Beatrix appointment",
+            "notes": "B's appointment notes",
+        },
+    )
     appointment_id = body["appointment"]["id"]
     record.params["appointment_id"] = appointment_id
-    record.secrets |= person.secrets | {appointment_id, "Beatrix appointment",
-                                        "B's appointment notes"}
+    record.secrets |= person.secrets | {
+        appointment_id,
+        "Beatrix appointment",
+        "B's appointment notes",
+    }
     return record
 
 
@@ -295,78 +383,107 @@ SLOT_DAY = (utcnow() + timedelta(days=3)).date().isoformat()
 
 ROUTES: dict[str, Entry] = {
     f"{BASE}/contacts/<contact_id>": Entry(
-        "sub_account", contact, bodies={"PATCH": {"first_name": "Mallory"}}),
+        "sub_account", contact, bodies={"PATCH": {"first_name": "Mallory"}}
+    ),
     f"{BASE}/contacts/<contact_id>/call": Entry(
-        "sub_account", contact_with_agent, bodies={"POST": {"agent_id": "{agent_id}"}},
-        worker=True),
+        "sub_account", contact_with_agent, bodies={"POST": {"agent_id": "{agent_id}"}}, worker=True
+    ),
     f"{BASE}/contacts/<contact_id>/consent": Entry(
-        "sub_account", contact, bodies={"PUT": {"channel": "sms", "status": "revoked"}}),
+        "sub_account", contact, bodies={"PUT": {"channel": "sms", "status": "revoked"}}
+    ),
     f"{BASE}/contacts/<contact_id>/messages": Entry(
-        "sub_account", contact, bodies={"POST": {"message_type": "sms", "content": "hi"}}),
+        "sub_account", contact, bodies={"POST": {"message_type": "sms", "content": "hi"}}
+    ),
     f"{BASE}/contacts/<contact_id>/notes": Entry(
-        "sub_account", note, bodies={"POST": {"content": "Mallory was here"}}),
+        "sub_account", note, bodies={"POST": {"content": "Mallory was here"}}
+    ),
     f"{BASE}/contacts/<contact_id>/notes/<note_id>": Entry("sub_account", note),
     f"{BASE}/contacts/<contact_id>/tags": Entry(
-        "sub_account", contact, bodies={"POST": {"tags": ["mallory"]},
-                                        "DELETE": {"tags": ["mallory"]}}),
+        "sub_account",
+        contact,
+        bodies={"POST": {"tags": ["mallory"]}, "DELETE": {"tags": ["mallory"]}},
+    ),
     f"{BASE}/agents/<agent_id>": Entry(
-        "sub_account", agent, bodies={"PATCH": {"name": "Mallory"}}, worker=True),
+        "sub_account", agent, bodies={"PATCH": {"name": "Mallory"}}, worker=True
+    ),
     f"{BASE}/calls/<call_id>": Entry("sub_account", call, worker=True),
     f"{BASE}/campaigns/<campaign_id>": Entry("sub_account", campaign),
     f"{BASE}/campaigns/<campaign_id>/cancel": Entry("sub_account", campaign, bodies={"POST": {}}),
     f"{BASE}/campaigns/<campaign_id>/resume": Entry(
-        "sub_account", paused_campaign, bodies={"POST": {}}),
+        "sub_account", paused_campaign, bodies={"POST": {}}
+    ),
     f"{BASE}/campaigns/<campaign_id>/schedule": Entry(
-        "sub_account", campaign, bodies={"POST": {"start_date": FUTURE}}),
+        "sub_account", campaign, bodies={"POST": {"start_date": FUTURE}}
+    ),
     f"{BASE}/conversations/<conversation_id>": Entry(
-        "sub_account", conversation_thread, bodies={"PATCH": {"unread": False}}),
+        "sub_account", conversation_thread, bodies={"PATCH": {"unread": False}}
+    ),
     f"{BASE}/conversations/<conversation_id>/messages": Entry("sub_account", conversation_thread),
     f"{BASE}/invoices/<invoice_id>": Entry(
-        "sub_account", invoice, bodies={"PATCH": {"status": "void"}}),
+        "sub_account", invoice, bodies={"PATCH": {"status": "void"}}
+    ),
     f"{BASE}/invoices/<invoice_id>/mark-paid": Entry(
-        "sub_account", invoice, bodies={"POST": {"payment_method": "cash"}}),
+        "sub_account", invoice, bodies={"POST": {"payment_method": "cash"}}
+    ),
     f"{BASE}/invoices/<invoice_id>/payment-link": Entry(
-        "sub_account", invoice, bodies={"POST": {}}),
+        "sub_account", invoice, bodies={"POST": {}}
+    ),
     f"{BASE}/number-pools/<pool_id>": Entry("sub_account", number_pool, worker=True),
     f"{BASE}/phone-numbers/<number_id>": Entry("sub_account", phone_number, worker=True),
     f"{BASE}/phone-numbers/<number_id>/agent": Entry(
-        "sub_account", phone_number, bodies={"POST": {"agent_id": "{agent_id}"}},
-        worker=True),
+        "sub_account", phone_number, bodies={"POST": {"agent_id": "{agent_id}"}}, worker=True
+    ),
     f"{BASE}/smart-lists/<smart_list_id>": Entry("sub_account", smart_list),
     f"{BASE}/webhook-subscriptions/<subscription_id>": Entry("sub_account", subscription),
     f"{BASE}/webhook-subscriptions/<subscription_id>/deliveries": Entry("sub_account", delivery),
     f"{BASE}/webhook-deliveries/<delivery_id>/redeliver": Entry(
-        "sub_account", delivery, bodies={"POST": {}}),
+        "sub_account", delivery, bodies={"POST": {}}
+    ),
     f"{BASE}/agents/<agent_id>/deliveries": Entry("sub_account", agent),
     f"{BASE}/calendars/<calendar_id>": Entry(
-        "sub_account", calendar, bodies={"PATCH": {"name": "Mallory"}}),
+        "sub_account", calendar, bodies={"PATCH": {"name": "Mallory"}}
+    ),
     f"{BASE}/calendars/<calendar_id>/free-slots": Entry(
-        "sub_account", calendar, query=f"from={SLOT_DAY}&to={SLOT_DAY}"),
+        "sub_account", calendar, query=f"from={SLOT_DAY}&to={SLOT_DAY}"
+    ),
     f"{BASE}/appointments/<appointment_id>": Entry(
-        "sub_account", appointment, bodies={"PATCH": {"title": "Mallory"}}),
-    f"{BASE}/tools/<tool_id>": Entry(
-        "sub_account", tool, bodies={"PATCH": {"name": "mallory"}}),
+        "sub_account", appointment, bodies={"PATCH": {"title": "Mallory"}}
+    ),
+    f"{BASE}/tools/<tool_id>": Entry("sub_account", tool, bodies={"PATCH": {"name": "mallory"}}),
     f"{BASE}/integrations/<provider>": Entry(
-        "exempt", reason="the parameter is a provider name from a fixed list, not a record id; "
-                         "each sub-account's connection is its own"),
+        "exempt",
+        reason="the parameter is a provider name from a fixed list, not a record id; "
+        "each sub-account's connection is its own",
+    ),
     "/functions/v1/crm-api/get-contact-messages/<contact_id>": Entry("sub_account", conversation),
     "/functions/v1/agency/sub-accounts/<sub_account_id>/api-keys": Entry(
-        "agency", sub_account, bodies={"POST": {}}),
+        "agency", sub_account, bodies={"POST": {}}
+    ),
     "/functions/v1/agency/sub-accounts/<sub_account_id>/wallet/credit": Entry(
-        "agency", sub_account, bodies={"POST": {"amount": 5}}),
+        "agency", sub_account, bodies={"POST": {"amount": 5}}
+    ),
     "/recordings/<sub_account_id>/<call_id>.wav": Entry(
-        "token", status=403, reason="a signed link, no API key: the signature covers both ids, "
-                                    "so a link of one sub-account never opens another's call "
-                                    "(tests/calls/test_recordings.py)"),
+        "token",
+        status=403,
+        reason="a signed link, no API key: the signature covers both ids, "
+        "so a link of one sub-account never opens another's call "
+        "(tests/calls/test_recordings.py)",
+    ),
     "/track/click/<token>": Entry("token"),
     "/track/open/<token>": Entry("token"),
     "/track/unsubscribe/<token>": Entry("token"),
     "/webhooks/providers/sandbox/sms/<sub_account_id>": Entry(
-        "token", status=401, reason="signed by the provider, no API key: a signature made for "
-                                    "one sub-account never verifies for another"),
+        "token",
+        status=401,
+        reason="signed by the provider, no API key: a signature made for "
+        "one sub-account never verifies for another",
+    ),
     "/webhooks/providers/sandbox/calls/<sub_account_id>": Entry(
-        "token", status=401, reason="signed by the provider, no API key: a signature made for "
-                                    "one sub-account never verifies for another"),
+        "token",
+        status=401,
+        reason="signed by the provider, no API key: a signature made for "
+        "one sub-account never verifies for another",
+    ),
     "/docs/assets/<path:name>": Entry("exempt", reason="static Swagger UI files, no tenant data"),
     "/static/<path:filename>": Entry("exempt", reason="Quart's static folder, no tenant data"),
 }
@@ -377,14 +494,16 @@ def _rules() -> dict[str, set[str]]:
     rules: dict[str, set[str]] = {}
     for rule in create_app().url_map.iter_rules():
         if rule.arguments:
-            rules.setdefault(rule.rule, set()).update(
-                (rule.methods or set()) - {"HEAD", "OPTIONS"})
+            rules.setdefault(rule.rule, set()).update((rule.methods or set()) - {"HEAD", "OPTIONS"})
     return rules
 
 
 RULES = _rules()
-KEYED = sorted(rule for rule, entry in ROUTES.items()
-               if entry.kind in ("sub_account", "agency") and rule in RULES)
+KEYED = sorted(
+    rule
+    for rule, entry in ROUTES.items()
+    if entry.kind in ("sub_account", "agency") and rule in RULES
+)
 WITHOUT_WORKER = [rule for rule in KEYED if not ROUTES[rule].worker]
 WITH_WORKER = [rule for rule in KEYED if ROUTES[rule].worker]
 
@@ -438,19 +557,21 @@ def _substitute(body: Any, params: dict[str, str]) -> Any:
 
 @pytest.mark.parametrize("rule", WITHOUT_WORKER)
 async def test_other_tenants_record_is_missing_on_every_method(
-        rule: str, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+    rule: str, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant
+) -> None:
     await _assert_missing(rule, client, pool, tenant, tenant_second)
 
 
 @pytest.mark.parametrize("rule", WITH_WORKER)
 async def test_other_tenants_voice_record_is_missing_on_every_method(
-        rule: str, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant,
-        worker: Any) -> None:
+    rule: str, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant, worker: Any
+) -> None:
     await _assert_missing(rule, client, pool, tenant, tenant_second)
 
 
-async def _assert_missing(rule: str, client: Any, pool: Any, tenant: Tenant,
-                          tenant_second: Tenant) -> None:
+async def _assert_missing(
+    rule: str, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant
+) -> None:
     entry = ROUTES[rule]
     assert entry.make is not None
     record = await entry.make(client, tenant_second)
@@ -475,29 +596,38 @@ async def _assert_missing(rule: str, client: Any, pool: Any, tenant: Tenant,
 
 
 async def test_agency_key_of_another_organisation_cannot_add_users_to_its_sub_account(
-        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+    client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant
+) -> None:
     before = await snapshot(pool, tenant_second)
     response = await client.post(
-        "/functions/v1/crm-api/add-subaccount-user", headers=tenant.organisation.headers,
-        json={"email": "mallory@example.com", "role": "sub_account_user",
-              "sub_account_id": str(tenant_second.id)})
+        "/functions/v1/crm-api/add-subaccount-user",
+        headers=tenant.organisation.headers,
+        json={
+            "email": "mallory@example.com",
+            "role": "sub_account_user",
+            "sub_account_id": str(tenant_second.id),
+        },
+    )
     text = await response.get_data(as_text=True)
     assert response.status_code == 403, text
     assert (await response.get_json())["success"] is False
-    assert not [value for value in _b_values(tenant_second) - {str(tenant_second.id)}
-                if value in text]
+    assert not [
+        value for value in _b_values(tenant_second) - {str(tenant_second.id)} if value in text
+    ]
     assert await snapshot(pool, tenant_second) == before
 
 
 async def test_sub_account_key_cannot_create_an_agent_in_another_sub_account(
-        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant) -> None:
+    client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant
+) -> None:
     from tests.factories import agent_body, connect
 
     await connect(client, tenant)
     before = await snapshot(pool, tenant_second)
     body = agent_body(tenant_second)
-    response = await client.post("/functions/v1/crm-api/create-agent", json=body,
-                                 headers=tenant.headers)
+    response = await client.post(
+        "/functions/v1/crm-api/create-agent", json=body, headers=tenant.headers
+    )
     assert response.status_code == 403, await response.get_data(as_text=True)
     assert await snapshot(pool, tenant_second) == before
 
@@ -506,15 +636,20 @@ async def test_sub_account_key_cannot_create_an_agent_in_another_sub_account(
 
 
 @pytest.mark.parametrize("kind", ["open", "click", "unsubscribe"])
-async def test_forged_or_altered_tracking_token_is_404(kind: str, client: Any, pool: Any,
-                                                       tenant_second: Tenant) -> None:
+async def test_forged_or_altered_tracking_token_is_404(
+    kind: str, client: Any, pool: Any, tenant_second: Tenant
+) -> None:
     from api.tracking.tokens import sign
 
     genuine = sign(kind, tenant_second.id, uuid.uuid4(), "https://example.com/x")
     body, _, mac = genuine.partition(".")
     altered = f"{body}.{'A' if mac[0] != 'A' else 'B'}{mac[1:]}"
-    other_kind = sign("open" if kind != "open" else "click", tenant_second.id, uuid.uuid4(),
-                      "https://example.com/x")
+    other_kind = sign(
+        "open" if kind != "open" else "click",
+        tenant_second.id,
+        uuid.uuid4(),
+        "https://example.com/x",
+    )
     before = await snapshot(pool, tenant_second)
     for token in (altered, other_kind, "x.y", f"{body}.", uuid.uuid4().hex):
         response = await client.get(f"/track/{kind}/{token}")
@@ -526,7 +661,8 @@ async def test_forged_or_altered_tracking_token_is_404(kind: str, client: Any, p
 
 @pytest.mark.parametrize("kind", ["open", "click", "unsubscribe"])
 async def test_genuine_tracking_token_shows_nothing_of_the_sub_account(
-        kind: str, client: Any, tenant_second: Tenant) -> None:
+    kind: str, client: Any, tenant_second: Tenant
+) -> None:
     from api.tracking.tokens import sign
 
     token = sign(kind, tenant_second.id, uuid.uuid4(), "https://example.com/x")
@@ -537,12 +673,16 @@ async def test_genuine_tracking_token_shows_nothing_of_the_sub_account(
     assert not [value for value in _b_values(tenant_second) if value in text]
 
 
-@pytest.mark.parametrize(("kind", "body"), [
-    ("sms", {"from": "+14155550149", "body": "x", "message_id": "SMX"}),
-    ("calls", {"from": "+14155550149", "to": "+14155550123"})])
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("sms", {"from": "+14155550149", "body": "x", "message_id": "SMX"}),
+        ("calls", {"from": "+14155550149", "to": "+14155550123"}),
+    ],
+)
 async def test_sandbox_webhook_signed_for_another_sub_account_is_refused(
-        client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant, kind: str,
-        body: dict[str, str]) -> None:
+    client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant, kind: str, body: dict[str, str]
+) -> None:
     from api.conversations.signing import HEADER, sign
 
     raw = json.dumps(body).encode()
@@ -551,13 +691,17 @@ async def test_sandbox_webhook_signed_for_another_sub_account_is_refused(
         headers = {"Content-Type": "application/json"}
         if signature:
             headers[HEADER] = signature
-        response = await client.post(f"/webhooks/providers/sandbox/{kind}/{tenant_second.id}",
-                                     data=raw, headers=headers)
+        response = await client.post(
+            f"/webhooks/providers/sandbox/{kind}/{tenant_second.id}", data=raw, headers=headers
+        )
         text = await response.get_data(as_text=True)
-        assert response.status_code == ROUTES[
-            f"/webhooks/providers/sandbox/{kind}/<sub_account_id>"].status, text
-        assert not [value for value in _b_values(tenant_second) - {str(tenant_second.id)}
-                    if value in text]
+        assert (
+            response.status_code
+            == ROUTES[f"/webhooks/providers/sandbox/{kind}/<sub_account_id>"].status
+        ), text
+        assert not [
+            value for value in _b_values(tenant_second) - {str(tenant_second.id)} if value in text
+        ]
     assert await snapshot(pool, tenant_second) == before
 
 
@@ -588,29 +732,46 @@ async def _company_of(client: Any, b: Tenant) -> str:
 
 async def _user_of(client: Any, b: Tenant) -> str:
     pool = client.app.config["DB_POOL"]
-    user_id = await pool.fetchval("INSERT INTO control.users (email) VALUES ($1) RETURNING id",
-                                  f"member-{uuid.uuid4().hex[:8]}@example.org")
-    await pool.execute("INSERT INTO control.memberships (user_id, sub_account_id, role) "
-                       "VALUES ($1, $2, 'sub_account_user')", user_id, b.id)
+    user_id = await pool.fetchval(
+        "INSERT INTO control.users (email) VALUES ($1) RETURNING id",
+        f"member-{uuid.uuid4().hex[:8]}@example.org",
+    )
+    await pool.execute(
+        "INSERT INTO control.memberships (user_id, sub_account_id, role) "
+        "VALUES ($1, $2, 'sub_account_user')",
+        user_id,
+        b.id,
+    )
     return str(user_id)
 
 
-def _contact_field(method: str, field_name: str, make_b: Callable[[Any, Tenant], Awaitable[str]]
-                   ) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+def _contact_field(
+    method: str, field_name: str, make_b: Callable[[Any, Tenant], Awaitable[str]]
+) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
     async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
         b_id = await make_b(client, b)
         if method == "POST":
-            return (f"{BASE}/contacts", {"email": f"a-{uuid.uuid4().hex[:8]}@example.com",
-                                         field_name: b_id}, {b_id})
+            return (
+                f"{BASE}/contacts",
+                {"email": f"a-{uuid.uuid4().hex[:8]}@example.com", field_name: b_id},
+                {b_id},
+            )
         a_contact = (await contact(client, a)).params["contact_id"]
         return f"{BASE}/contacts/{a_contact}", {field_name: b_id}, {b_id}
+
     return make
 
 
 async def _invite_to_b(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
-    return ("/functions/v1/crm-api/add-subaccount-user",
-            {"email": f"x-{uuid.uuid4().hex[:8]}@example.com", "role": "sub_account_user",
-             "sub_account_id": str(b.id)}, _b_values(b) - {str(b.id)})
+    return (
+        "/functions/v1/crm-api/add-subaccount-user",
+        {
+            "email": f"x-{uuid.uuid4().hex[:8]}@example.com",
+            "role": "sub_account_user",
+            "sub_account_id": str(b.id),
+        },
+        _b_values(b) - {str(b.id)},
+    )
 
 
 def _agent_for(field_name: str) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
@@ -619,103 +780,154 @@ def _agent_for(field_name: str) -> Callable[..., Awaitable[tuple[str, dict[str, 
 
         await connect(client, a)
         value = str(b.id) if field_name == "sub_account_id" else str(b.organisation.id)
-        return ("/functions/v1/crm-api/create-agent", agent_body(a, **{field_name: value}),
-                _b_values(b) - {value})
+        return (
+            "/functions/v1/crm-api/create-agent",
+            agent_body(a, **{field_name: value}),
+            _b_values(b) - {value},
+        )
+
     return make
 
 
-async def _call_with_b_agent(client: Any, a: Tenant, b: Tenant
-                             ) -> tuple[str, dict[str, Any], set[str]]:
+async def _call_with_b_agent(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_agent = await agent(client, b)
     a_contact = (await contact(client, a)).params["contact_id"]
-    return (f"{BASE}/contacts/{a_contact}/call", {"agent_id": b_agent.params["agent_id"]},
-            b_agent.secrets)
+    return (
+        f"{BASE}/contacts/{a_contact}/call",
+        {"agent_id": b_agent.params["agent_id"]},
+        b_agent.secrets,
+    )
 
 
-async def _call_with_b_pool(client: Any, a: Tenant, b: Tenant
-                            ) -> tuple[str, dict[str, Any], set[str]]:
+async def _call_with_b_pool(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_pool = await number_pool(client, b)
     a_contact = await contact_with_agent(client, a)
-    return (f"{BASE}/contacts/{a_contact.params['contact_id']}/call",
-            {"agent_id": a_contact.params["agent_id"], "pool_id": b_pool.params["pool_id"]},
-            b_pool.secrets)
+    return (
+        f"{BASE}/contacts/{a_contact.params['contact_id']}/call",
+        {"agent_id": a_contact.params["agent_id"], "pool_id": b_pool.params["pool_id"]},
+        b_pool.secrets,
+    )
 
 
-async def _campaign_with_b_contacts(client: Any, a: Tenant, b: Tenant
-                                    ) -> tuple[str, dict[str, Any], set[str]]:
+async def _campaign_with_b_contacts(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_contact = await contact(client, b)
-    return (f"{BASE}/campaigns", {"name": "A", "campaign_type": "email", "subject": "S",
-                                  "message_content": "<p>x</p>",
-                                  "contact_ids": [b_contact.params["contact_id"]]},
-            b_contact.secrets)
+    return (
+        f"{BASE}/campaigns",
+        {
+            "name": "A",
+            "campaign_type": "email",
+            "subject": "S",
+            "message_content": "<p>x</p>",
+            "contact_ids": [b_contact.params["contact_id"]],
+        },
+        b_contact.secrets,
+    )
 
 
-async def _campaign_with_b_list(client: Any, a: Tenant, b: Tenant
-                                ) -> tuple[str, dict[str, Any], set[str]]:
+async def _campaign_with_b_list(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_list = await smart_list(client, b)
-    return (f"{BASE}/campaigns", {"name": "A", "campaign_type": "email", "subject": "S",
-                                  "message_content": "<p>x</p>",
-                                  "smart_list_id": b_list.params["smart_list_id"]},
-            b_list.secrets)
+    return (
+        f"{BASE}/campaigns",
+        {
+            "name": "A",
+            "campaign_type": "email",
+            "subject": "S",
+            "message_content": "<p>x</p>",
+            "smart_list_id": b_list.params["smart_list_id"],
+        },
+        b_list.secrets,
+    )
 
 
-async def _invoice_for_b_contact(client: Any, a: Tenant, b: Tenant
-                                 ) -> tuple[str, dict[str, Any], set[str]]:
+async def _invoice_for_b_contact(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_contact = await contact(client, b)
-    return (f"{BASE}/invoices", {"contact_id": b_contact.params["contact_id"],
-                                 "due_date": "2026-12-31",
-                                 "items": [{"item": "x", "quantity": 1, "amount": 1}]},
-            b_contact.secrets)
+    return (
+        f"{BASE}/invoices",
+        {
+            "contact_id": b_contact.params["contact_id"],
+            "due_date": "2026-12-31",
+            "items": [{"item": "x", "quantity": 1, "amount": 1}],
+        },
+        b_contact.secrets,
+    )
 
 
-async def _invoice_moved_to_b_contact(client: Any, a: Tenant, b: Tenant
-                                      ) -> tuple[str, dict[str, Any], set[str]]:
+async def _invoice_moved_to_b_contact(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_contact = await contact(client, b)
     a_invoice = await invoice(client, a)
-    return (f"{BASE}/invoices/{a_invoice.params['invoice_id']}",
-            {"contact_id": b_contact.params["contact_id"]}, b_contact.secrets)
+    return (
+        f"{BASE}/invoices/{a_invoice.params['invoice_id']}",
+        {"contact_id": b_contact.params["contact_id"]},
+        b_contact.secrets,
+    )
 
 
-async def _appointment_in_b_calendar(client: Any, a: Tenant, b: Tenant
-                                     ) -> tuple[str, dict[str, Any], set[str]]:
+async def _appointment_in_b_calendar(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_calendar = await calendar(client, b)
     a_contact = (await contact(client, a)).params["contact_id"]
     start = await _first_free_slot(client, b, b_calendar.params["calendar_id"])
-    return (f"{BASE}/appointments", {"calendar_id": b_calendar.params["calendar_id"],
-                                     "contact_id": a_contact, "start": start},
-            b_calendar.secrets)
+    return (
+        f"{BASE}/appointments",
+        {"calendar_id": b_calendar.params["calendar_id"], "contact_id": a_contact, "start": start},
+        b_calendar.secrets,
+    )
 
 
-async def _appointment_for_b_contact(client: Any, a: Tenant, b: Tenant
-                                     ) -> tuple[str, dict[str, Any], set[str]]:
+async def _appointment_for_b_contact(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     a_calendar = (await calendar(client, a)).params["calendar_id"]
     b_contact = await contact(client, b)
     start = await _first_free_slot(client, a, a_calendar)
-    return (f"{BASE}/appointments", {"calendar_id": a_calendar,
-                                     "contact_id": b_contact.params["contact_id"],
-                                     "start": start}, b_contact.secrets)
+    return (
+        f"{BASE}/appointments",
+        {"calendar_id": a_calendar, "contact_id": b_contact.params["contact_id"], "start": start},
+        b_contact.secrets,
+    )
 
 
-async def _pool_of_b_numbers(client: Any, a: Tenant, b: Tenant
-                             ) -> tuple[str, dict[str, Any], set[str]]:
+async def _pool_of_b_numbers(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     b_number = await phone_number(client, b)
-    return (f"{BASE}/number-pools", {"name": "A pool",
-                                     "phone_number_ids": [b_number.params["number_id"]]},
-            b_number.secrets)
+    return (
+        f"{BASE}/number-pools",
+        {"name": "A pool", "phone_number_ids": [b_number.params["number_id"]]},
+        b_number.secrets,
+    )
 
 
-async def _assign_b_agent(client: Any, a: Tenant, b: Tenant
-                          ) -> tuple[str, dict[str, Any], set[str]]:
+async def _assign_b_agent(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
     from tests.factories import import_number
 
     b_agent = await agent(client, b)
     a_number = await import_number(client, a, "+14155550177")
-    return (f"{BASE}/phone-numbers/{a_number}/agent", {"agent_id": b_agent.params["agent_id"]},
-            b_agent.secrets)
+    return (
+        f"{BASE}/phone-numbers/{a_number}/agent",
+        {"agent_id": b_agent.params["agent_id"]},
+        b_agent.secrets,
+    )
 
 
-def _agent_with_b_tool(method: str
-                       ) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+def _agent_with_b_tool(
+    method: str,
+) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
     async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
         from tests.factories import agent_body, connect
 
@@ -723,47 +935,90 @@ def _agent_with_b_tool(method: str
         tool_ids = [b_tool.params["tool_id"]]
         if method == "POST":
             await connect(client, a)
-            return ("/functions/v1/crm-api/create-agent", agent_body(a, tool_ids=tool_ids),
-                    b_tool.secrets)
+            return (
+                "/functions/v1/crm-api/create-agent",
+                agent_body(a, tool_ids=tool_ids),
+                b_tool.secrets,
+            )
         a_agent = (await agent(client, a)).params["agent_id"]
         return f"{BASE}/agents/{a_agent}", {"tool_ids": tool_ids}, b_tool.secrets
+
     return make
 
 
 BODY_CASES = [
-    BodyCase("POST", "/functions/v1/crm-api/add-subaccount-user", "sub_account_id", _invite_to_b,
-             status=403, code="forbidden", agency=True),
-    BodyCase("POST", "/functions/v1/crm-api/create-agent", "sub_account_id",
-             _agent_for("sub_account_id"), status=403, code="forbidden"),
-    BodyCase("POST", "/functions/v1/crm-api/create-agent", "organization_id",
-             _agent_for("organization_id"), status=403, code="forbidden"),
+    BodyCase(
+        "POST",
+        "/functions/v1/crm-api/add-subaccount-user",
+        "sub_account_id",
+        _invite_to_b,
+        status=403,
+        code="forbidden",
+        agency=True,
+    ),
+    BodyCase(
+        "POST",
+        "/functions/v1/crm-api/create-agent",
+        "sub_account_id",
+        _agent_for("sub_account_id"),
+        status=403,
+        code="forbidden",
+    ),
+    BodyCase(
+        "POST",
+        "/functions/v1/crm-api/create-agent",
+        "organization_id",
+        _agent_for("organization_id"),
+        status=403,
+        code="forbidden",
+    ),
     BodyCase("POST", f"{BASE}/contacts/<contact_id>/call", "agent_id", _call_with_b_agent),
-    BodyCase("POST", f"{BASE}/contacts/<contact_id>/call", "pool_id", _call_with_b_pool,
-             worker=True),
+    BodyCase(
+        "POST", f"{BASE}/contacts/<contact_id>/call", "pool_id", _call_with_b_pool, worker=True
+    ),
     BodyCase("POST", f"{BASE}/campaigns", "contact_ids", _campaign_with_b_contacts),
     BodyCase("POST", f"{BASE}/campaigns", "smart_list_id", _campaign_with_b_list),
-    BodyCase("POST", f"{BASE}/contacts", "company_id",
-             _contact_field("POST", "company_id", _company_of), status=400,
-             code="validation_error"),
-    BodyCase("POST", f"{BASE}/contacts", "assigned_user_id",
-             _contact_field("POST", "assigned_user_id", _user_of), status=400,
-             code="validation_error"),
-    BodyCase("PATCH", f"{BASE}/contacts/<contact_id>", "company_id",
-             _contact_field("PATCH", "company_id", _company_of), status=400,
-             code="validation_error"),
-    BodyCase("PATCH", f"{BASE}/contacts/<contact_id>", "assigned_user_id",
-             _contact_field("PATCH", "assigned_user_id", _user_of), status=400,
-             code="validation_error"),
+    BodyCase(
+        "POST",
+        f"{BASE}/contacts",
+        "company_id",
+        _contact_field("POST", "company_id", _company_of),
+        status=400,
+        code="validation_error",
+    ),
+    BodyCase(
+        "POST",
+        f"{BASE}/contacts",
+        "assigned_user_id",
+        _contact_field("POST", "assigned_user_id", _user_of),
+        status=400,
+        code="validation_error",
+    ),
+    BodyCase(
+        "PATCH",
+        f"{BASE}/contacts/<contact_id>",
+        "company_id",
+        _contact_field("PATCH", "company_id", _company_of),
+        status=400,
+        code="validation_error",
+    ),
+    BodyCase(
+        "PATCH",
+        f"{BASE}/contacts/<contact_id>",
+        "assigned_user_id",
+        _contact_field("PATCH", "assigned_user_id", _user_of),
+        status=400,
+        code="validation_error",
+    ),
     BodyCase("POST", f"{BASE}/invoices", "contact_id", _invoice_for_b_contact),
     BodyCase("POST", f"{BASE}/appointments", "calendar_id", _appointment_in_b_calendar),
     BodyCase("POST", f"{BASE}/appointments", "contact_id", _appointment_for_b_contact),
     BodyCase("PATCH", f"{BASE}/invoices/<invoice_id>", "contact_id", _invoice_moved_to_b_contact),
-    BodyCase("POST", f"{BASE}/number-pools", "phone_number_ids", _pool_of_b_numbers,
-             worker=True),
-    BodyCase("POST", f"{BASE}/phone-numbers/<number_id>/agent", "agent_id", _assign_b_agent,
-             worker=True),
-    BodyCase("POST", "/functions/v1/crm-api/create-agent", "tool_ids",
-             _agent_with_b_tool("POST")),
+    BodyCase("POST", f"{BASE}/number-pools", "phone_number_ids", _pool_of_b_numbers, worker=True),
+    BodyCase(
+        "POST", f"{BASE}/phone-numbers/<number_id>/agent", "agent_id", _assign_b_agent, worker=True
+    ),
+    BodyCase("POST", "/functions/v1/crm-api/create-agent", "tool_ids", _agent_with_b_tool("POST")),
     BodyCase("PATCH", f"{BASE}/agents/<agent_id>", "tool_ids", _agent_with_b_tool("PATCH")),
 ]
 
@@ -772,7 +1027,7 @@ BODY_EXEMPT = {
     ("POST", "/functions/v1/crm-api/create-agent", "voice_id"): "a voice of the speech vendor",
     ("PATCH", f"{BASE}/agents/<agent_id>", "voice_id"): "a voice of the speech vendor",
     ("POST", f"{BASE}/invoices", "quote_id"): "a reference to a quote kept outside Switchboard "
-                                              "(stored as given; no quotes table to look up)",
+    "(stored as given; no quotes table to look up)",
 }
 
 
@@ -787,8 +1042,10 @@ def _body_id_fields() -> set[tuple[str, str, str]]:
             continue
         for name in declared[0].model_fields:
             if name.endswith(("_id", "_ids")):
-                found |= {(method, rule.rule, name)
-                          for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
+                found |= {
+                    (method, rule.rule, name)
+                    for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}
+                }
     return found
 
 
@@ -803,8 +1060,9 @@ def _case_id(case: BodyCase) -> str:
     return f"{case.method} {case.rule} {case.field}"
 
 
-async def _assert_body_id_refused(case: BodyCase, client: Any, pool: Any, a: Tenant,
-                                  b: Tenant) -> None:
+async def _assert_body_id_refused(
+    case: BodyCase, client: Any, pool: Any, a: Tenant, b: Tenant
+) -> None:
     path, body, b_secrets = await case.make(client, a, b)
     before = (await snapshot(pool, a), await snapshot(pool, b))
     headers = a.organisation.headers if case.agency else a.headers
@@ -822,14 +1080,14 @@ async def _assert_body_id_refused(case: BodyCase, client: Any, pool: Any, a: Ten
 
 
 @pytest.mark.parametrize("case", [c for c in BODY_CASES if not c.worker], ids=_case_id)
-async def test_other_tenants_id_in_a_body_is_refused(case: BodyCase, client: Any, pool: Any,
-                                                     tenant: Tenant,
-                                                     tenant_second: Tenant) -> None:
+async def test_other_tenants_id_in_a_body_is_refused(
+    case: BodyCase, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant
+) -> None:
     await _assert_body_id_refused(case, client, pool, tenant, tenant_second)
 
 
 @pytest.mark.parametrize("case", [c for c in BODY_CASES if c.worker], ids=_case_id)
 async def test_other_tenants_voice_id_in_a_body_is_refused(
-        case: BodyCase, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant,
-        worker: Any) -> None:
+    case: BodyCase, client: Any, pool: Any, tenant: Tenant, tenant_second: Tenant, worker: Any
+) -> None:
     await _assert_body_id_refused(case, client, pool, tenant, tenant_second)

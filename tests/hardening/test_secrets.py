@@ -29,17 +29,41 @@ PEPPER = "pepper-" + secrets.token_hex(24)
 
 
 def _agent_body(organisation_id: str, sub_account_id: str) -> dict[str, Any]:
-    return {"name": "Secret agent", "voice_id": "alloy", "max_duration": 10, "temperature": 0.7,
-            "silence_timeout": 5, "voice_activity_timeout": 300, "llm_model": "gpt-4o",
-            "language": "en-US", "background_noise": False, "voicemail_detection": False,
-            "backcchanneling": True, "organization_id": organisation_id,
-            "sub_account_id": sub_account_id, "webhook": False, "recording": True}
+    return {
+        "name": "Secret agent",
+        "voice_id": "alloy",
+        "max_duration": 10,
+        "temperature": 0.7,
+        "silence_timeout": 5,
+        "voice_activity_timeout": 300,
+        "llm_model": "gpt-4o",
+        "language": "en-US",
+        "background_noise": False,
+        "voicemail_detection": False,
+        "backcchanneling": True,
+        "organization_id": organisation_id,
+        "sub_account_id": sub_account_id,
+        "webhook": False,
+        "recording": True,
+    }
 
 
 def _create_organisation(env: dict[str, str]) -> dict[str, str]:
-    done = subprocess.run([sys.executable, "-m", "cli", "create-organisation",
-                           "--name", f"Secrets {uuid.uuid4().hex[:6]}"],
-                          env=env, capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "create-organisation",
+            "--name",
+            f"Secrets {uuid.uuid4().hex[:6]}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     created: dict[str, str] = json.loads(done.stdout)
     # The key is shown once, on stdout, by design; nowhere else.
     assert created["agency_api_key"] not in done.stderr
@@ -63,14 +87,24 @@ def _invitation_tokens(mailbox: Any, address: str) -> list[str]:
 
 
 async def test_no_secret_appears_in_the_output_of_serve_and_worker(
-        servers: Any, mailbox: Any, migrated: str, tmp_path: Path) -> None:
+    servers: Any, mailbox: Any, migrated: str, tmp_path: Path
+) -> None:
     import os
 
-    env_extra = {"SWITCHBOARD_LOG_FORMAT": "json", "SWITCHBOARD_KEY_PEPPER": PEPPER,
-                 "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true",
-                 "SWITCHBOARD_WEBHOOK_RETRY_SCALE": "0.001"}
-    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url,
-           "SMTP_HOST": mailbox.host, "SMTP_PORT": str(mailbox.port), **env_extra}
+    env_extra = {
+        "SWITCHBOARD_LOG_FORMAT": "json",
+        "SWITCHBOARD_KEY_PEPPER": PEPPER,
+        "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true",
+        "SWITCHBOARD_WEBHOOK_RETRY_SCALE": "0.001",
+    }
+    env = {
+        **os.environ,
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+        "SMTP_HOST": mailbox.host,
+        "SMTP_PORT": str(mailbox.port),
+        **env_extra,
+    }
     found: set[str] = {PEPPER}
     receiver = await RecordingReceiver().start()
     receiver.statuses = [500, 503]  # two failed attempts first: retries are logged too
@@ -91,8 +125,9 @@ async def test_no_secret_appears_in_the_output_of_serve_and_worker(
     assert not re.search(r"whsec_[A-Za-z0-9+/=]{20,}", output)
 
 
-async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
-                    receiver: RecordingReceiver) -> set[str]:
+async def _exercise(
+    base: str, env: dict[str, str], servers: Any, mailbox: Any, receiver: RecordingReceiver
+) -> set[str]:
     """Drive the system the way clients do; answer every secret value produced or sent."""
     found: set[str] = set()
     organisation = await asyncio.to_thread(_create_organisation, env)
@@ -107,24 +142,35 @@ async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
         await conn.execute(
             "INSERT INTO control.email_configs (organisation_id, host, port, username, password,"
             " from_address) VALUES ($1, $2, $3, $4, $5, $6)",
-            uuid.UUID(failing["organisation_id"]), mailbox.host, mailbox.port,
-            "smtp-user@example.com", encrypt(smtp_password), "noreply@example.com")
+            uuid.UUID(failing["organisation_id"]),
+            mailbox.host,
+            mailbox.port,
+            "smtp-user@example.com",
+            encrypt(smtp_password),
+            "noreply@example.com",
+        )
     finally:
         await conn.close()
 
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
         agency = {"x-api-key": agency_key}
         owner = f"owner-{uuid.uuid4().hex[:8]}@example.com"
-        created = (await http.post("/functions/v1/create-subaccount-webhook", headers=agency,
-                                   json={"email": owner, "name": "Secret shop"})).json()
+        created = (
+            await http.post(
+                "/functions/v1/create-subaccount-webhook",
+                headers=agency,
+                json={"email": owner, "name": "Secret shop"},
+            )
+        ).json()
         assert created["success"] is True, created
         sub_account_id = created["sub_account_id"]
         found |= set(_invitation_tokens(mailbox, owner))
 
         keys = []
         for _ in range(2):
-            answer = await http.post(f"/functions/v1/agency/sub-accounts/{sub_account_id}"
-                                     "/api-keys", headers=agency)
+            answer = await http.post(
+                f"/functions/v1/agency/sub-accounts/{sub_account_id}/api-keys", headers=agency
+            )
             assert answer.status_code == 201, answer.text
             keys.append(answer.json()["api_key"])
         found |= set(keys)
@@ -133,68 +179,111 @@ async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
         # An LLM provider key, and an agent with its webhook secret.
         llm_key = "sk-" + secrets.token_hex(24)
         found.add(llm_key)
-        answer = await http.put(f"{BASE}/integrations/openai", json={"api_key": llm_key},
-                                headers=tenant)
+        answer = await http.put(
+            f"{BASE}/integrations/openai", json={"api_key": llm_key}, headers=tenant
+        )
         assert answer.status_code == 200, answer.text
-        answer = await http.post("/functions/v1/crm-api/create-agent", headers=tenant,
-                                 json=_agent_body(organisation["organisation_id"],
-                                                  sub_account_id))
+        answer = await http.post(
+            "/functions/v1/crm-api/create-agent",
+            headers=tenant,
+            json=_agent_body(organisation["organisation_id"], sub_account_id),
+        )
         assert answer.status_code == 201, answer.text
         agent = (await http.get(f"{BASE}/agents/{answer.json()['id']}", headers=tenant)).json()
-        found.add(agent["agent"]["webhook_secret"] if "agent" in agent
-                  else agent["webhook_secret"])
+        found.add(agent["agent"]["webhook_secret"] if "agent" in agent else agent["webhook_secret"])
 
         # A tool: its signing secret, and a header value a refused change echoes nowhere.
         header_value = "Bearer tool-" + secrets.token_hex(16)
         found.add(header_value)
-        answer = await http.post(f"{BASE}/tools", headers=tenant, json={
-            "name": "lookup", "type": "http", "description": "Look things up.",
-            "config": {"url": receiver.url, "headers": {"Authorization": header_value}}})
+        answer = await http.post(
+            f"{BASE}/tools",
+            headers=tenant,
+            json={
+                "name": "lookup",
+                "type": "http",
+                "description": "Look things up.",
+                "config": {"url": receiver.url, "headers": {"Authorization": header_value}},
+            },
+        )
         assert answer.status_code == 201, answer.text
         found.add(answer.json()["tool"]["secret"])
-        refused = await http.patch(f"{BASE}/tools/{answer.json()['tool']['id']}", headers=tenant,
-                                   json={"config": {"url": receiver.url, "timeout_seconds": 99,
-                                                    "headers": {"Authorization": header_value}}})
+        refused = await http.patch(
+            f"{BASE}/tools/{answer.json()['tool']['id']}",
+            headers=tenant,
+            json={
+                "config": {
+                    "url": receiver.url,
+                    "timeout_seconds": 99,
+                    "headers": {"Authorization": header_value},
+                }
+            },
+        )
         assert refused.status_code == 400 and header_value not in refused.text, refused.text
 
         # A webhook subscription, and an event delivered to it (after two failed attempts).
-        answer = await http.post(f"{BASE}/webhook-subscriptions", headers=tenant,
-                                 json={"url": receiver.url, "events": ["contact.updated"]})
+        answer = await http.post(
+            f"{BASE}/webhook-subscriptions",
+            headers=tenant,
+            json={"url": receiver.url, "events": ["contact.updated"]},
+        )
         assert answer.status_code == 201, answer.text
         found.add(answer.json()["subscription"]["secret"])
         # A target whose URL carries credentials, as many webhook receivers' URLs do.
         password, token = "hookpass" + secrets.token_hex(8), "hooktoken" + secrets.token_hex(8)
         found |= {password, token}
         port = receiver.url.split(":")[2].split("/")[0]
-        answer = await http.post(f"{BASE}/webhook-subscriptions", headers=tenant, json={
-            "url": f"http://hookuser:{password}@127.0.0.1:{port}/hook?token={token}",
-            "events": ["contact.updated"]})
+        answer = await http.post(
+            f"{BASE}/webhook-subscriptions",
+            headers=tenant,
+            json={
+                "url": f"http://hookuser:{password}@127.0.0.1:{port}/hook?token={token}",
+                "events": ["contact.updated"],
+            },
+        )
         assert answer.status_code in (201, 400), answer.text
         deliveries = 4 if answer.status_code == 201 else 3
-        contact = (await http.post(f"{BASE}/contacts", headers=tenant,
-                                   json={"email": f"c-{uuid.uuid4().hex[:8]}@example.com"}
-                                   )).json()["contact_id"]
-        answer = await http.post(f"{BASE}/contacts/{contact}/tags", json={"tags": ["vip"]},
-                                 headers={"x-api-key": keys[1]})
+        contact = (
+            await http.post(
+                f"{BASE}/contacts",
+                headers=tenant,
+                json={"email": f"c-{uuid.uuid4().hex[:8]}@example.com"},
+            )
+        ).json()["contact_id"]
+        answer = await http.post(
+            f"{BASE}/contacts/{contact}/tags",
+            json={"tags": ["vip"]},
+            headers={"x-api-key": keys[1]},
+        )
         assert answer.status_code == 200, answer.text
         await _wait(lambda: len(receiver.requests) >= deliveries, "webhook delivery")
 
         # An invitation that is emailed, and one whose email fails (502 keeps the token).
         member = f"member-{uuid.uuid4().hex[:8]}@example.com"
-        answer = await http.post("/functions/v1/crm-api/add-subaccount-user", headers=agency,
-                                 json={"email": member, "role": "sub_account_user",
-                                       "sub_account_id": sub_account_id})
+        answer = await http.post(
+            "/functions/v1/crm-api/add-subaccount-user",
+            headers=agency,
+            json={"email": member, "role": "sub_account_user", "sub_account_id": sub_account_id},
+        )
         assert answer.status_code == 201, answer.text
         found |= set(_invitation_tokens(mailbox, member))
-        failing_shop = (await http.post(
-            "/functions/v1/create-subaccount-webhook", headers={"x-api-key": failing_key},
-            json={"email": f"o-{uuid.uuid4().hex[:8]}@example.com", "name": "Failing"})).json()
+        failing_shop = (
+            await http.post(
+                "/functions/v1/create-subaccount-webhook",
+                headers={"x-api-key": failing_key},
+                json={"email": f"o-{uuid.uuid4().hex[:8]}@example.com", "name": "Failing"},
+            )
+        ).json()
         if "invitation_token" in failing_shop:
             found.add(failing_shop["invitation_token"])
         answer = await http.post(
-            "/functions/v1/crm-api/add-subaccount-user", headers={"x-api-key": failing_key},
-            json={"email": f"m-{uuid.uuid4().hex[:8]}@example.com", "role": "sub_account_user",
-                  "sub_account_id": failing_shop["sub_account_id"]})
+            "/functions/v1/crm-api/add-subaccount-user",
+            headers={"x-api-key": failing_key},
+            json={
+                "email": f"m-{uuid.uuid4().hex[:8]}@example.com",
+                "role": "sub_account_user",
+                "sub_account_id": failing_shop["sub_account_id"],
+            },
+        )
         assert answer.status_code == 502, answer.text
         found.add(answer.json()["invitation_token"])
 
@@ -205,35 +294,41 @@ async def _exercise(base: str, env: dict[str, str], servers: Any, mailbox: Any,
             for headers in ({"x-api-key": value}, {"Authorization": f"Bearer {value}"}):
                 assert (await http.get(f"{BASE}/contacts", headers=headers)).status_code == 401
         # A key in a body (a client's mistake) and a failing server error path.
-        assert (await http.post(f"{BASE}/contacts", headers=tenant,
-                                json={"email": "bad", "address": keys[1]})).status_code in (
-            201, 400)
+        assert (
+            await http.post(
+                f"{BASE}/contacts", headers=tenant, json={"email": "bad", "address": keys[1]}
+            )
+        ).status_code in (201, 400)
     return found
 
 
 async def test_no_secret_appears_in_the_in_process_logs(
-        client: Any, tenant: Tenant, mailbox: Any, pool: Any, caplog: Any) -> None:
+    client: Any, tenant: Tenant, mailbox: Any, pool: Any, caplog: Any
+) -> None:
     caplog.set_level(logging.DEBUG)
     found = {tenant.key, tenant.organisation.key}
     llm_key = "sk-" + secrets.token_hex(24)
     found.add(llm_key)
-    response = await client.put(f"{BASE}/integrations/anthropic", json={"api_key": llm_key},
-                                headers=tenant.headers)
+    response = await client.put(
+        f"{BASE}/integrations/anthropic", json={"api_key": llm_key}, headers=tenant.headers
+    )
     assert response.status_code == 200
     listed = await client.get(f"{BASE}/integrations", headers=tenant.headers)
     assert listed.status_code == 200 and llm_key not in await listed.get_data(as_text=True)
-    response = await client.post(f"{BASE}/webhook-subscriptions", headers=tenant.headers,
-                                 json={"url": "http://127.0.0.1:9/hook",
-                                       "events": ["contact.updated"]})
+    response = await client.post(
+        f"{BASE}/webhook-subscriptions",
+        headers=tenant.headers,
+        json={"url": "http://127.0.0.1:9/hook", "events": ["contact.updated"]},
+    )
     found.add((await response.get_json())["subscription"]["secret"])
     response = await client.post(
         f"/functions/v1/agency/sub-accounts/{tenant.id}/api-keys",
-        headers=tenant.organisation.headers)
+        headers=tenant.organisation.headers,
+    )
     found.add((await response.get_json())["api_key"])
     wrong = "sb_" + secrets.token_urlsafe(32)
     found.add(wrong)
-    assert (await client.get(f"{BASE}/contacts", headers={"x-api-key": wrong})
-            ).status_code == 401
+    assert (await client.get(f"{BASE}/contacts", headers={"x-api-key": wrong})).status_code == 401
     text = caplog.text + "\n".join(repr(record.__dict__) for record in caplog.records)
     assert not sorted(value for value in found if value in text)
 
@@ -242,9 +337,9 @@ async def test_no_secret_appears_in_the_in_process_logs(
 
 
 async def test_keys_are_stored_only_as_a_keyed_digest_and_a_short_prefix(
-        client: Any, pool: Any, tenant: Tenant) -> None:
-    rows = await pool.fetch("SELECT * FROM control.api_keys WHERE sub_account_id = $1",
-                            tenant.id)
+    client: Any, pool: Any, tenant: Tenant
+) -> None:
+    rows = await pool.fetch("SELECT * FROM control.api_keys WHERE sub_account_id = $1", tenant.id)
     (row,) = rows
     assert row["key_hash"] == hash_key(tenant.key)
     assert len(row["key_hash"]) == 32
@@ -260,7 +355,8 @@ async def test_keys_are_stored_only_as_a_keyed_digest_and_a_short_prefix(
 
 
 async def test_a_key_is_found_by_its_digest_and_nothing_else(
-        client: Any, pool: Any, tenant: Tenant) -> None:
+    client: Any, pool: Any, tenant: Tenant
+) -> None:
     from tenancy.principals import principal_for_key
 
     found = await principal_for_key(pool, tenant.key)
@@ -269,8 +365,9 @@ async def test_a_key_is_found_by_its_digest_and_nothing_else(
     twisted = tenant.key[:-1] + ("A" if tenant.key[-1] != "A" else "B")
     assert await principal_for_key(pool, twisted) is None
     # The stored digest itself, or the prefix, presented as a key: unknown.
-    row = await pool.fetchrow("SELECT key_hash, prefix FROM control.api_keys "
-                              "WHERE sub_account_id = $1", tenant.id)
+    row = await pool.fetchrow(
+        "SELECT key_hash, prefix FROM control.api_keys WHERE sub_account_id = $1", tenant.id
+    )
     assert await principal_for_key(pool, "sb_" + row["key_hash"].hex()) is None
     assert await principal_for_key(pool, row["prefix"]) is None
     for key in (twisted, row["prefix"], tenant.key.upper()):

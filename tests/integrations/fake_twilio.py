@@ -79,8 +79,13 @@ class FakeTwilio:
     def signed_headers(self, url: str, params: dict[str, str]) -> dict[str, str]:
         return {SIGNATURE_HEADER: signature(self.auth_token, url, params.items())}
 
-    async def post_webhook(self, url: str, params: dict[str, str], client: Any = None,
-                           headers: dict[str, str] | None = None) -> Any:
+    async def post_webhook(
+        self,
+        url: str,
+        params: dict[str, str],
+        client: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         """POST `params` form-encoded to `url`, signed (unless `headers` replace the
         signature): over HTTP, or through the Quart test `client`."""
         headers = self.signed_headers(url, params) if headers is None else headers
@@ -91,37 +96,67 @@ class FakeTwilio:
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         return await client.post(target, form=params, headers=headers)
 
-    def inbound_sms(self, from_number: str, to_number: str, body: str,
-                    sid: str | None = None) -> dict[str, str]:
+    def inbound_sms(
+        self, from_number: str, to_number: str, body: str, sid: str | None = None
+    ) -> dict[str, str]:
         """The parameters of Twilio's incoming-message webhook."""
         sid = sid or "SM" + uuid.uuid4().hex
-        return {"ToCountry": "US", "SmsMessageSid": sid, "NumMedia": "0", "SmsSid": sid,
-                "SmsStatus": "received", "Body": body, "To": to_number, "NumSegments": "1",
-                "MessageSid": sid, "AccountSid": self.account_sid, "From": from_number,
-                "ApiVersion": "2010-04-01"}
+        return {
+            "ToCountry": "US",
+            "SmsMessageSid": sid,
+            "NumMedia": "0",
+            "SmsSid": sid,
+            "SmsStatus": "received",
+            "Body": body,
+            "To": to_number,
+            "NumSegments": "1",
+            "MessageSid": sid,
+            "AccountSid": self.account_sid,
+            "From": from_number,
+            "ApiVersion": "2010-04-01",
+        }
 
-    async def receive_sms(self, public_url: str, from_number: str, to_number: str, body: str,
-                          sid: str | None = None, client: Any = None) -> Any:
+    async def receive_sms(
+        self,
+        public_url: str,
+        from_number: str,
+        to_number: str,
+        body: str,
+        sid: str | None = None,
+        client: Any = None,
+    ) -> Any:
         """A text from `from_number` to our `to_number`, posted to our SMS webhook."""
-        return await self.post_webhook(public_url.rstrip("/") + SMS_PATH,
-                                       self.inbound_sms(from_number, to_number, body, sid),
-                                       client)
+        return await self.post_webhook(
+            public_url.rstrip("/") + SMS_PATH,
+            self.inbound_sms(from_number, to_number, body, sid),
+            client,
+        )
 
-    def status_params(self, sid: str, status: str,
-                      error_code: str | None = None) -> dict[str, str]:
+    def status_params(self, sid: str, status: str, error_code: str | None = None) -> dict[str, str]:
         message = self.messages[sid]
-        params = {"MessageSid": sid, "SmsSid": sid, "MessageStatus": status,
-                  "SmsStatus": status, "From": message["from"], "To": message["to"],
-                  "AccountSid": self.account_sid, "ApiVersion": "2010-04-01"}
+        params = {
+            "MessageSid": sid,
+            "SmsSid": sid,
+            "MessageStatus": status,
+            "SmsStatus": status,
+            "From": message["from"],
+            "To": message["to"],
+            "AccountSid": self.account_sid,
+            "ApiVersion": "2010-04-01",
+        }
         if error_code:
             params["ErrorCode"] = error_code
         return params
 
-    async def report_status(self, sid: str, status: str, error_code: str | None = None,
-                            client: Any = None) -> Any:
+    async def report_status(
+        self, sid: str, status: str, error_code: str | None = None, client: Any = None
+    ) -> Any:
         """The status callback of a message we were asked to send, to its StatusCallback."""
-        return await self.post_webhook(self.messages[sid]["status_callback"],
-                                       self.status_params(sid, status, error_code), client)
+        return await self.post_webhook(
+            self.messages[sid]["status_callback"],
+            self.status_params(sid, status, error_code),
+            client,
+        )
 
     def own(self, phone_number: str, voice_url: str = "") -> str:
         sid = "PN" + uuid.uuid4().hex
@@ -129,17 +164,23 @@ class FakeTwilio:
         return sid
 
     def by_number(self, phone_number: str) -> dict[str, Any] | None:
-        return next((n for n in self.incoming.values() if n["phone_number"] == phone_number),
-                    None)
+        return next((n for n in self.incoming.values() if n["phone_number"] == phone_number), None)
 
     def ring(self, from_number: str, to_number: str) -> str:
         """An inbound call from `from_number` to our number: its VoiceUrl is asked what to do."""
         number = self.by_number(to_number)
         assert number is not None and number["voice_url"], f"{to_number} has no VoiceUrl"
         sid = "CA" + uuid.uuid4().hex
-        self.calls[sid] = {"sid": sid, "to": to_number, "from": from_number,
-                           "url": number["voice_url"], "direction": "inbound", "reads": 0,
-                           "status": "ringing", "bridged": True}
+        self.calls[sid] = {
+            "sid": sid,
+            "to": to_number,
+            "from": from_number,
+            "url": number["voice_url"],
+            "direction": "inbound",
+            "reads": 0,
+            "status": "ringing",
+            "bridged": True,
+        }
         self._carry(sid)
         return sid
 
@@ -157,31 +198,43 @@ class FakeTwilio:
             call["status"] = "no-answer" if script == "no_answer" else "busy"
             return
         call.update(status="in-progress", start_time=datetime.now(UTC))
-        params = {"AccountSid": self.account_sid, "ApiVersion": "2010-04-01",
-                  "CallSid": call["sid"], "CallStatus": "ringing" if inbound else "in-progress",
-                  "Direction": "inbound" if inbound else "outbound-api",
-                  "From": call["from"], "To": call["to"]}
+        params = {
+            "AccountSid": self.account_sid,
+            "ApiVersion": "2010-04-01",
+            "CallSid": call["sid"],
+            "CallStatus": "ringing" if inbound else "in-progress",
+            "Direction": "inbound" if inbound else "outbound-api",
+            "From": call["from"],
+            "To": call["to"],
+        }
         if call.get("machine_detection"):
-            params["AnsweredBy"] = ("machine_end_beep" if script == "answering_machine"
-                                    else "human")
+            params["AnsweredBy"] = "machine_end_beep" if script == "answering_machine" else "human"
         stream = await self._fetch_twiml(call["url"], params)
         try:
             if stream is None:
                 call["status"] = "failed"
                 return
             url, parameters = stream
-            self.results[call["sid"]] = await run_contact(url, ContactSession(
-                call_sid=call["sid"], account_sid=self.account_sid,
-                stream_sid="MZ" + uuid.uuid4().hex, script=script,
-                custom_parameters=parameters, max_seconds=120))
+            self.results[call["sid"]] = await run_contact(
+                url,
+                ContactSession(
+                    call_sid=call["sid"],
+                    account_sid=self.account_sid,
+                    stream_sid="MZ" + uuid.uuid4().hex,
+                    script=script,
+                    custom_parameters=parameters,
+                    max_seconds=120,
+                ),
+            )
             call["status"] = "completed"
         except TelephonyError:
             call["status"] = "failed"
         finally:
             call["end_time"] = datetime.now(UTC)
 
-    async def _fetch_twiml(self, url: str,
-                           params: dict[str, str]) -> tuple[str, dict[str, str]] | None:
+    async def _fetch_twiml(
+        self, url: str, params: dict[str, str]
+    ) -> tuple[str, dict[str, str]] | None:
         """POST the voice webhook, signed, following `<Pause>` + `<Redirect>` (a caller on hold)
         for as long as `hold_patience` seconds; the TwiML's stream URL and parameters, if any."""
         held_until = asyncio.get_running_loop().time() + self.hold_patience
@@ -189,15 +242,22 @@ class FakeTwilio:
             headers = {SIGNATURE_HEADER: signature(self.auth_token, url, params.items())}
             async with httpx.AsyncClient(timeout=10) as http:
                 response = await http.post(url, data=params, headers=headers)
-            self.webhooks.append({"url": url, "params": params, "status": response.status_code,
-                                  "twiml": response.text})
+            self.webhooks.append(
+                {
+                    "url": url,
+                    "params": params,
+                    "status": response.status_code,
+                    "twiml": response.text,
+                }
+            )
             if response.status_code != 200:
                 return None
             twiml = ElementTree.fromstring(response.text)
             stream = twiml.find("./Connect/Stream")
             if stream is not None:
-                return stream.get("url", ""), {p.get("name", ""): p.get("value", "")
-                                               for p in stream.findall("Parameter")}
+                return stream.get("url", ""), {
+                    p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")
+                }
             redirect = twiml.find("./Redirect")
             if redirect is None or asyncio.get_running_loop().time() > held_until:
                 return None  # rejected, or the caller gave up waiting
@@ -214,10 +274,13 @@ def _error(status: int, code: int, message: str) -> Response:
 
 def _bridged(call: dict[str, Any]) -> dict[str, Any]:
     start, end = call.get("start_time"), call.get("end_time")
-    return {"sid": call["sid"], "status": call["status"],
-            "start_time": format_datetime(start) if start else None,
-            "end_time": format_datetime(end) if end else None,
-            "duration": str(round((end - start).total_seconds())) if start and end else None}
+    return {
+        "sid": call["sid"],
+        "status": call["status"],
+        "start_time": format_datetime(start) if start else None,
+        "end_time": format_datetime(end) if end else None,
+        "duration": str(round((end - start).total_seconds())) if start and end else None,
+    }
 
 
 def twilio_app(state: FakeTwilio) -> Quart:
@@ -283,18 +346,25 @@ def twilio_app(state: FakeTwilio) -> Quart:
     async def create_message(account: str) -> Response:
         form = await request.form
         if state.by_number(form.get("From", "")) is None:
-            return _error(400, 21606, "The 'From' phone number is not a valid, SMS-capable "
-                                      "inbound phone number for your account")
+            return _error(
+                400,
+                21606,
+                "The 'From' phone number is not a valid, SMS-capable "
+                "inbound phone number for your account",
+            )
         if not form.get("To", "").startswith("+"):
             return _error(400, 21211, "Invalid 'To' Phone Number")
         sid = "SM" + uuid.uuid4().hex
-        state.messages[sid] = {"sid": sid, "to": form["To"], "from": form["From"],
-                               "body": form.get("Body", "")}
+        state.messages[sid] = {
+            "sid": sid,
+            "to": form["To"],
+            "from": form["From"],
+            "body": form.get("Body", ""),
+        }
         if form.get("StatusCallback"):
             state.messages[sid]["status_callback"] = form["StatusCallback"]
             if state.report_before_answer:
-                await state.report_status(sid, state.report_before_answer,
-                                          client=state.api_client)
+                await state.report_status(sid, state.report_before_answer, client=state.api_client)
         response = jsonify({"sid": sid, "status": "queued"})
         response.status_code = 201
         return response
@@ -305,11 +375,18 @@ def twilio_app(state: FakeTwilio) -> Quart:
         if state.by_number(form.get("From", "")) is None:
             return _error(400, 21212, "The 'From' number is not a valid phone number")
         sid = "CA" + uuid.uuid4().hex
-        state.calls[sid] = {"sid": sid, "to": form["To"], "from": form["From"],
-                            "url": form["Url"], "record": form.get("Record"),
-                            "reads": 0, "status": "queued", "direction": "outbound-api",
-                            "machine_detection": form.get("MachineDetection"),
-                            "bridged": state.bridge}
+        state.calls[sid] = {
+            "sid": sid,
+            "to": form["To"],
+            "from": form["From"],
+            "url": form["Url"],
+            "record": form.get("Record"),
+            "reads": 0,
+            "status": "queued",
+            "direction": "outbound-api",
+            "machine_detection": form.get("MachineDetection"),
+            "bridged": state.bridge,
+        }
         if state.bridge:
             state._carry(sid)
         response = jsonify({"sid": sid, "status": "queued"})
@@ -327,12 +404,15 @@ def twilio_app(state: FakeTwilio) -> Quart:
         call["status"] = steps[min(call["reads"], len(steps) - 1)]
         call["reads"] += 1
         ended = call["status"] not in ("queued", "ringing", "in-progress")
-        return jsonify({
-            "sid": sid, "status": call["status"],
-            "start_time": "Tue, 10 Mar 2026 12:00:00 +0000",
-            "end_time": "Tue, 10 Mar 2026 12:01:15 +0000" if ended else None,
-            "duration": str(state.call_duration) if ended else None,
-        })
+        return jsonify(
+            {
+                "sid": sid,
+                "status": call["status"],
+                "start_time": "Tue, 10 Mar 2026 12:00:00 +0000",
+                "end_time": "Tue, 10 Mar 2026 12:01:15 +0000" if ended else None,
+                "duration": str(state.call_duration) if ended else None,
+            }
+        )
 
     @app.post(f"{PREFIX}/Calls/<sid>.json")
     async def update_call(account: str, sid: str) -> Response:
@@ -354,15 +434,19 @@ def twilio_app(state: FakeTwilio) -> Quart:
 
 
 @contextlib.asynccontextmanager
-async def worker_on_twilio(state: FakeTwilio, monkeypatch: Any, database_url: str,
-                           redis_url: str, **env: str) -> AsyncIterator[Any]:
+async def worker_on_twilio(
+    state: FakeTwilio, monkeypatch: Any, database_url: str, redis_url: str, **env: str
+) -> AsyncIterator[Any]:
     """The real worker with SWITCHBOARD_TELEPHONY=twilio pointed at the fake (and `env`)."""
     from tenancy.settings import get_settings
 
-    for name, value in {"SWITCHBOARD_TELEPHONY": "twilio",
-                        "TWILIO_ACCOUNT_SID": state.account_sid,
-                        "TWILIO_AUTH_TOKEN": state.auth_token,
-                        "TWILIO_API_BASE_URL": state.url, **env}.items():
+    for name, value in {
+        "SWITCHBOARD_TELEPHONY": "twilio",
+        "TWILIO_ACCOUNT_SID": state.account_sid,
+        "TWILIO_AUTH_TOKEN": state.auth_token,
+        "TWILIO_API_BASE_URL": state.url,
+        **env,
+    }.items():
         monkeypatch.setenv(name, value)
     if "TWILIO_VOICE_URL" not in env:
         monkeypatch.delenv("TWILIO_VOICE_URL", raising=False)

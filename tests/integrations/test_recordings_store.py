@@ -86,10 +86,19 @@ async def test_delete_tenant_without_recordings_is_no_error(store: Any) -> None:
 A, B = "0b7e2f4a-5c1d-4e8f-9a6b-3c2d1e0f9a8b", "6d5c4b3a-2f1e-4d0c-8b9a-7f6e5d4c3b2a"
 
 
-@pytest.mark.parametrize("key", [
-    "../etc/passwd", "a/b.wav", f"{A}/../{B}.wav", f"{A}/{B}.mp3", f"{A}/{B}.wav/x",
-    f"/{A}/{B}.wav", f"{A.upper()}/{B}.wav", f"{A}/{B}.wav\n",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "../etc/passwd",
+        "a/b.wav",
+        f"{A}/../{B}.wav",
+        f"{A}/{B}.mp3",
+        f"{A}/{B}.wav/x",
+        f"/{A}/{B}.wav",
+        f"{A.upper()}/{B}.wav",
+        f"{A}/{B}.wav\n",
+    ],
+)
 async def test_a_key_not_made_from_two_uuids_is_refused(store: Any, key: str) -> None:
     with pytest.raises(ValueError):
         await store.put(key, WAV)
@@ -127,8 +136,7 @@ async def test_file_store_that_cannot_write_raises_its_own_error(tmp_path: Path)
 async def test_s3_store_that_cannot_be_reached_raises_its_own_error(s3_server: Any) -> None:
     from tenancy.embedded import free_port
 
-    store = S3RecordingStore(S3Config("nowhere", f"http://127.0.0.1:{free_port()}",
-                                      "us-east-1"))
+    store = S3RecordingStore(S3Config("nowhere", f"http://127.0.0.1:{free_port()}", "us-east-1"))
 
     with pytest.raises(RecordingStoreError):
         await store.put(new_key(), WAV)
@@ -137,8 +145,9 @@ async def test_s3_store_that_cannot_be_reached_raises_its_own_error(s3_server: A
 
 
 async def test_s3_bucket_that_does_not_exist_raises_its_own_error(s3_server: Any) -> None:
-    store = S3RecordingStore(S3Config(f"missing-{uuid.uuid4().hex[:8]}", s3_server.endpoint_url,
-                                      s3_server.region))
+    store = S3RecordingStore(
+        S3Config(f"missing-{uuid.uuid4().hex[:8]}", s3_server.endpoint_url, s3_server.region)
+    )
 
     with pytest.raises(RecordingStoreError):
         await store.put(new_key(), WAV)

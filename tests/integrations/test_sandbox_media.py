@@ -36,9 +36,14 @@ PARAMETERS = {"call_id": "5b0c1f0e-call", "sub_account_id": "9d1e-sub", "signatu
 
 
 def session(script: str, max_seconds: float = 30.0) -> ContactSession:
-    return ContactSession(call_sid="CA0001", account_sid="AC0001", stream_sid="MZ0001",
-                          script=script, custom_parameters=PARAMETERS,  # type: ignore[arg-type]
-                          max_seconds=max_seconds)
+    return ContactSession(
+        call_sid="CA0001",
+        account_sid="AC0001",
+        stream_sid="MZ0001",
+        script=script,
+        custom_parameters=PARAMETERS,  # type: ignore[arg-type]
+        max_seconds=max_seconds,
+    )
 
 
 def tone(seconds: float, hz: float = 440.0) -> bytes:
@@ -105,8 +110,9 @@ class Runtime:
         start = time.monotonic()
         for k, at in enumerate(range(0, len(pcm), 320)):
             payload = base64.b64encode(mulaw.encode(pcm[at : at + 320])).decode()
-            await self.ws.send(json.dumps({"event": "media", "streamSid": "MZ0001",
-                                           "media": {"payload": payload}}))
+            await self.ws.send(
+                json.dumps({"event": "media", "streamSid": "MZ0001", "media": {"payload": payload}})
+            )
             if realtime:
                 await asyncio.sleep(max(start + (k + 1) * 0.02 - time.monotonic(), 0))
 
@@ -117,8 +123,9 @@ class Runtime:
 Behaviour = Callable[[Runtime], Awaitable[None]]
 
 
-async def call(behaviour: Behaviour, script: str,
-               max_seconds: float = 30.0) -> tuple[ContactResult, Runtime]:
+async def call(
+    behaviour: Behaviour, script: str, max_seconds: float = 30.0
+) -> tuple[ContactResult, Runtime]:
     """Run `script` against a runtime acting out `behaviour`; the runtime closes when it returns."""
     seen: list[Runtime] = []
     handled = asyncio.Event()
@@ -198,8 +205,16 @@ async def test_unreachable_runtime_is_a_telephony_error() -> None:
 def test_manifest_lists_every_clip_with_its_text() -> None:
     manifest = json.loads((HERE / "manifest.json").read_text())
     assert [c["name"] for c in manifest["clips"]] == [
-        "hello", "minute", "sounds_good", "goodbye", "voicemail_greeting", "beep",
-        "talk_1", "talk_2", "talk_3"]
+        "hello",
+        "minute",
+        "sounds_good",
+        "goodbye",
+        "voicemail_greeting",
+        "beep",
+        "talk_1",
+        "talk_2",
+        "talk_3",
+    ]
     assert all(set(c) == {"name", "file", "text"} for c in manifest["clips"])
     assert CLIPS["minute"].text == "Yes, I have a minute."
     assert CLIPS["beep"].text == ""
@@ -235,8 +250,10 @@ def test_beep_is_a_400_ms_1khz_tone() -> None:
 
 def test_mulaw_round_trip_keeps_speech_close() -> None:
     pcm = load_clip("hello")
-    error = np.abs(np.frombuffer(round_trip(pcm), "<i2").astype(np.int32)
-                   - np.frombuffer(pcm, "<i2").astype(np.int32))
+    error = np.abs(
+        np.frombuffer(round_trip(pcm), "<i2").astype(np.int32)
+        - np.frombuffer(pcm, "<i2").astype(np.int32)
+    )
     assert mulaw.encode(bytes(2)) == bytes([mulaw.SILENCE])
     assert error.max() <= 1024
 
@@ -248,15 +265,23 @@ async def test_start_event_is_what_twilio_sends(person: tuple[ContactResult, Run
     _, runtime = person
     assert runtime.messages[0] == {"event": "connected", "protocol": "Call", "version": "1.0.0"}
     assert runtime.messages[1] == {
-        "event": "start", "sequenceNumber": "1", "streamSid": "MZ0001",
-        "start": {"accountSid": "AC0001", "streamSid": "MZ0001", "callSid": "CA0001",
-                  "tracks": ["inbound"], "customParameters": PARAMETERS,
-                  "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000,
-                                  "channels": 1}}}
+        "event": "start",
+        "sequenceNumber": "1",
+        "streamSid": "MZ0001",
+        "start": {
+            "accountSid": "AC0001",
+            "streamSid": "MZ0001",
+            "callSid": "CA0001",
+            "tracks": ["inbound"],
+            "customParameters": PARAMETERS,
+            "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+        },
+    }
 
 
 async def test_media_frames_are_numbered_20_ms_inbound_chunks(
-        person: tuple[ContactResult, Runtime]) -> None:
+    person: tuple[ContactResult, Runtime],
+) -> None:
     result, runtime = person
     media = [m for m in runtime.messages if m["event"] == "media"]
     assert len(media) == result.frames_sent
@@ -285,14 +310,16 @@ async def test_person_is_silent_between_its_lines(person: tuple[ContactResult, R
     speaking = set()
     for line in result.lines:
         first = round(line.start_seconds / 0.02)
-        speaking.update(range(first, first + int(np.ceil((line.end_seconds - line.start_seconds)
-                                                         / 0.02))))
+        speaking.update(
+            range(first, first + int(np.ceil((line.end_seconds - line.start_seconds) / 0.02)))
+        )
     quiet = [f for k, f in enumerate(runtime.frames) if k not in speaking]
     assert quiet and all(f == SILENT_FRAME for f in quiet)
 
 
 async def test_person_answers_once_the_agent_has_been_quiet_700_ms(
-        person: tuple[ContactResult, Runtime]) -> None:
+    person: tuple[ContactResult, Runtime],
+) -> None:
     result, _ = person
     replies = result.agent_utterances[:3]
     for (_, agent_end), line in zip(replies, result.lines[1:], strict=True):
@@ -302,7 +329,8 @@ async def test_person_answers_once_the_agent_has_been_quiet_700_ms(
 
 
 async def test_agent_audio_after_the_hang_up_goes_unheard(
-        person: tuple[ContactResult, Runtime]) -> None:
+    person: tuple[ContactResult, Runtime],
+) -> None:
     result, _ = person
     (_, goodbye_reply_end) = result.agent_utterances[3]
     assert goodbye_reply_end <= result.duration_seconds
@@ -310,7 +338,8 @@ async def test_agent_audio_after_the_hang_up_goes_unheard(
 
 
 async def test_person_hangs_up_half_a_second_after_goodbye(
-        person: tuple[ContactResult, Runtime]) -> None:
+    person: tuple[ContactResult, Runtime],
+) -> None:
     result, runtime = person
     assert result.ended_by == "contact"
     assert runtime.messages[-1]["event"] == "stop"
@@ -320,16 +349,18 @@ async def test_person_hangs_up_half_a_second_after_goodbye(
 
 
 async def test_mark_is_echoed_once_the_audio_before_it_has_played(
-        person: tuple[ContactResult, Runtime]) -> None:
+    person: tuple[ContactResult, Runtime],
+) -> None:
     result, runtime = person
     assert result.marks_echoed == ["reply-1"]
-    (echoed_at, name), = runtime.echoes
+    ((echoed_at, name),) = runtime.echoes
     assert name == "reply-1"
     assert abs(echoed_at - result.agent_utterances[0][1]) < 0.1
 
 
 async def test_frames_leave_in_real_time_without_drift(
-        person: tuple[ContactResult, Runtime]) -> None:
+    person: tuple[ContactResult, Runtime],
+) -> None:
     result, runtime = person
     assert result.duration_seconds == pytest.approx(result.frames_sent * 0.02, abs=0.1)
     # Frame k is due at k * 20 ms. A pacer that sleeps 20 ms after each frame falls further behind
@@ -357,7 +388,7 @@ async def test_answering_machine_greets_beeps_then_waits_for_the_message() -> No
     assert result.beep_end_seconds == result.lines[1].end_seconds
     beep = load_clip("beep")
     assert line_audio(runtime, result.lines[1].start_seconds, len(beep) // 2) == round_trip(beep)
-    (message_start, _), = result.agent_utterances
+    ((message_start, _),) = result.agent_utterances
     assert message_start > result.beep_end_seconds
     assert result.ended_by == "runtime"
 
@@ -403,11 +434,11 @@ async def test_clear_drops_the_agent_audio_not_yet_played() -> None:
     result, runtime = await call(burst_then_clear, "silent")
 
     assert result.clears == 1
-    (start, end), = result.agent_utterances
+    ((start, end),) = result.agent_utterances
     assert end == pytest.approx(result.clear_seconds[0], abs=0.03)
     assert end - start < 0.7
     assert len(result.agent_audio) == 2 * int(2.0 * SAMPLE_RATE)
-    (echoed_at, _), = runtime.echoes
+    ((echoed_at, _),) = runtime.echoes
     assert echoed_at == pytest.approx(result.clear_seconds[0], abs=0.06)
 
 
@@ -419,7 +450,7 @@ async def test_mark_after_a_burst_waits_for_its_playback() -> None:
 
     result, runtime = await call(burst_then_mark, "silent")
 
-    (echoed_at, name), = runtime.echoes
+    ((echoed_at, name),) = runtime.echoes
     assert name == "played"
     assert echoed_at == pytest.approx(0.6, abs=0.08)
     assert result.marks_echoed == ["played"]
@@ -482,8 +513,9 @@ async def test_a_runtime_busy_for_too_long_is_a_telephony_error(monkeypatch) -> 
 
 
 @contextlib.asynccontextmanager
-async def runtime_refusing(refusals: int | None,
-                           code: int = 1013) -> AsyncIterator[tuple[list[str], str]]:
+async def runtime_refusing(
+    refusals: int | None, code: int = 1013
+) -> AsyncIterator[tuple[list[str], str]]:
     """A runtime that reads each stream's start, then closes it with `code` `refusals` times
     (None: always), then lets the contact talk until it hangs up; yields what it did with each."""
     handled: list[str] = []

@@ -18,8 +18,7 @@ async def listed(client, tenant, query=""):
 async def test_items_are_shaped_as_the_single_read(client, tenant):
     contact_id = await make_contact(client, tenant)
     made = await create_invoice(client, tenant, contact_id, notes="first")
-    single = await (await client.get(f"{INVOICES}/{made['id']}", headers=tenant.headers)
-                    ).get_json()
+    single = await (await client.get(f"{INVOICES}/{made['id']}", headers=tenant.headers)).get_json()
     assert (await listed(client, tenant))["invoices"] == [single["invoice"]]
 
 
@@ -30,8 +29,11 @@ async def test_filters_by_status_and_contact_combine(client, tenant):
     ada_paid = await create_invoice(client, tenant, ada)
     bob_paid = await create_invoice(client, tenant, bob)
     for invoice in (ada_paid, bob_paid):
-        response = await client.post(f"{INVOICES}/{invoice['id']}/mark-paid",
-                                     json={"payment_method": "cash"}, headers=tenant.headers)
+        response = await client.post(
+            f"{INVOICES}/{invoice['id']}/mark-paid",
+            json={"payment_method": "cash"},
+            headers=tenant.headers,
+        )
         assert response.status_code == 200
 
     paid = await listed(client, tenant, "?status=paid")
@@ -52,7 +54,8 @@ async def test_unknown_contact_filter_lists_nothing(client, tenant):
 
 
 async def test_another_sub_accounts_invoices_are_not_listed_even_by_its_contact(
-        client, tenant, tenant_second):
+    client, tenant, tenant_second
+):
     theirs = await make_contact(client, tenant_second)
     await create_invoice(client, tenant_second, theirs)
     assert (await listed(client, tenant))["total"] == 0
@@ -68,7 +71,6 @@ async def test_uppercase_uuid_filter_is_accepted(client, tenant):
 
 
 async def test_a_bad_filter_beside_a_good_one_names_only_the_bad_one(client, tenant):
-    response = await client.get(f"{INVOICES}?status=pending&contact_id=42",
-                                headers=tenant.headers)
+    response = await client.get(f"{INVOICES}?status=pending&contact_id=42", headers=tenant.headers)
     body = await expect_error(response, 400, "validation_error")
     assert [d["field"] for d in body["error"]["details"]] == ["contact_id"]

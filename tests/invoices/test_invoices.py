@@ -15,9 +15,24 @@ from tenancy.db import tenant_transaction
 from tests.factories import DUE, INVOICES, ITEMS, create_invoice, insert_contact
 from tests.helpers import error_code, stored_invoice
 
-INVOICE_FIELDS = {"id", "invoice_number", "contact_id", "quote_id", "amount", "status",
-                  "issued_at", "due_date", "paid_at", "payment_method", "notes", "items",
-                  "payment_url", "payment_link_expires_at", "created_at", "updated_at"}
+INVOICE_FIELDS = {
+    "id",
+    "invoice_number",
+    "contact_id",
+    "quote_id",
+    "amount",
+    "status",
+    "issued_at",
+    "due_date",
+    "paid_at",
+    "payment_method",
+    "notes",
+    "items",
+    "payment_url",
+    "payment_link_expires_at",
+    "created_at",
+    "updated_at",
+}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
@@ -35,10 +50,12 @@ async def patch(client, tenant, invoice_id, body):
     return await client.patch(f"{INVOICES}/{invoice_id}", json=body, headers=tenant.headers)
 
 
-
 async def mark_paid(client, tenant, invoice_id, method="card"):
-    return await client.post(f"{INVOICES}/{invoice_id}/mark-paid",
-                             json={"payment_method": method}, headers=tenant.headers)
+    return await client.post(
+        f"{INVOICES}/{invoice_id}/mark-paid",
+        json={"payment_method": method},
+        headers=tenant.headers,
+    )
 
 
 async def payment_link(client, tenant, invoice_id):
@@ -50,10 +67,20 @@ async def payment_link(client, tenant, invoice_id):
 
 async def test_create_invoice_is_201_pending_with_the_spec_shape(client, tenant, contact):
     quote_id = uuid.uuid4()
-    response = await client.post(INVOICES, headers=tenant.headers, json={
-        "contact_id": str(contact), "due_date": DUE, "notes": "thanks", "quote_id": str(quote_id),
-        "items": [{"item": "Setup", "quantity": 1, "amount": 99.5},
-                  {"item": "Hours", "quantity": 3, "amount": 0.335}]})
+    response = await client.post(
+        INVOICES,
+        headers=tenant.headers,
+        json={
+            "contact_id": str(contact),
+            "due_date": DUE,
+            "notes": "thanks",
+            "quote_id": str(quote_id),
+            "items": [
+                {"item": "Setup", "quantity": 1, "amount": 99.5},
+                {"item": "Hours", "quantity": 3, "amount": 0.335},
+            ],
+        },
+    )
 
     assert response.status_code == 201
     body = await response.get_json()
@@ -64,8 +91,10 @@ async def test_create_invoice_is_201_pending_with_the_spec_shape(client, tenant,
     assert invoice["contact_id"] == str(contact) and invoice["quote_id"] == str(quote_id)
     assert invoice["amount"] == 100.51 and invoice["status"] == "pending"
     assert invoice["due_date"] == DUE and invoice["notes"] == "thanks"
-    assert invoice["items"] == [{"item": "Setup", "quantity": 1, "amount": 99.5},
-                                {"item": "Hours", "quantity": 3, "amount": 0.335}]
+    assert invoice["items"] == [
+        {"item": "Setup", "quantity": 1, "amount": 99.5},
+        {"item": "Hours", "quantity": 3, "amount": 0.335},
+    ]
     assert invoice["paid_at"] is None and invoice["payment_method"] is None
     assert invoice["payment_url"] is None and invoice["payment_link_expires_at"] is None
     for field in ("issued_at", "created_at", "updated_at"):
@@ -74,9 +103,15 @@ async def test_create_invoice_is_201_pending_with_the_spec_shape(client, tenant,
 
 async def test_a_whole_quantity_written_as_3_0_is_the_integer_3(client, pool, tenant, contact):
     # JSON has one number type; JSON Schema's `integer` (the document's) includes 3.0.
-    response = await client.post(INVOICES, headers=tenant.headers, json={
-        "contact_id": str(contact), "due_date": DUE,
-        "items": [{"item": "Hours", "quantity": 3.0, "amount": 10}]})
+    response = await client.post(
+        INVOICES,
+        headers=tenant.headers,
+        json={
+            "contact_id": str(contact),
+            "due_date": DUE,
+            "items": [{"item": "Hours", "quantity": 3.0, "amount": 10}],
+        },
+    )
 
     assert response.status_code == 201, await response.get_data(as_text=True)
     invoice = (await response.get_json())["invoice"]
@@ -95,51 +130,66 @@ async def test_create_invoice_is_stored(client, pool, tenant, contact):
 
 
 async def test_create_without_contact_is_400(client, tenant):
-    response = await client.post(INVOICES, json={"items": ITEMS, "due_date": DUE},
-                                 headers=tenant.headers)
+    response = await client.post(
+        INVOICES, json={"items": ITEMS, "due_date": DUE}, headers=tenant.headers
+    )
 
     assert response.status_code == 400
     assert await error_code(response) == "validation_error"
 
 
 async def test_create_contact_id_not_uuid_is_400_invalid_uuid(client, tenant):
-    response = await client.post(INVOICES, json={"contact_id": "nope", "items": ITEMS,
-                                                 "due_date": DUE}, headers=tenant.headers)
+    response = await client.post(
+        INVOICES,
+        json={"contact_id": "nope", "items": ITEMS, "due_date": DUE},
+        headers=tenant.headers,
+    )
 
     assert response.status_code == 400
     assert await error_code(response) == "invalid_uuid"
 
 
 async def test_create_for_unknown_contact_is_404(client, tenant):
-    response = await client.post(INVOICES, json={"contact_id": str(uuid.uuid4()), "items": ITEMS,
-                                                 "due_date": DUE}, headers=tenant.headers)
+    response = await client.post(
+        INVOICES,
+        json={"contact_id": str(uuid.uuid4()), "items": ITEMS, "due_date": DUE},
+        headers=tenant.headers,
+    )
 
     assert response.status_code == 404
     assert await error_code(response) == "not_found"
 
 
-async def test_create_for_another_sub_accounts_contact_is_404(client, pool, tenant,
-                                                              tenant_second):
+async def test_create_for_another_sub_accounts_contact_is_404(client, pool, tenant, tenant_second):
     foreign = await insert_contact(pool, tenant_second)
 
-    response = await client.post(INVOICES, json={"contact_id": str(foreign), "items": ITEMS,
-                                                 "due_date": DUE}, headers=tenant.headers)
+    response = await client.post(
+        INVOICES,
+        json={"contact_id": str(foreign), "items": ITEMS, "due_date": DUE},
+        headers=tenant.headers,
+    )
 
     assert response.status_code == 404
 
 
-@pytest.mark.parametrize("body", [
-    {"items": []},
-    {"items": [{"item": "x", "quantity": 0, "amount": 1}]},
-    {"due_date": "2026-02-30"},
-    {"due_date": None},
-    {"quote_id": "not-a-uuid"},
-])
-async def test_create_with_invalid_fields_is_400_and_creates_nothing(client, pool, tenant,
-                                                                     contact, body):
-    response = await client.post(INVOICES, headers=tenant.headers,
-                                 json={"contact_id": str(contact), "items": ITEMS, "due_date": DUE,
-                                       **body})
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"items": []},
+        {"items": [{"item": "x", "quantity": 0, "amount": 1}]},
+        {"due_date": "2026-02-30"},
+        {"due_date": None},
+        {"quote_id": "not-a-uuid"},
+    ],
+)
+async def test_create_with_invalid_fields_is_400_and_creates_nothing(
+    client, pool, tenant, contact, body
+):
+    response = await client.post(
+        INVOICES,
+        headers=tenant.headers,
+        json={"contact_id": str(contact), "items": ITEMS, "due_date": DUE, **body},
+    )
 
     assert response.status_code == 400
     async with tenant_transaction(pool, tenant.schema) as conn:
@@ -147,8 +197,9 @@ async def test_create_with_invalid_fields_is_400_and_creates_nothing(client, poo
 
 
 async def test_create_without_key_is_401(client, contact):
-    response = await client.post(INVOICES, json={"contact_id": str(contact), "items": ITEMS,
-                                                 "due_date": DUE})
+    response = await client.post(
+        INVOICES, json={"contact_id": str(contact), "items": ITEMS, "due_date": DUE}
+    )
 
     assert response.status_code == 401
 
@@ -162,8 +213,11 @@ async def test_invoice_numbers_follow_on(client, tenant, contact):
 
 async def test_a_failed_create_leaves_no_gap_in_numbers(client, tenant, contact):
     await create_invoice(client, tenant, contact)
-    refused = await client.post(INVOICES, json={"contact_id": str(uuid.uuid4()), "items": ITEMS,
-                                                "due_date": DUE}, headers=tenant.headers)
+    refused = await client.post(
+        INVOICES,
+        json={"contact_id": str(uuid.uuid4()), "items": ITEMS, "due_date": DUE},
+        headers=tenant.headers,
+    )
     assert refused.status_code == 404
 
     after = await create_invoice(client, tenant, contact)
@@ -171,8 +225,7 @@ async def test_a_failed_create_leaves_no_gap_in_numbers(client, tenant, contact)
     assert after["invoice_number"] == "INV-000002"
 
 
-async def test_invoice_numbers_count_per_sub_account(client, pool, tenant, tenant_second,
-                                                     contact):
+async def test_invoice_numbers_count_per_sub_account(client, pool, tenant, tenant_second, contact):
     await create_invoice(client, tenant, contact)
     await create_invoice(client, tenant, contact)
 
@@ -181,10 +234,10 @@ async def test_invoice_numbers_count_per_sub_account(client, pool, tenant, tenan
     assert other["invoice_number"] == "INV-000001"
 
 
-async def test_30_concurrent_creates_get_numbers_without_gaps_or_duplicates(client, tenant,
-                                                                            contact):
-    invoices = await asyncio.gather(*(create_invoice(client, tenant, contact)
-                                      for _ in range(30)))
+async def test_30_concurrent_creates_get_numbers_without_gaps_or_duplicates(
+    client, tenant, contact
+):
+    invoices = await asyncio.gather(*(create_invoice(client, tenant, contact) for _ in range(30)))
 
     numbers = sorted(invoice["invoice_number"] for invoice in invoices)
     assert numbers == [f"INV-{n:06d}" for n in range(1, 31)]
@@ -193,23 +246,29 @@ async def test_30_concurrent_creates_get_numbers_without_gaps_or_duplicates(clie
 # --- rounding ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("items", "total"), [
-    ([(3, 0.335)], 1.01),
-    ([(1, 0.015)], 0.02),
-    ([(1, 0.0149)], 0.01),
-    ([(3, 0.3333)], 1.0),
-    ([(7, 1.4285)], 10.0),
-    ([(2, 0.0125)], 0.03),
-    # Rounded once, on the sum: per-line rounding would give 0.02.
-    ([(1, 0.0125), (1, 0.0125)], 0.03),
-    ([(1, 19.99), (2, 5.005)], 30.0),
-    ([(1, 0.1), (1, 0.2)], 0.3),
-    ([(100, 1000000)], 100000000),
-])
+@pytest.mark.parametrize(
+    ("items", "total"),
+    [
+        ([(3, 0.335)], 1.01),
+        ([(1, 0.015)], 0.02),
+        ([(1, 0.0149)], 0.01),
+        ([(3, 0.3333)], 1.0),
+        ([(7, 1.4285)], 10.0),
+        ([(2, 0.0125)], 0.03),
+        # Rounded once, on the sum: per-line rounding would give 0.02.
+        ([(1, 0.0125), (1, 0.0125)], 0.03),
+        ([(1, 19.99), (2, 5.005)], 30.0),
+        ([(1, 0.1), (1, 0.2)], 0.3),
+        ([(100, 1000000)], 100000000),
+    ],
+)
 async def test_total_is_sum_of_price_times_quantity_rounded_half_up_to_cents(
-        client, pool, tenant, contact, items, total):
-    body = [{"item": f"line {n}", "quantity": quantity, "amount": amount}
-            for n, (quantity, amount) in enumerate(items)]
+    client, pool, tenant, contact, items, total
+):
+    body = [
+        {"item": f"line {n}", "quantity": quantity, "amount": amount}
+        for n, (quantity, amount) in enumerate(items)
+    ]
 
     invoice = await create_invoice(client, tenant, contact, items=body)
 
@@ -219,8 +278,12 @@ async def test_total_is_sum_of_price_times_quantity_rounded_half_up_to_cents(
 
 
 async def test_patch_items_recalculates_the_rounded_total(client, tenant, invoice):
-    response = await patch(client, tenant, invoice["id"],
-                           {"items": [{"item": "Hours", "quantity": 3, "amount": 0.335}]})
+    response = await patch(
+        client,
+        tenant,
+        invoice["id"],
+        {"items": [{"item": "Hours", "quantity": 3, "amount": 0.335}]},
+    )
 
     assert response.status_code == 200
     assert (await response.get_json())["invoice"]["amount"] == 1.01
@@ -275,16 +338,18 @@ async def test_patch_changes_only_the_fields_sent(client, tenant, invoice):
     assert body["status"] == "success" and body["payment_link_cleared"] is False
     changed = body["invoice"]
     assert changed["notes"] == "net 30"
-    unchanged = {key: value for key, value in changed.items()
-                 if key not in ("notes", "updated_at")}
-    assert unchanged == {key: value for key, value in invoice.items()
-                         if key not in ("notes", "updated_at")}
+    unchanged = {key: value for key, value in changed.items() if key not in ("notes", "updated_at")}
+    assert unchanged == {
+        key: value for key, value in invoice.items() if key not in ("notes", "updated_at")
+    }
     assert changed["updated_at"] >= invoice["updated_at"]
 
 
 async def test_patch_items_replaces_all_line_items(client, pool, tenant, invoice):
-    items = [{"item": "A", "quantity": 1, "amount": 10}, {"item": "B", "quantity": 4,
-                                                          "amount": 2.5}]
+    items = [
+        {"item": "A", "quantity": 1, "amount": 10},
+        {"item": "B", "quantity": 4, "amount": 2.5},
+    ]
 
     response = await patch(client, tenant, invoice["id"], {"items": items})
 
@@ -330,8 +395,9 @@ async def test_patch_notes_null_or_empty_clears(client, pool, tenant, contact, c
     assert (await stored_invoice(pool, tenant, invoice["id"]))["notes"] is None
 
 
-@pytest.mark.parametrize("path", [["void"], ["refunded"], ["void", "pending"],
-                                  ["refunded", "void"], ["pending"]])
+@pytest.mark.parametrize(
+    "path", [["void"], ["refunded"], ["void", "pending"], ["refunded", "void"], ["pending"]]
+)
 async def test_patch_status_moves_a_non_paid_invoice(client, tenant, invoice, path):
     for status in path:
         response = await patch(client, tenant, invoice["id"], {"status": status})
@@ -364,8 +430,9 @@ async def test_patch_notes_of_a_paid_invoice_is_allowed(client, tenant, invoice)
 async def test_changed_amount_clears_the_payment_link(client, pool, tenant, invoice):
     assert (await payment_link(client, tenant, invoice["id"])).status_code == 200
 
-    response = await patch(client, tenant, invoice["id"],
-                           {"items": [{"item": "More", "quantity": 1, "amount": 150}]})
+    response = await patch(
+        client, tenant, invoice["id"], {"items": [{"item": "More", "quantity": 1, "amount": 150}]}
+    )
 
     body = await response.get_json()
     assert body["payment_link_cleared"] is True
@@ -378,8 +445,12 @@ async def test_changed_amount_clears_the_payment_link(client, pool, tenant, invo
 async def test_items_with_the_same_total_keep_the_payment_link(client, tenant, invoice):
     linked = await (await payment_link(client, tenant, invoice["id"])).get_json()
 
-    response = await patch(client, tenant, invoice["id"],
-                           {"items": [{"item": "Same total", "quantity": 4, "amount": 25}]})
+    response = await patch(
+        client,
+        tenant,
+        invoice["id"],
+        {"items": [{"item": "Same total", "quantity": 4, "amount": 25}]},
+    )
 
     body = await response.get_json()
     assert body["payment_link_cleared"] is False
@@ -387,8 +458,9 @@ async def test_items_with_the_same_total_keep_the_payment_link(client, tenant, i
 
 
 async def test_changed_amount_without_a_link_reports_nothing_cleared(client, tenant, invoice):
-    response = await patch(client, tenant, invoice["id"],
-                           {"items": [{"item": "More", "quantity": 1, "amount": 150}]})
+    response = await patch(
+        client, tenant, invoice["id"], {"items": [{"item": "More", "quantity": 1, "amount": 150}]}
+    )
 
     assert (await response.get_json())["payment_link_cleared"] is False
 
@@ -457,8 +529,7 @@ BAD_ITEMS = [
 
 
 @pytest.mark.parametrize("items", BAD_ITEMS)
-async def test_patch_invalid_items_is_400_and_changes_nothing(client, pool, tenant, invoice,
-                                                              items):
+async def test_patch_invalid_items_is_400_and_changes_nothing(client, pool, tenant, invoice, items):
     response = await patch(client, tenant, invoice["id"], {"items": items})
 
     assert response.status_code == 400
@@ -475,8 +546,20 @@ async def test_patch_total_too_large_for_the_amount_column_is_400(client, tenant
     assert response.status_code == 400
 
 
-@pytest.mark.parametrize("due_date", ["2026-02-30", "2026-13-01", "2026-2-3", "12/01/2026",
-                                      "2026-12-01T00:00:00Z", "", "tomorrow", None, 20261201])
+@pytest.mark.parametrize(
+    "due_date",
+    [
+        "2026-02-30",
+        "2026-13-01",
+        "2026-2-3",
+        "12/01/2026",
+        "2026-12-01T00:00:00Z",
+        "",
+        "tomorrow",
+        None,
+        20261201,
+    ],
+)
 async def test_patch_invalid_due_date_is_400(client, tenant, invoice, due_date):
     response = await patch(client, tenant, invoice["id"], {"due_date": due_date})
 
@@ -493,8 +576,9 @@ async def test_patch_invalid_status_is_400(client, pool, tenant, invoice, status
     assert (await stored_invoice(pool, tenant, invoice["id"]))["status"] == "pending"
 
 
-@pytest.mark.parametrize("body", [{"contact_id": None}, {"contact_id": 7}, {"notes": 5},
-                                  {"notes": "x" * 5001}])
+@pytest.mark.parametrize(
+    "body", [{"contact_id": None}, {"contact_id": 7}, {"notes": 5}, {"notes": "x" * 5001}]
+)
 async def test_patch_invalid_contact_id_or_notes_is_400(client, tenant, invoice, body):
     response = await patch(client, tenant, invoice["id"], body)
 
@@ -502,8 +586,11 @@ async def test_patch_invalid_contact_id_or_notes_is_400(client, tenant, invoice,
 
 
 async def test_patch_body_not_json_is_400(client, tenant, invoice):
-    response = await client.patch(f"{INVOICES}/{invoice['id']}", data="{oops",
-                                  headers={**tenant.headers, "content-type": "application/json"})
+    response = await client.patch(
+        f"{INVOICES}/{invoice['id']}",
+        data="{oops",
+        headers={**tenant.headers, "content-type": "application/json"},
+    )
 
     assert response.status_code == 400
     assert await error_code(response) == "invalid_json"
@@ -532,7 +619,8 @@ async def test_patch_unknown_invoice_is_404(client, tenant):
 
 
 async def test_patch_another_sub_accounts_invoice_is_404_and_changes_nothing(
-        client, pool, tenant, tenant_second):
+    client, pool, tenant, tenant_second
+):
     foreign = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     response = await patch(client, tenant, foreign["id"], {"notes": "mine now"})
@@ -549,11 +637,13 @@ async def test_patch_unknown_contact_is_404(client, tenant, invoice):
 
 
 async def test_patch_another_sub_accounts_contact_is_404_and_changes_nothing(
-        client, pool, tenant, tenant_second, invoice):
+    client, pool, tenant, tenant_second, invoice
+):
     foreign = await insert_contact(pool, tenant_second)
 
-    response = await patch(client, tenant, invoice["id"], {"contact_id": str(foreign),
-                                                           "notes": "x"})
+    response = await patch(
+        client, tenant, invoice["id"], {"contact_id": str(foreign), "notes": "x"}
+    )
 
     assert response.status_code == 404
     row = await stored_invoice(pool, tenant, invoice["id"])
@@ -561,8 +651,7 @@ async def test_patch_another_sub_accounts_contact_is_404_and_changes_nothing(
 
 
 @pytest.mark.parametrize("status", ["pending", "void"])
-async def test_patch_paid_invoice_to_pending_or_void_is_409(client, pool, tenant, invoice,
-                                                            status):
+async def test_patch_paid_invoice_to_pending_or_void_is_409(client, pool, tenant, invoice, status):
     await mark_paid(client, tenant, invoice["id"])
 
     response = await patch(client, tenant, invoice["id"], {"status": status, "notes": "x"})
@@ -576,8 +665,9 @@ async def test_patch_paid_invoice_to_pending_or_void_is_409(client, pool, tenant
 async def test_patch_items_of_a_paid_invoice_is_409(client, pool, tenant, invoice):
     await mark_paid(client, tenant, invoice["id"])
 
-    response = await patch(client, tenant, invoice["id"],
-                           {"items": [{"item": "x", "quantity": 1, "amount": 1}]})
+    response = await patch(
+        client, tenant, invoice["id"], {"items": [{"item": "x", "quantity": 1, "amount": 1}]}
+    )
 
     assert response.status_code == 409
     assert (await stored_invoice(pool, tenant, invoice["id"]))["amount"] == Decimal("100.00")
@@ -590,17 +680,24 @@ async def test_concurrent_patches_of_different_fields_lose_no_update(client, ten
     invoices = [await create_invoice(client, tenant, contact) for _ in range(5)]
     items = [{"item": "Raced", "quantity": 2, "amount": 7.25}]
 
-    responses = await asyncio.gather(*(
-        request for invoice in invoices for request in (
-            patch(client, tenant, invoice["id"], {"notes": "raced note"}),
-            patch(client, tenant, invoice["id"], {"items": items}),
-            patch(client, tenant, invoice["id"], {"due_date": "2030-01-01"}),
-            patch(client, tenant, invoice["id"], {"status": "void"}))))
+    responses = await asyncio.gather(
+        *(
+            request
+            for invoice in invoices
+            for request in (
+                patch(client, tenant, invoice["id"], {"notes": "raced note"}),
+                patch(client, tenant, invoice["id"], {"items": items}),
+                patch(client, tenant, invoice["id"], {"due_date": "2030-01-01"}),
+                patch(client, tenant, invoice["id"], {"status": "void"}),
+            )
+        )
+    )
 
     assert [r.status_code for r in responses] == [200] * len(responses)
     for invoice in invoices:
-        final = await (await client.get(f"{INVOICES}/{invoice['id']}",
-                                        headers=tenant.headers)).get_json()
+        final = await (
+            await client.get(f"{INVOICES}/{invoice['id']}", headers=tenant.headers)
+        ).get_json()
         assert final["invoice"]["notes"] == "raced note"
         assert final["invoice"]["items"] == items and final["invoice"]["amount"] == 14.5
         assert final["invoice"]["due_date"] == "2030-01-01"
@@ -611,9 +708,10 @@ async def test_mark_paid_racing_a_void_patch_leaves_one_winner(client, pool, ten
     for _ in range(5):
         invoice = await create_invoice(client, tenant, contact)
 
-        paid, voided = await asyncio.gather(mark_paid(client, tenant, invoice["id"]),
-                                            patch(client, tenant, invoice["id"],
-                                                  {"status": "void"}))
+        paid, voided = await asyncio.gather(
+            mark_paid(client, tenant, invoice["id"]),
+            patch(client, tenant, invoice["id"], {"status": "void"}),
+        )
 
         row = await stored_invoice(pool, tenant, invoice["id"])
         assert sorted([paid.status_code, voided.status_code]) == [200, 409]
@@ -632,8 +730,9 @@ async def test_payment_link_is_set_on_a_pending_invoice(client, app, pool, tenan
     assert re.match(re.escape(public_url) + r"/pay/[A-Za-z0-9_-]{20,}$", linked["payment_url"])
     expires = datetime.fromisoformat(linked["payment_link_expires_at"].replace("Z", "+00:00"))
     assert expires > datetime.now(UTC)
-    assert (await stored_invoice(pool, tenant, invoice["id"]))["payment_url"] == \
-        linked["payment_url"]
+    assert (await stored_invoice(pool, tenant, invoice["id"]))["payment_url"] == linked[
+        "payment_url"
+    ]
 
 
 async def test_payment_link_again_replaces_the_link(client, tenant, invoice):
@@ -668,8 +767,9 @@ async def test_payment_link_invoice_id_not_uuid_is_400(client, tenant):
     assert await error_code(response) == "invalid_uuid"
 
 
-async def test_payment_link_for_another_sub_accounts_invoice_is_404(client, pool, tenant,
-                                                                    tenant_second):
+async def test_payment_link_for_another_sub_accounts_invoice_is_404(
+    client, pool, tenant, tenant_second
+):
     foreign = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     response = await payment_link(client, tenant, foreign["id"])
@@ -708,8 +808,9 @@ async def test_mark_paid_twice_is_409(client, tenant, invoice):
 
 
 @pytest.mark.parametrize("status", ["void", "refunded"])
-async def test_mark_paid_of_a_void_or_refunded_invoice_is_409(client, pool, tenant, invoice,
-                                                              status):
+async def test_mark_paid_of_a_void_or_refunded_invoice_is_409(
+    client, pool, tenant, invoice, status
+):
     await patch(client, tenant, invoice["id"], {"status": status})
 
     response = await mark_paid(client, tenant, invoice["id"])
@@ -719,11 +820,13 @@ async def test_mark_paid_of_a_void_or_refunded_invoice_is_409(client, pool, tena
     assert (await stored_invoice(pool, tenant, invoice["id"]))["status"] == status
 
 
-@pytest.mark.parametrize("body", [{}, {"payment_method": ""}, {"payment_method": "  "},
-                                  {"payment_method": 3}])
+@pytest.mark.parametrize(
+    "body", [{}, {"payment_method": ""}, {"payment_method": "  "}, {"payment_method": 3}]
+)
 async def test_mark_paid_without_payment_method_is_400(client, tenant, invoice, body):
-    response = await client.post(f"{INVOICES}/{invoice['id']}/mark-paid", json=body,
-                                 headers=tenant.headers)
+    response = await client.post(
+        f"{INVOICES}/{invoice['id']}/mark-paid", json=body, headers=tenant.headers
+    )
 
     assert response.status_code == 400
     assert await error_code(response) == "validation_error"
@@ -742,8 +845,9 @@ async def test_mark_paid_of_unknown_invoice_is_404(client, tenant):
     assert response.status_code == 404
 
 
-async def test_mark_paid_of_another_sub_accounts_invoice_is_404(client, pool, tenant,
-                                                                tenant_second):
+async def test_mark_paid_of_another_sub_accounts_invoice_is_404(
+    client, pool, tenant, tenant_second
+):
     foreign = await create_invoice(client, tenant_second, await insert_contact(pool, tenant_second))
 
     response = await mark_paid(client, tenant, foreign["id"])
@@ -753,8 +857,9 @@ async def test_mark_paid_of_another_sub_accounts_invoice_is_404(client, pool, te
 
 
 async def test_mark_paid_without_key_is_401(client, invoice):
-    response = await client.post(f"{INVOICES}/{invoice['id']}/mark-paid",
-                                 json={"payment_method": "card"})
+    response = await client.post(
+        f"{INVOICES}/{invoice['id']}/mark-paid", json={"payment_method": "card"}
+    )
 
     assert response.status_code == 401
 
@@ -765,5 +870,6 @@ async def test_mark_paid_without_key_is_401(client, invoice):
 async def test_a_billed_contact_cannot_be_deleted(pool, tenant, invoice):
     with pytest.raises(asyncpg.ForeignKeyViolationError):
         async with tenant_transaction(pool, tenant.schema) as conn:
-            await conn.execute("DELETE FROM contacts WHERE id = $1",
-                               uuid.UUID(invoice["contact_id"]))
+            await conn.execute(
+                "DELETE FROM contacts WHERE id = $1", uuid.UUID(invoice["contact_id"])
+            )

@@ -97,28 +97,32 @@ async def schedule(pool, tenant, kind, ref_id, due_at):
         await schedule_due(conn, tenant.id, kind, ref_id, due_at)
 
 
-
 # The worker of these tests runs every job of the product and these handlers besides.
-TEST_JOBS = dataclasses.replace(JOBS, due_handlers=[
-    *JOBS.due_handlers,
-    DueHandler(RECORD_KIND, record, lease_seconds=30),
-    DueHandler(FAIL_KIND, fail, lease_seconds=30),
-    DueHandler(FLAKY_KIND, always_fails, lease_seconds=30),
-    DueHandler(SLOW_KIND, slow, lease_seconds=0.3),
-    DueHandler(HELD_KIND, held_until_cancelled, lease_seconds=30),
-    DueHandler(RESCHEDULE_KIND, rescheduled_while_running, lease_seconds=30),
-])
+TEST_JOBS = dataclasses.replace(
+    JOBS,
+    due_handlers=[
+        *JOBS.due_handlers,
+        DueHandler(RECORD_KIND, record, lease_seconds=30),
+        DueHandler(FAIL_KIND, fail, lease_seconds=30),
+        DueHandler(FLAKY_KIND, always_fails, lease_seconds=30),
+        DueHandler(SLOW_KIND, slow, lease_seconds=0.3),
+        DueHandler(HELD_KIND, held_until_cancelled, lease_seconds=30),
+        DueHandler(RESCHEDULE_KIND, rescheduled_while_running, lease_seconds=30),
+    ],
+)
 
 
 @pytest.fixture
 def run_worker(run_worker):
     async def run(**overrides):
         return await run_worker(jobs=TEST_JOBS, **overrides)
+
     return run
 
 
-async def test_sweeper_reenqueues_due_work_lost_by_redis(client, pool, tenant, receiver, arq,
-                                                         run_worker):
+async def test_sweeper_reenqueues_due_work_lost_by_redis(
+    client, pool, tenant, receiver, arq, run_worker
+):
     await subscribe(client, tenant, receiver.url())
     await emit_event(pool, tenant)
     [delivery] = await deliveries(pool, tenant)
@@ -149,8 +153,9 @@ async def test_enqueuing_twice_delivers_once(client, pool, tenant, receiver, arq
     assert (delivery["status"], delivery["attempt_count"]) == ("delivered", 1)
 
 
-async def test_commit_notifies_the_worker_which_enqueues(client, pool, tenant, receiver, arq,
-                                                         servers, run_worker):
+async def test_commit_notifies_the_worker_which_enqueues(
+    client, pool, tenant, receiver, arq, servers, run_worker
+):
     ctx = {"db": pool, "redis": arq, "database_url": servers.database_url}
     await due.start_listener(ctx)
     try:
@@ -186,8 +191,12 @@ async def test_rescheduling_supersedes_the_earlier_time(pool, tenant, arq, run_w
     [second] = await due_rows(pool, [ref_id])
     assert (second["id"], second["version"]) == (first["id"], first["version"] + 1)
     # The job queued for the old time finds a newer version and does nothing.
-    await arq.enqueue_job("run_due", str(first["id"]), first["version"],
-                          _job_id=due.job_id(first["id"], first["version"]))
+    await arq.enqueue_job(
+        "run_due",
+        str(first["id"]),
+        first["version"],
+        _job_id=due.job_id(first["id"], first["version"]),
+    )
     await run_worker()
     assert ref_id not in handled
     assert len(await due_rows(pool, [ref_id])) == 1
@@ -239,17 +248,16 @@ def test_worker_runs_the_sweeper_every_few_seconds():
     assert "run_due" in [getattr(f, "name", None) for f in settings["functions"]]
 
 
-async def test_work_of_a_suspended_sub_account_waits_until_it_is_resumed(pool, tenant,
-                                                                        run_worker):
+async def test_work_of_a_suspended_sub_account_waits_until_it_is_resumed(pool, tenant, run_worker):
     ref_id = uuid.uuid4()
-    await pool.execute("UPDATE control.sub_accounts SET status = 'suspended' WHERE id = $1",
-                       tenant.id)
+    await pool.execute(
+        "UPDATE control.sub_accounts SET status = 'suspended' WHERE id = $1", tenant.id
+    )
     await schedule(pool, tenant, RECORD_KIND, ref_id, utcnow())
     await run_worker()
     assert ref_id not in handled
     assert len(await due_rows(pool, [ref_id])) == 1
-    await pool.execute("UPDATE control.sub_accounts SET status = 'active' WHERE id = $1",
-                       tenant.id)
+    await pool.execute("UPDATE control.sub_accounts SET status = 'active' WHERE id = $1", tenant.id)
     await run_worker()
     assert handled.count(ref_id) == 1
 
@@ -259,26 +267,35 @@ SWITCHBOARD = [sys.executable, "-m", "cli"]
 
 def switchboard(servers, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
-    return subprocess.run([*SWITCHBOARD, *args], env=env, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*SWITCHBOARD, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 async def status_of(pool, ref_id):
-    return await pool.fetchrow("SELECT id, status, failures, last_error, failed_at, version"
-                               " FROM control.due_work WHERE ref_id = $1", ref_id)
+    return await pool.fetchrow(
+        "SELECT id, status, failures, last_error, failed_at, version"
+        " FROM control.due_work WHERE ref_id = $1",
+        ref_id,
+    )
 
 
 async def time_passes(pool, arq, ref_id) -> None:
     """The row's backoff is over: due now, and its deferred job is what the sweeper queues."""
-    row = await pool.fetchrow("SELECT id, version FROM control.due_work WHERE ref_id = $1",
-                              ref_id)
+    row = await pool.fetchrow("SELECT id, version FROM control.due_work WHERE ref_id = $1", ref_id)
     await forget_queue(arq, [due.job_id(row["id"], row["version"])])
     await pool.execute("UPDATE control.due_work SET due_at = now() WHERE id = $1", row["id"])
     await due.sweep_due({"db": pool, "redis": arq})
 
 
-async def test_work_that_keeps_failing_ends_failed_with_its_reason(pool, tenant, arq,
-                                                                  run_worker, worker_env):
+async def test_work_that_keeps_failing_ends_failed_with_its_reason(
+    pool, tenant, arq, run_worker, worker_env
+):
     worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="3")
     ref_id = uuid.uuid4()
     await schedule(pool, tenant, FLAKY_KIND, ref_id, utcnow())
@@ -295,8 +312,9 @@ async def test_work_that_keeps_failing_ends_failed_with_its_reason(pool, tenant,
     assert failed["failed_at"] is not None
     assert calls.count(ref_id) == 3
     # Never retried again: the sweeper passes it by, a stray job for it does nothing.
-    await pool.execute("UPDATE control.due_work SET due_at = now() - interval '1 hour'"
-                       " WHERE ref_id = $1", ref_id)
+    await pool.execute(
+        "UPDATE control.due_work SET due_at = now() - interval '1 hour' WHERE ref_id = $1", ref_id
+    )
     await due.sweep_due({"db": pool, "redis": arq})
     await arq.enqueue_job("run_due", str(failed["id"]), failed["version"])
     await run_worker()
@@ -304,8 +322,9 @@ async def test_work_that_keeps_failing_ends_failed_with_its_reason(pool, tenant,
     assert (await status_of(pool, ref_id))["status"] == "failed"
 
 
-async def test_operator_lists_failed_work_and_retries_it(pool, tenant, tenant_second, arq,
-                                                        servers, run_worker, worker_env):
+async def test_operator_lists_failed_work_and_retries_it(
+    pool, tenant, tenant_second, arq, servers, run_worker, worker_env
+):
     worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="1")
     ref_id, other_ref_id = uuid.uuid4(), uuid.uuid4()
     await schedule(pool, tenant, FLAKY_KIND, ref_id, utcnow())
@@ -314,18 +333,22 @@ async def test_operator_lists_failed_work_and_retries_it(pool, tenant, tenant_se
     row = await status_of(pool, ref_id)
     assert row["status"] == "failed"
 
-    listed = switchboard(servers, "due-work", "failed", "--sub-account", str(tenant.id),
-                         "--json")
+    listed = switchboard(servers, "due-work", "failed", "--sub-account", str(tenant.id), "--json")
     assert listed.returncode == 0, listed.stderr
     [item] = [json.loads(line) for line in listed.stdout.splitlines()]
     assert (item["id"], item["sub_account_id"], item["kind"], item["ref_id"]) == (
-        str(row["id"]), str(tenant.id), FLAKY_KIND, str(ref_id))
+        str(row["id"]),
+        str(tenant.id),
+        FLAKY_KIND,
+        str(ref_id),
+    )
     assert (item["failures"], item["last_error"]) == (1, "ConnectionError: provider unreachable")
     assert item["failed_at"].endswith("Z")
     plain = switchboard(servers, "due-work", "failed")
     assert plain.returncode == 0, plain.stderr
     assert {str(ref_id), str(other_ref_id)} <= {
-        line.split()[3].split(":", 1)[1] for line in plain.stdout.splitlines()}
+        line.split()[3].split(":", 1)[1] for line in plain.stdout.splitlines()
+    }
 
     retried = switchboard(servers, "due-work", "retry", str(row["id"]))
     assert retried.returncode == 0, retried.stderr
@@ -339,8 +362,7 @@ async def test_operator_lists_failed_work_and_retries_it(pool, tenant, tenant_se
     assert "no failed due-work item" in again.stderr
 
 
-async def test_run_past_its_lease_is_a_failed_run_recorded_as_a_timeout(pool, tenant,
-                                                                        run_worker):
+async def test_run_past_its_lease_is_a_failed_run_recorded_as_a_timeout(pool, tenant, run_worker):
     ref_id = uuid.uuid4()
     await schedule(pool, tenant, SLOW_KIND, ref_id, utcnow())
     await run_worker(max_burst_jobs=1)
@@ -365,8 +387,9 @@ async def test_cancelled_run_is_a_failed_run_recorded_as_a_cancellation(pool, te
     assert after["last_error"].startswith("CancelledError")
 
 
-async def test_work_whose_runs_keep_dying_is_set_aside_without_running(pool, tenant, arq,
-                                                                       run_worker, worker_env):
+async def test_work_whose_runs_keep_dying_is_set_aside_without_running(
+    pool, tenant, arq, run_worker, worker_env
+):
     worker_env(SWITCHBOARD_DUE_WORK_MAX_FAILURES="1")
     ref_id = uuid.uuid4()
     await schedule(pool, tenant, RECORD_KIND, ref_id, utcnow())
@@ -374,8 +397,10 @@ async def test_work_whose_runs_keep_dying_is_set_aside_without_running(pool, ten
     # A worker claims it and dies mid-run: its lease runs out without an outcome.
     handlers = due.handlers_by_kind(TEST_JOBS.due_handlers)
     assert await due.claim(pool, handlers, row["id"], row["version"]) is not None
-    await pool.execute("UPDATE control.due_work SET claimed_until = now() - interval '1 second'"
-                       " WHERE id = $1", row["id"])
+    await pool.execute(
+        "UPDATE control.due_work SET claimed_until = now() - interval '1 second' WHERE id = $1",
+        row["id"],
+    )
     await due.sweep_due({"db": pool, "redis": arq})
     await run_worker()
     assert ref_id not in handled

@@ -77,8 +77,14 @@ class HeldReceiver:
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             path = head.split(" ", 2)[1]
-            length = next((int(line.split(":", 1)[1]) for line in head.split("\r\n")
-                           if line.lower().startswith("content-length:")), 0)
+            length = next(
+                (
+                    int(line.split(":", 1)[1])
+                    for line in head.split("\r\n")
+                    if line.lower().startswith("content-length:")
+                ),
+                0,
+            )
             await reader.readexactly(length)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             writer.close()
@@ -89,8 +95,9 @@ class HeldReceiver:
         self.most[path] = max(self.most[path], self.open[path])
         self.most_all = max(self.most_all, self.open_all)
         gone = asyncio.ensure_future(reader.read(1))  # b"" once the sender closes
-        answer = asyncio.ensure_future(self.released.wait() if self.hold is None
-                                       else asyncio.sleep(self.hold))
+        answer = asyncio.ensure_future(
+            self.released.wait() if self.hold is None else asyncio.sleep(self.hold)
+        )
         try:
             await asyncio.wait({gone, answer}, return_when=asyncio.FIRST_COMPLETED)
             if answer.done() and not gone.done():
@@ -113,11 +120,13 @@ async def held() -> AsyncIterator[HeldReceiver]:
 
 
 @pytest.fixture
-async def start_worker(migrated, servers, voice_runtime,
-                       worker_env) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
+async def start_worker(
+    migrated, servers, voice_runtime, worker_env
+) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
     """`await start_worker(**env)`: the real worker, every queue, in this process with these
     settings, until the test ends."""
     async with contextlib.AsyncExitStack() as stack:
+
         async def start(**env: str) -> Any:
             worker_env(**env)
             return await stack.enter_async_context(running_worker(migrated, servers.redis_url))
@@ -135,7 +144,8 @@ async def until(check: Callable[[], Awaitable[bool]], seconds: float, what: str)
 
 
 async def test_a_sub_account_flooding_a_receiver_that_never_answers_holds_up_no_other(
-        client, pool, tenant, agency_second, receiver, held, start_worker):
+    client, pool, tenant, agency_second, receiver, held, start_worker
+):
     # The audit's case: B's receiver holds each attempt for the whole webhook timeout (10 s).
     await start_worker()
     # Tenant A: an agent with a number, a contact to call, its own receiver of contact.created.
@@ -153,6 +163,7 @@ async def test_a_sub_account_flooding_a_receiver_that_never_answers_holds_up_no_
 
     async def flood_holds_its_share() -> bool:
         return held.open["/hook"] >= 5
+
     await until(flood_holds_its_share, BOUND_SECONDS, "B's deliveries in flight")
 
     # A's webhook arrives.
@@ -160,18 +171,23 @@ async def test_a_sub_account_flooding_a_receiver_that_never_answers_holds_up_no_
 
     async def a_webhook_arrived() -> bool:
         return len(receiver.to("/hook")) >= 1
+
     await until(a_webhook_arrived, BOUND_SECONDS, "tenant A's webhook")
     assert receiver.to("/hook")[0].json()["type"] == "contact.created"
 
     # A's outbound call starts (leaves `queued`).
-    response = await client.post(f"/webhooks/inbound/contacts/{callee}/call",
-                                 json={"agent_id": agent_id}, headers=tenant.headers)
+    response = await client.post(
+        f"/webhooks/inbound/contacts/{callee}/call",
+        json={"agent_id": agent_id},
+        headers=tenant.headers,
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     call_id = (await response.get_json())["call_id"]
 
     async def call_started() -> bool:
         answer = await client.get(f"{CALLS}/{call_id}", headers=tenant.headers)
         return (await answer.get_json())["call"]["status"] != "queued"
+
     await until(call_started, BOUND_SECONDS, "tenant A's call leaving queued")
 
     # A's number purchase (a request that waits for a provider job) answers in time.
@@ -190,6 +206,7 @@ async def test_a_sub_account_flooding_a_receiver_that_never_answers_holds_up_no_
     async def all_delivered() -> bool:
         rows = await deliveries(pool, flooder)
         return len(rows) == 100 and all(row["status"] == "delivered" for row in rows)
+
     await until(all_delivered, 60, "every delivery of B")
     assert held.most["/hook"] == 5
     for row in await deliveries(pool, flooder):
@@ -199,8 +216,7 @@ async def test_a_sub_account_flooding_a_receiver_that_never_answers_holds_up_no_
         assert logged[-1]["status_code"] == 200
 
 
-async def test_deliveries_waiting_for_a_slot_are_no_attempts(client, pool, tenant,
-                                                             start_worker):
+async def test_deliveries_waiting_for_a_slot_are_no_attempts(client, pool, tenant, start_worker):
     """30 deliveries to one subscription whose receiver takes 0.5 s each: 5 go at once, the
     others wait their turn without an attempt logged or a retry delay taken."""
     slow = await HeldReceiver(hold=0.5).start()
@@ -213,6 +229,7 @@ async def test_deliveries_waiting_for_a_slot_are_no_attempts(client, pool, tenan
         async def all_delivered() -> bool:
             rows = await deliveries(pool, tenant)
             return len(rows) == 30 and all(row["status"] == "delivered" for row in rows)
+
         await until(all_delivered, 30, "every delivery")
         assert slow.most["/hook"] == 5
         assert slow.received["/hook"] == 30
@@ -223,8 +240,9 @@ async def test_deliveries_waiting_for_a_slot_are_no_attempts(client, pool, tenan
         await slow.stop()
 
 
-async def test_an_agents_post_call_webhook_target_gets_5_at_once(client, pool, tenant,
-                                                                start_worker):
+async def test_an_agents_post_call_webhook_target_gets_5_at_once(
+    client, pool, tenant, start_worker
+):
     slow = await HeldReceiver(hold=0.5).start()
     try:
         await start_worker()
@@ -235,6 +253,7 @@ async def test_an_agents_post_call_webhook_target_gets_5_at_once(client, pool, t
         async def all_delivered() -> bool:
             rows = await deliveries(pool, tenant)
             return len(rows) == 12 and all(row["status"] == "delivered" for row in rows)
+
         await until(all_delivered, 30, "every post-call delivery")
         assert slow.most["/post-call"] == 5
     finally:
@@ -253,6 +272,7 @@ async def test_one_sub_accounts_deliveries_share_its_cap(client, pool, tenant, s
         async def all_delivered() -> bool:
             rows = await deliveries(pool, tenant)
             return len(rows) == 12 and all(row["status"] == "delivered" for row in rows)
+
         await until(all_delivered, 30, "every delivery")
         assert slow.most_all == 3
         assert slow.received == Counter({"/a": 6, "/b": 6})
@@ -264,8 +284,12 @@ async def test_each_kind_of_due_work_is_queued_on_its_queue(client, pool, tenant
     """The sweeper and the listener put a delivery's run on the deliveries queue, not behind
     (or in front of) the provider jobs of the default queue."""
     arq = app.app.config["ARQ"]
-    ctx = {"db": pool, "redis": arq, "database_url": servers.database_url,
-           "due_handlers": due.handlers_by_kind(JOBS.due_handlers)}
+    ctx = {
+        "db": pool,
+        "redis": arq,
+        "database_url": servers.database_url,
+        "due_handlers": due.handlers_by_kind(JOBS.due_handlers),
+    }
     await subscribe(client, tenant, "http://127.0.0.1:9/hook")
     await due.start_listener(ctx)
     try:
@@ -276,6 +300,7 @@ async def test_each_kind_of_due_work_is_queued_on_its_queue(client, pool, tenant
 
         async def queued_on_deliveries() -> bool:
             return await arq.zscore(DELIVERIES_QUEUE, job_id) is not None
+
         await until(queued_on_deliveries, BOUND_SECONDS, "the listener's job")
     finally:
         await due.stop_listener(ctx)

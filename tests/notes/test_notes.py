@@ -13,8 +13,9 @@ def notes_url(contact_id, note_id=None):
 
 
 async def add_note(client, tenant, contact_id, content="A note"):
-    response = await client.post(notes_url(contact_id), json={"content": content},
-                                 headers=tenant.headers)
+    response = await client.post(
+        notes_url(contact_id), json={"content": content}, headers=tenant.headers
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     return (await response.get_json())["note"]
 
@@ -27,8 +28,9 @@ async def list_notes(client, tenant, contact_id):
 
 async def test_create_is_201_with_the_note(client, tenant):
     contact_id = await create_contact(client, tenant)
-    response = await client.post(notes_url(contact_id), json={"content": "Called, no answer"},
-                                 headers=tenant.headers)
+    response = await client.post(
+        notes_url(contact_id), json={"content": "Called, no answer"}, headers=tenant.headers
+    )
     assert response.status_code == 201
     body = await response.get_json()
     assert body["status"] == "success"
@@ -52,8 +54,16 @@ async def test_content_of_exactly_1_and_5000_characters_is_accepted(client, tena
 
 async def test_invalid_content_is_400(client, tenant):
     contact_id = await create_contact(client, tenant)
-    for body in ({}, {"content": ""}, {"content": "   \n\t"}, {"content": "x" * 5001},
-                 {"content": 5}, {"content": None}, [1], "text"):
+    for body in (
+        {},
+        {"content": ""},
+        {"content": "   \n\t"},
+        {"content": "x" * 5001},
+        {"content": 5},
+        {"content": None},
+        [1],
+        "text",
+    ):
         response = await client.post(notes_url(contact_id), json=body, headers=tenant.headers)
         assert response.status_code == 400, body
         assert await error_code(response) == "validation_error"
@@ -74,8 +84,9 @@ async def test_create_non_uuid_is_400(client, tenant):
 
 
 async def test_create_on_unknown_contact_is_404(client, tenant):
-    response = await client.post(notes_url(uuid.uuid4()), json={"content": "a"},
-                                 headers=tenant.headers)
+    response = await client.post(
+        notes_url(uuid.uuid4()), json={"content": "a"}, headers=tenant.headers
+    )
     assert response.status_code == 404
     assert await error_code(response) == "not_found"
 
@@ -90,8 +101,7 @@ async def test_list_is_newest_first_with_agent_id_and_updated_at(client, tenant)
     first = await add_note(client, tenant, contact_id, "first")
     second = await add_note(client, tenant, contact_id, "second")
     body = await list_notes(client, tenant, contact_id)
-    assert (body["status"], body["contact_id"], body["note_count"]) == (
-        "success", contact_id, 2)
+    assert (body["status"], body["contact_id"], body["note_count"]) == ("success", contact_id, 2)
     assert [n["id"] for n in body["notes"]] == [second["id"], first["id"]]
     note = body["notes"][0]
     assert set(note) == {"id", "contact_id", "content", "agent_id", "created_at", "updated_at"}
@@ -130,8 +140,12 @@ async def test_delete_soft_deletes_and_hides_the_note(client, tenant):
     gone = await add_note(client, tenant, contact_id, "gone")
     response = await client.delete(notes_url(contact_id, gone["id"]), headers=tenant.headers)
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "deleted": True,
-                                         "contact_id": contact_id, "note_id": gone["id"]}
+    assert await response.get_json() == {
+        "status": "success",
+        "deleted": True,
+        "contact_id": contact_id,
+        "note_id": gone["id"],
+    }
     body = await list_notes(client, tenant, contact_id)
     assert [n["id"] for n in body["notes"]] == [kept["id"]] and body["note_count"] == 1
 

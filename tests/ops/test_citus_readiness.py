@@ -131,18 +131,21 @@ async def violations(conn: asyncpg.Connection) -> dict[str, list[str]]:
 
 
 async def test_migrated_catalog_has_nothing_schema_based_sharding_forbids(
-        pool, tenant, tenant_second) -> None:
+    pool, tenant, tenant_second
+) -> None:
     async with pool.acquire() as conn:
         tenant_tables = await conn.fetch(
             f"""SELECT n.nspname, count(c.oid) AS tables FROM pg_catalog.pg_namespace AS n
                 LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relkind = 'r'
-                WHERE n.nspname ~ {TENANT} GROUP BY n.nspname""")
+                WHERE n.nspname ~ {TENANT} GROUP BY n.nspname"""
+        )
         found = await violations(conn)
     schemas = {row["nspname"]: row["tables"] for row in tenant_tables}
     # Not a vacuous pass: both tenants' schemas are there and full of tables.
     assert schemas.get(tenant.schema, 0) > 1 and schemas.get(tenant_second.schema, 0) > 1
-    assert found == {}, "\n".join(f"{rule}:\n  " + "\n  ".join(rows)
-                                  for rule, rows in found.items())
+    assert found == {}, "\n".join(
+        f"{rule}:\n  " + "\n  ".join(rows) for rule, rows in found.items()
+    )
 
 
 async def test_the_catalog_checks_catch_each_forbidden_construct(pool, tenant) -> None:
@@ -150,14 +153,14 @@ async def test_the_catalog_checks_catch_each_forbidden_construct(pool, tenant) -
     scratch = f"t_{uuid.uuid4().hex}"
     statements = [
         f'CREATE SCHEMA "{scratch}"',
-        f'CREATE TYPE "{scratch}".mood AS ENUM (\'happy\', \'sad\')',
+        f"CREATE TYPE \"{scratch}\".mood AS ENUM ('happy', 'sad')",
         f'CREATE DOMAIN "{scratch}".positive AS integer CHECK (VALUE > 0)',
         f'CREATE TYPE "{scratch}".pair AS (a integer, b integer)',
         f'CREATE SEQUENCE "{scratch}".loose_counter AS integer',
-        'CREATE SEQUENCE control.control_probe_seq',
+        "CREATE SEQUENCE control.control_probe_seq",
         f'CREATE TABLE "{scratch}".things (id bigint PRIMARY KEY,'
-        f' sub_account_id uuid REFERENCES control.sub_accounts (id),'
-        f' n integer DEFAULT nextval(\'control_probe_seq\'))',
+        f" sub_account_id uuid REFERENCES control.sub_accounts (id),"
+        f" n integer DEFAULT nextval('control_probe_seq'))",
         f'CREATE TABLE control.probe_refs (thing_id bigint REFERENCES "{scratch}".things (id))',
         f'CREATE TABLE "{scratch}".child () INHERITS (control.probe_refs)',
     ]
@@ -174,19 +177,27 @@ async def test_the_catalog_checks_catch_each_forbidden_construct(pool, tenant) -
             await transaction.rollback()
     # Then every construct is reported, under its rule.
     joined = {rule: "\n".join(rows) for rule, rows in found.items()}
-    assert f"{scratch}.things -> control.sub_accounts" in \
-        joined["foreign keys from a tenant schema to another schema"]
-    assert f"control.probe_refs -> {scratch}.things" in \
-        joined["foreign keys into a tenant schema from another schema"]
+    assert (
+        f"{scratch}.things -> control.sub_accounts"
+        in joined["foreign keys from a tenant schema to another schema"]
+    )
+    assert (
+        f"control.probe_refs -> {scratch}.things"
+        in joined["foreign keys into a tenant schema from another schema"]
+    )
     types = joined["custom types inside tenant schemas"]
     assert all(f"{scratch}.{name}" in types for name in ("mood", "positive", "pair"))
     assert f"{scratch}.things" not in types  # a table's row type is not a custom type
-    assert f"{scratch}.loose_counter owned by no column" in \
-        joined["sequences shared across schemas"]
-    assert f"{scratch}.things.n draws from control.control_probe_seq" in \
-        joined["column defaults drawing on another schema's sequence"]
-    assert f"{scratch}.loose_counter is integer" in \
-        joined["tenant sequences narrower than bigint"]
-    assert f"{scratch}.child inherits control.probe_refs" in \
-        joined["inheritance across schemas or foreign tables"]
+    assert (
+        f"{scratch}.loose_counter owned by no column" in joined["sequences shared across schemas"]
+    )
+    assert (
+        f"{scratch}.things.n draws from control.control_probe_seq"
+        in joined["column defaults drawing on another schema's sequence"]
+    )
+    assert f"{scratch}.loose_counter is integer" in joined["tenant sequences narrower than bigint"]
+    assert (
+        f"{scratch}.child inherits control.probe_refs"
+        in joined["inheritance across schemas or foreign tables"]
+    )
     assert tenant.schema not in "\n".join(joined.values())

@@ -28,8 +28,10 @@ URL_PASSWORD = re.compile(r"://[^:/@\s]+:([^@\s]+)@")
 # How long the voice runtime lets running calls go on after SIGTERM, by default.
 VOICE_GRACE = int(Settings.model_fields["voice_shutdown_grace_seconds"].default)
 # The settings calls and the voice runtime added (CONTRACT 6, 9): each is in the examples.
-CALL_SETTINGS = re.compile(r"^(SWITCHBOARD_(VOICE|RECORDINGS|SANDBOX_WEBHOOK|[A-Z]+_BASE_URL)"
-                           r"|TWILIO_)")
+CALL_SETTINGS = re.compile(
+    r"^(SWITCHBOARD_(VOICE|RECORDINGS|SANDBOX_WEBHOOK|[A-Z]+_BASE_URL)"
+    r"|TWILIO_)"
+)
 
 
 # --- Kubernetes -------------------------------------------------------------------------------
@@ -57,8 +59,13 @@ def _container(deployment: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_every_manifest_passes_the_kubernetes_schema_strictly(version: str) -> None:
     documents = _manifests()
-    assert {d["kind"] for d in documents} >= {"Deployment", "HorizontalPodAutoscaler", "Job",
-                                              "ConfigMap", "Secret"}
+    assert {d["kind"] for d in documents} >= {
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "Job",
+        "ConfigMap",
+        "Secret",
+    }
     for document in documents:
         # Strict: an unknown or misspelt field is an error, not silently dropped.
         kubernetes_validate.validate(document, version, strict=True)
@@ -79,8 +86,11 @@ def test_api_deployment_has_probes_resources_and_runs_as_the_image_user() -> Non
 
 def test_hpa_scales_the_api_deployment_on_cpu() -> None:
     hpa = _one("HorizontalPodAutoscaler", "switchboard-api")
-    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
-                                             "name": "switchboard-api"}
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "switchboard-api",
+    }
     assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
     assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
 
@@ -113,8 +123,12 @@ def test_worker_and_migrate_connect_directly_and_the_api_through_pgbouncer() -> 
 def test_pods_read_the_configmap_and_secret_that_exist_and_share_one_image() -> None:
     config = _one("ConfigMap", "switchboard-config")
     secret = _one("Secret", "switchboard-secrets")
-    pods = [_one("Deployment", "switchboard-api"), _one("Deployment", "switchboard-worker"),
-            _one("Deployment", "switchboard-voice"), _one("Job", "switchboard-migrate")]
+    pods = [
+        _one("Deployment", "switchboard-api"),
+        _one("Deployment", "switchboard-worker"),
+        _one("Deployment", "switchboard-voice"),
+        _one("Job", "switchboard-migrate"),
+    ]
     images = set()
     for pod in pods:
         container = pod["spec"]["template"]["spec"]["containers"][0]
@@ -196,8 +210,7 @@ def _environment(service: dict[str, Any]) -> dict[str, str]:
 
 def test_compose_has_every_service_with_a_healthcheck() -> None:
     services = _compose()["services"]
-    assert set(services) == {"postgres", "redis", "pgbouncer", "migrate", "api", "worker",
-                             "voice"}
+    assert set(services) == {"postgres", "redis", "pgbouncer", "migrate", "api", "worker", "voice"}
     for name in ("postgres", "redis", "pgbouncer", "api", "worker", "voice"):
         check = services[name]["healthcheck"]
         assert check.get("disable") is not True and check["test"], name
@@ -243,8 +256,10 @@ def test_compose_voice_runs_the_runtime_the_worker_dials() -> None:
     assert "@pgbouncer:" in _environment(voice)["DATABASE_URL"]
     assert voice["depends_on"]["pgbouncer"]["condition"] == "service_healthy"
     # The worker signs the call tokens the runtime checks.
-    assert _environment(voice)["SWITCHBOARD_KEY_PEPPER"] == \
-        _environment(services["worker"])["SWITCHBOARD_KEY_PEPPER"]
+    assert (
+        _environment(voice)["SWITCHBOARD_KEY_PEPPER"]
+        == _environment(services["worker"])["SWITCHBOARD_KEY_PEPPER"]
+    )
     assert {"SWITCHBOARD_VOICE_PUBLIC_URL", "TWILIO_AUTH_TOKEN"} <= set(_environment(voice))
     grace = voice["stop_grace_period"]
     assert grace.endswith("s") and int(grace[:-1]) > VOICE_GRACE
@@ -262,8 +277,9 @@ def test_compose_api_worker_and_voice_share_the_recordings_volume() -> None:
 def test_compose_builds_the_dockerfile_from_the_repository_root() -> None:
     for name in ("migrate", "api", "worker", "voice"):
         build = _compose()["services"][name]["build"]
-        assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == \
-            (DEPLOY / "Dockerfile").resolve()
+        assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == (
+            DEPLOY / "Dockerfile"
+        ).resolve()
 
 
 def test_compose_hard_codes_no_secret() -> None:
@@ -273,8 +289,9 @@ def test_compose_hard_codes_no_secret() -> None:
             password = URL_PASSWORD.search(value)
             if password and not OPERATOR_SUPPLIED.match(password.group(1)):
                 found.append(f"{name}.{key}: password in URL")
-            if SECRET_NAME.search(key) and not (OPERATOR_SUPPLIED.match(value)
-                                                or PLACEHOLDER.search(value)):
+            if SECRET_NAME.search(key) and not (
+                OPERATOR_SUPPLIED.match(value) or PLACEHOLDER.search(value)
+            ):
                 found.append(f"{name}.{key}")
     assert found == []
 
@@ -350,7 +367,8 @@ def test_dockerfile_installs_the_cli_and_the_voice_runtime() -> None:
     assert {"!cli/**", "!voice/**"} <= set(ignore)
     # The ambience beds and the sandbox's recordings are package data: the wheel carries them.
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]
+        "package-data"
+    ]
     assert package_data["voice"] == ["ambience/*.wav"]
     assert package_data["integrations"] == ["telephony/sandbox_audio/*"]
 

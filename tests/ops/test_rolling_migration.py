@@ -48,8 +48,13 @@ def downgrade() -> None:
 '''
 
 
-async def _traffic(base_url: str, tenants: list[tuple[Tenant, list[str]]],
-                   stop: asyncio.Event, statuses: Counter[int], failures: list[str]) -> None:
+async def _traffic(
+    base_url: str,
+    tenants: list[tuple[Tenant, list[str]]],
+    stop: asyncio.Event,
+    statuses: Counter[int],
+    failures: list[str],
+) -> None:
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
         turn = 0
         while not stop.is_set():
@@ -61,29 +66,40 @@ async def _traffic(base_url: str, tenants: list[tuple[Tenant, list[str]]],
             elif turn % 3 == 1:
                 response = await http.get(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
             else:
-                response = await http.patch(f"{CONTACTS}/{contact_id}", headers=tenant.headers,
-                                            json={"first_name": f"Ada {turn}"})
+                response = await http.patch(
+                    f"{CONTACTS}/{contact_id}",
+                    headers=tenant.headers,
+                    json={"first_name": f"Ada {turn}"},
+                )
             statuses[response.status_code] += 1
             if response.status_code >= 500:
-                failures.append(f"{response.request.method} {response.request.url.path}: "
-                                f"{response.text[:200]}")
+                failures.append(
+                    f"{response.request.method} {response.request.url.path}: {response.text[:200]}"
+                )
 
 
 async def test_migrating_some_tenants_under_traffic_costs_no_5xx(
-        client: Any, agency: Any, pool: Any, servers: Any, mailbox: Any, migrated: str,
-        tmp_path: Path) -> None:
+    client: Any, agency: Any, pool: Any, servers: Any, mailbox: Any, migrated: str, tmp_path: Path
+) -> None:
     tenants = [await make_tenant(client, agency) for _ in range(4)]
     scripts = tmp_path / "tenant"
     shutil.copytree(MIGRATIONS_DIR / "tenant", scripts)
     (scripts / "versions" / "2099_01_01_t9998_widen_first_name.py").write_text(
-        WIDEN_FIRST_NAME.format(head=tenant_head()))
+        WIDEN_FIRST_NAME.format(head=tenant_head())
+    )
     try:
         with_contacts = []
         for tenant in tenants:
             ids = []
             for index in range(3):
-                response = await client.post(CONTACTS, headers=tenant.headers, json={
-                    "email": f"c{index}-{uuid.uuid4().hex[:8]}@example.com", "first_name": "Ada"})
+                response = await client.post(
+                    CONTACTS,
+                    headers=tenant.headers,
+                    json={
+                        "email": f"c{index}-{uuid.uuid4().hex[:8]}@example.com",
+                        "first_name": "Ada",
+                    },
+                )
                 assert response.status_code in (200, 201)
                 ids.append((await response.get_json())["contact_id"])
             with_contacts.append((tenant, ids))
@@ -92,14 +108,22 @@ async def test_migrating_some_tenants_under_traffic_costs_no_5xx(
             statuses: Counter[int] = Counter()
             failures: list[str] = []
             stop = asyncio.Event()
-            clients = [asyncio.create_task(_traffic(live.base_url, with_contacts, stop,
-                                                    statuses, failures)) for _ in range(6)]
+            clients = [
+                asyncio.create_task(
+                    _traffic(live.base_url, with_contacts, stop, statuses, failures)
+                )
+                for _ in range(6)
+            ]
             await asyncio.sleep(1.5)  # every statement prepared and cached on the connections
             before = sum(statuses.values())
             started = time.monotonic()
             report = await asyncio.to_thread(
-                migrate_tenants, migrated, concurrency=2,
-                only=[tenants[0].id, tenants[1].id], script_location=scripts)
+                migrate_tenants,
+                migrated,
+                concurrency=2,
+                only=[tenants[0].id, tenants[1].id],
+                script_location=scripts,
+            )
             migration_seconds = time.monotonic() - started
             await asyncio.sleep(2)  # the mixed state: two tenants migrated, two not
             stop.set()
@@ -113,10 +137,15 @@ async def test_migrating_some_tenants_under_traffic_costs_no_5xx(
         rows = await pool.fetch(
             "SELECT table_schema, data_type FROM information_schema.columns "
             "WHERE table_name = 'contacts' AND column_name = 'first_name' "
-            "AND table_schema = ANY($1::text[])", [t.schema for t in tenants])
+            "AND table_schema = ANY($1::text[])",
+            [t.schema for t in tenants],
+        )
         assert {row["table_schema"]: row["data_type"] for row in rows} == {
-            tenants[0].schema: "character varying", tenants[1].schema: "character varying",
-            tenants[2].schema: "text", tenants[3].schema: "text"}
+            tenants[0].schema: "character varying",
+            tenants[1].schema: "character varying",
+            tenants[2].schema: "text",
+            tenants[3].schema: "text",
+        }
         if get_settings().db_statement_cache_size > 0:
             # The situation really arose and was handled: not a run that happened to miss it.
             assert "went stale after a schema change" in output
@@ -132,6 +161,5 @@ async def _drop(url: str, tenants: list[Tenant]) -> None:
     with engine.begin() as conn:
         for tenant in tenants:
             conn.execute(text(f'DROP SCHEMA IF EXISTS "{tenant.schema}" CASCADE'))
-            conn.execute(text("DELETE FROM control.sub_accounts WHERE id = :id"),
-                         {"id": tenant.id})
+            conn.execute(text("DELETE FROM control.sub_accounts WHERE id = :id"), {"id": tenant.id})
     engine.dispose()

@@ -14,13 +14,16 @@ async def test_create_is_201_with_normalised_tags_and_a_live_count(client, tenan
     await add_contact(client, tenant, tags=["vip"])
     await add_contact(client, tenant, tags=["lead"])
     await add_contact(client, tenant, tags=["other"])
-    response = await client.post(SMART_LISTS, json={"name": " Hot ", "tags": [" VIP", "lead",
-                                                                             "vip"]},
-                                 headers=tenant.headers)
+    response = await client.post(
+        SMART_LISTS, json={"name": " Hot ", "tags": [" VIP", "lead", "vip"]}, headers=tenant.headers
+    )
     assert response.status_code == 201
     smart_list = (await response.get_json())["smart_list"]
     assert (smart_list["name"], smart_list["tags"], smart_list["contact_count"]) == (
-        "Hot", ["vip", "lead"], 2)
+        "Hot",
+        ["vip", "lead"],
+        2,
+    )
 
 
 async def test_create_without_tags_is_400_tags_required(client, tenant):
@@ -37,8 +40,9 @@ async def test_create_without_name_is_400(client, tenant):
 
 
 async def test_get_and_list(client, tenant):
-    response = await client.post(SMART_LISTS, json={"name": "a", "tags": ["a"]},
-                                 headers=tenant.headers)
+    response = await client.post(
+        SMART_LISTS, json={"name": "a", "tags": ["a"]}, headers=tenant.headers
+    )
     created = (await response.get_json())["smart_list"]
     response = await client.get(f"{SMART_LISTS}/{created['id']}", headers=tenant.headers)
     assert response.status_code == 200
@@ -57,8 +61,9 @@ async def test_get_unknown_is_404_and_not_uuid_is_400(client, tenant):
 
 
 async def test_get_smart_list_of_another_sub_account_is_404(client, tenant, tenant_second):
-    response = await client.post(SMART_LISTS, json={"name": "a", "tags": ["a"]},
-                                 headers=tenant_second.headers)
+    response = await client.post(
+        SMART_LISTS, json={"name": "a", "tags": ["a"]}, headers=tenant_second.headers
+    )
     foreign = (await response.get_json())["smart_list"]["id"]
     response = await client.get(f"{SMART_LISTS}/{foreign}", headers=tenant.headers)
     assert response.status_code == 404

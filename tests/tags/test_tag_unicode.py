@@ -21,8 +21,8 @@ CAFE_NFD = unicodedata.normalize("NFD", "caf\u00e9")
 
 # Each is the tag "vip" to a reader.
 VIP_LOOK_ALIKES = [
-    "\uff36\uff29\uff30",          # ＶＩＰ, fullwidth
-    "\uff56\uff49\uff50",          # ｖｉｐ
+    "\uff36\uff29\uff30",  # ＶＩＰ, fullwidth
+    "\uff56\uff49\uff50",  # ｖｉｐ
     "V\u200bI\u200cP",
     "\u2060vip\ufeff",
     "v\u200di\u200bp",
@@ -32,18 +32,21 @@ VIP_LOOK_ALIKES = [
 
 
 async def add(client, tenant, contact_id, tags):
-    return await client.post(f"{CONTACTS}/{contact_id}/tags", json={"tags": tags},
-                             headers=tenant.headers)
+    return await client.post(
+        f"{CONTACTS}/{contact_id}/tags", json={"tags": tags}, headers=tenant.headers
+    )
 
 
 async def remove(client, tenant, contact_id, tags):
-    return await client.delete(f"{CONTACTS}/{contact_id}/tags", json={"tags": tags},
-                               headers=tenant.headers)
+    return await client.delete(
+        f"{CONTACTS}/{contact_id}/tags", json={"tags": tags}, headers=tenant.headers
+    )
 
 
 async def stored_tags(pool, tenant, contact_id):
-    [row] = await tenant_sql(pool, tenant, "SELECT tags FROM contacts WHERE id = $1",
-                             uuid.UUID(contact_id))
+    [row] = await tenant_sql(
+        pool, tenant, "SELECT tags FROM contacts WHERE id = $1", uuid.UUID(contact_id)
+    )
     return list(row["tags"])
 
 
@@ -88,8 +91,9 @@ async def test_cafe_in_nfc_and_nfd_is_one_tag(client, pool, tenant):
 
 
 @pytest.mark.parametrize("tags", [["\u200b"], ["\u200b\u200c \u2060", "\ufeff"], ["\u3000\u200d"]])
-async def test_tags_that_are_only_zero_width_characters_are_tags_required(client, pool, tenant,
-                                                                          tags):
+async def test_tags_that_are_only_zero_width_characters_are_tags_required(
+    client, pool, tenant, tags
+):
     contact_id = await create_contact(client, tenant)
     response = await add(client, tenant, contact_id, tags)
     assert await error_code(response, 400) == "tags_required"
@@ -115,10 +119,11 @@ async def test_removal_of_cafe_in_nfd_removes_the_nfc_tag(client, pool, tenant):
 
 async def test_patch_tags_replaces_with_normalised_tags(client, pool, tenant):
     contact_id = await create_contact(client, tenant)
-    response = await client.patch(f"{CONTACTS}/{contact_id}",
-                                  json={"tags": ["\uff36\uff29\uff30", "vip\u200b", CAFE_NFD,
-                                                 CAFE_NFC, "\ufeff"]},
-                                  headers=tenant.headers)
+    response = await client.patch(
+        f"{CONTACTS}/{contact_id}",
+        json={"tags": ["\uff36\uff29\uff30", "vip\u200b", CAFE_NFD, CAFE_NFC, "\ufeff"]},
+        headers=tenant.headers,
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     assert await stored_tags(pool, tenant, contact_id) == ["vip", CAFE_NFC]
 
@@ -135,8 +140,9 @@ async def test_tag_summary_counts_look_alikes_as_one_tag(client, pool, tenant):
 async def test_contact_tag_filter_matches_look_alikes(client, pool, tenant, look_alike):
     vip = await tagged(client, tenant, pool, ["vip"])
     await tagged(client, tenant, pool, ["lead"])
-    response = await client.get(f"{CONTACTS}?{urlencode([('tag', look_alike)])}",
-                                headers=tenant.headers)
+    response = await client.get(
+        f"{CONTACTS}?{urlencode([('tag', look_alike)])}", headers=tenant.headers
+    )
     assert response.status_code == 200, await response.get_data(as_text=True)
     body = await response.get_json()
     assert [contact["id"] for contact in body["contacts"]] == [vip]
@@ -144,8 +150,9 @@ async def test_contact_tag_filter_matches_look_alikes(client, pool, tenant, look
 
 
 async def test_contact_tag_filter_of_zero_width_characters_only_is_400(client, tenant):
-    response = await client.get(f"{CONTACTS}?{urlencode([('tag', chr(0x200b))])}",
-                                headers=tenant.headers)
+    response = await client.get(
+        f"{CONTACTS}?{urlencode([('tag', chr(0x200B))])}", headers=tenant.headers
+    )
     error = await response.get_json()
     assert response.status_code == 400
     assert error["error"]["code"] == "validation_error"
@@ -156,16 +163,19 @@ async def test_smart_list_tags_are_normalised_and_match_look_alikes(client, pool
     await tagged(client, tenant, pool, ["vip"])
     await tagged(client, tenant, pool, [CAFE_NFC])
     await tagged(client, tenant, pool, ["other"])
-    response = await client.post(SMART_LISTS, json={
-        "name": "Look-alikes", "tags": ["\uff36\uff29\uff30", "v\u200bip", CAFE_NFD]},
-        headers=tenant.headers)
+    response = await client.post(
+        SMART_LISTS,
+        json={"name": "Look-alikes", "tags": ["\uff36\uff29\uff30", "v\u200bip", CAFE_NFD]},
+        headers=tenant.headers,
+    )
     assert response.status_code == 201, await response.get_data(as_text=True)
     smart_list = (await response.get_json())["smart_list"]
     assert (smart_list["tags"], smart_list["contact_count"]) == (["vip", CAFE_NFC], 2)
 
 
 async def test_smart_list_of_zero_width_tags_only_is_tags_required(client, pool, tenant):
-    response = await client.post(SMART_LISTS, json={"name": "x", "tags": ["\u200b", "\ufeff "]},
-                                 headers=tenant.headers)
+    response = await client.post(
+        SMART_LISTS, json={"name": "x", "tags": ["\u200b", "\ufeff "]}, headers=tenant.headers
+    )
     assert await error_code(response, 400) == "tags_required"
     assert await tenant_sql(pool, tenant, "SELECT * FROM smart_lists") == []

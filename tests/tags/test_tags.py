@@ -36,9 +36,12 @@ async def test_add_merges_and_answers_the_full_set(client, tenant):
     await add(client, tenant, contact_id, {"tags": ["lead"]})
     response = await add(client, tenant, contact_id, {"tag": "VIP", "tags": ["Lead", " new "]})
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "contact_id": contact_id,
-                                         "tags": ["lead", "vip", "new"],
-                                         "added": ["vip", "lead", "new"]}
+    assert await response.get_json() == {
+        "status": "success",
+        "contact_id": contact_id,
+        "tags": ["lead", "vip", "new"],
+        "added": ["vip", "lead", "new"],
+    }
     assert (await get_contact(client, tenant, contact_id))["tags"] == ["lead", "vip", "new"]
 
 
@@ -50,8 +53,9 @@ async def test_add_single_tag_field(client, tenant):
 
 async def test_add_normalises_lowercase_trim_dedupe(client, tenant):
     contact_id = await create_contact(client, tenant)
-    body = await (await add(client, tenant, contact_id,
-                            {"tags": ["A", " a", "a ", "B", "", "   "]})).get_json()
+    body = await (
+        await add(client, tenant, contact_id, {"tags": ["A", " a", "a ", "B", "", "   "]})
+    ).get_json()
     assert (body["tags"], body["added"]) == (["a", "b"], ["a", "b"])
 
 
@@ -114,8 +118,12 @@ async def test_remove_answers_remaining_and_only_present_ones(client, tenant):
     await add(client, tenant, contact_id, {"tags": ["a", "b", "c"]})
     response = await remove(client, tenant, contact_id, {"tag": "B", "tags": [" c ", "zzz"]})
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "contact_id": contact_id,
-                                         "tags": ["a"], "removed": ["b", "c"]}
+    assert await response.get_json() == {
+        "status": "success",
+        "contact_id": contact_id,
+        "tags": ["a"],
+        "removed": ["b", "c"],
+    }
     assert (await get_contact(client, tenant, contact_id))["tags"] == ["a"]
 
 
@@ -176,9 +184,16 @@ async def test_summary_counts_sorted_a_to_z(client, tenant):
     await add(client, tenant, first, {"tags": ["vip", "lead", "alpha"]})
     await add(client, tenant, second, {"tags": ["Lead", "zulu"]})
     body = await summary(client, tenant)
-    assert body == {"status": "success", "tag_count": 4, "tags": [
-        {"tag": "alpha", "count": 1}, {"tag": "lead", "count": 2}, {"tag": "vip", "count": 1},
-        {"tag": "zulu", "count": 1}]}
+    assert body == {
+        "status": "success",
+        "tag_count": 4,
+        "tags": [
+            {"tag": "alpha", "count": 1},
+            {"tag": "lead", "count": 2},
+            {"tag": "vip", "count": 1},
+            {"tag": "zulu", "count": 1},
+        ],
+    }
 
 
 async def test_summary_empty(client, tenant):
@@ -194,12 +209,16 @@ async def test_summary_ignores_limit_and_offset(client, tenant):
 
 async def test_summary_scans_only_the_newest_5000_contacts(client, tenant, pool):
     # 5001 contacts: the oldest alone carries "oldest"; every contact carries "all".
-    await tenant_sql(pool, tenant, """
+    await tenant_sql(
+        pool,
+        tenant,
+        """
         INSERT INTO contacts (name, email, tags, created_at)
         SELECT 'c' || n, 'c' || n || '@example.com',
                CASE WHEN n = 0 THEN ARRAY['all', 'oldest'] ELSE ARRAY['all'] END,
                now() - interval '1 day' + n * interval '1 second'
-        FROM generate_series(0, 5000) AS n""")
+        FROM generate_series(0, 5000) AS n""",
+    )
     body = await summary(client, tenant)
     assert body["tags"] == [{"tag": "all", "count": 5000}]
 

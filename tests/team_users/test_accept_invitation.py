@@ -12,9 +12,11 @@ from tests.helpers import token_in
 
 async def invite(client, tenant, mailbox, role="sub_account_admin", **extra) -> tuple[str, str]:
     email = unique_email("member")
-    response = await client.post(ADD_USER, json={
-        "email": email, "role": role, "sub_account_id": str(tenant.id), **extra},
-        headers=tenant.organisation.headers)
+    response = await client.post(
+        ADD_USER,
+        json={"email": email, "role": role, "sub_account_id": str(tenant.id), **extra},
+        headers=tenant.organisation.headers,
+    )
     assert response.status_code == 201
     return email, token_in(mailbox.to(email)[-1])
 
@@ -34,9 +36,16 @@ async def test_accept_is_200_and_user_joins_team(client, tenant, mailbox, pool):
     assert team.status_code == 200
     listed = await team.get_json()
     assert listed["status"] == "success"
-    assert listed["users"] == [{"id": body["user_id"], "email": email, "first_name": "Grace",
-                                "last_name": "Hopper", "role": "sub_account_admin",
-                                "is_active": True}]
+    assert listed["users"] == [
+        {
+            "id": body["user_id"],
+            "email": email,
+            "first_name": "Grace",
+            "last_name": "Hopper",
+            "role": "sub_account_admin",
+            "is_active": True,
+        }
+    ]
 
 
 async def test_owner_accepts_create_token(client, agency):
@@ -47,8 +56,9 @@ async def test_owner_accepts_create_token(client, agency):
     assert body["role"] == "sub_account_owner"
     assert body["sub_account_id"] == created["sub_account_id"]
     key = await issue_key(client, agency.headers, created["sub_account_id"])
-    team = await (await client.get("/webhooks/inbound/team-users",
-                                   headers={"x-api-key": key})).get_json()
+    team = await (
+        await client.get("/webhooks/inbound/team-users", headers={"x-api-key": key})
+    ).get_json()
     assert [user["role"] for user in team["users"]] == ["sub_account_owner"]
 
 
@@ -60,8 +70,7 @@ async def test_team_users_shows_only_own_sub_account(client, tenant, tenant_seco
 
 
 async def test_team_users_needs_sub_account_key(client, tenant):
-    response = await client.get("/webhooks/inbound/team-users",
-                                headers=tenant.organisation.headers)
+    response = await client.get("/webhooks/inbound/team-users", headers=tenant.organisation.headers)
     assert response.status_code == 401
     body = await response.get_json()
     assert body["status"] == "error" and body["error"]["code"] == "invalid_api_key"
@@ -75,28 +84,43 @@ async def test_second_accept_is_410_invitation_used(client, tenant, mailbox, poo
     body = await again.get_json()
     assert body["success"] is False and body["error"]["code"] == "invitation_used"
     members = await pool.fetchval(
-        "SELECT count(*) FROM control.memberships WHERE sub_account_id = $1", tenant.id)
+        "SELECT count(*) FROM control.memberships WHERE sub_account_id = $1", tenant.id
+    )
     assert members == 1
 
 
 async def test_expired_invitation_is_410_invitation_expired(client, tenant, mailbox, pool):
     email, token = await invite(client, tenant, mailbox)
-    await pool.execute("UPDATE control.invitations SET expires_at = now() - interval '1 second'"
-                       " WHERE sub_account_id = $1 AND email = $2", tenant.id, email)
+    await pool.execute(
+        "UPDATE control.invitations SET expires_at = now() - interval '1 second'"
+        " WHERE sub_account_id = $1 AND email = $2",
+        tenant.id,
+        email,
+    )
     response = await client.post(ACCEPT, json={"token": token})
     assert response.status_code == 410
     assert (await response.get_json())["error"]["code"] == "invitation_expired"
-    assert await pool.fetchval(
-        "SELECT count(*) FROM control.memberships WHERE sub_account_id = $1", tenant.id) == 0
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.memberships WHERE sub_account_id = $1", tenant.id
+        )
+        == 0
+    )
 
 
 async def test_expired_invitation_can_be_refreshed(client, tenant, mailbox, pool):
     email, token = await invite(client, tenant, mailbox)
-    await pool.execute("UPDATE control.invitations SET expires_at = now() - interval '1 second'"
-                       " WHERE sub_account_id = $1 AND email = $2", tenant.id, email)
-    response = await client.post(ADD_USER, json={
-        "email": email, "role": "sub_account_user", "sub_account_id": str(tenant.id)},
-        headers=tenant.organisation.headers)
+    await pool.execute(
+        "UPDATE control.invitations SET expires_at = now() - interval '1 second'"
+        " WHERE sub_account_id = $1 AND email = $2",
+        tenant.id,
+        email,
+    )
+    response = await client.post(
+        ADD_USER,
+        json={"email": email, "role": "sub_account_user", "sub_account_id": str(tenant.id)},
+        headers=tenant.organisation.headers,
+    )
     assert response.status_code == 201
     fresh = token_in(mailbox.to(email)[-1])
     assert (await client.post(ACCEPT, json={"token": fresh})).status_code == 200
@@ -109,8 +133,17 @@ async def test_unknown_token_is_404(client):
     assert body["success"] is False and body["error"]["code"] == "not_found"
 
 
-@pytest.mark.parametrize("body", [{}, {"token": 5}, {"token": None}, {"token": "x" * 1000}, [],
-                                  {"token": str(uuid.uuid4()), "first_name": 3}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"token": 5},
+        {"token": None},
+        {"token": "x" * 1000},
+        [],
+        {"token": str(uuid.uuid4()), "first_name": 3},
+    ],
+)
 async def test_bad_accept_body_is_400(client, body):
     response = await client.post(ACCEPT, json=body)
     assert response.status_code == 400
@@ -121,11 +154,16 @@ async def test_concurrent_accepts_make_one_member(client, tenant, mailbox, pool)
     import asyncio
 
     _, token = await invite(client, tenant, mailbox)
-    responses = await asyncio.gather(*(client.post(ACCEPT, json={"token": token})
-                                       for _ in range(5)))
+    responses = await asyncio.gather(
+        *(client.post(ACCEPT, json={"token": token}) for _ in range(5))
+    )
     assert sorted(r.status_code for r in responses) == [200] + [410] * 4
-    assert await pool.fetchval(
-        "SELECT count(*) FROM control.memberships WHERE sub_account_id = $1", tenant.id) == 1
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.memberships WHERE sub_account_id = $1", tenant.id
+        )
+        == 1
+    )
 
 
 # --- the link in the invitation email answers a browser --------------------------------------
@@ -139,12 +177,13 @@ def link_in(message) -> str:
 
 
 async def test_the_emailed_link_opens_a_page_that_accepts_the_invitation(
-        client, tenant, mailbox, pool):
+    client, tenant, mailbox, pool
+):
     # given an invitation email, when a browser opens its link
     email, token = await invite(client, tenant, mailbox)
     link = link_in(mailbox.to(email)[-1])
     assert link.endswith(f"/functions/v1/accept-invitation?token={token}")
-    path = link[link.index("/functions/"):]
+    path = link[link.index("/functions/") :]
     page = await client.get(path)
     # then it shows the invitation with a form that POSTs the token, and accepts nothing itself
     assert page.status_code == 200
@@ -152,8 +191,10 @@ async def test_the_emailed_link_opens_a_page_that_accepts_the_invitation(
     html = await page.get_data(as_text=True)
     assert "Accept the invitation" in html and email in html and "sub account admin" in html
     assert f'token: "{token}"' in html
-    assert await pool.fetchval("SELECT accepted_at FROM control.invitations WHERE email = $1",
-                               email) is None
+    assert (
+        await pool.fetchval("SELECT accepted_at FROM control.invitations WHERE email = $1", email)
+        is None
+    )
     # and the POST the page makes accepts it
     assert (await client.post(ACCEPT, json={"token": token})).status_code == 200
 
@@ -168,15 +209,25 @@ async def test_the_link_of_a_used_invitation_says_so_with_410(client, tenant, ma
 
 async def test_the_link_of_an_expired_invitation_says_so_with_410(client, tenant, mailbox, pool):
     email, token = await invite(client, tenant, mailbox)
-    await pool.execute("UPDATE control.invitations SET expires_at = now() - interval '1 minute'"
-                       " WHERE email = $1", email)
+    await pool.execute(
+        "UPDATE control.invitations SET expires_at = now() - interval '1 minute' WHERE email = $1",
+        email,
+    )
     page = await client.get(f"{ACCEPT}?token={token}")
     assert page.status_code == 410
     assert "expired" in await page.get_data(as_text=True)
 
 
-@pytest.mark.parametrize("query", ["", "?token=", "?token=nope", "?token=" + "x" * 500,
-                                   "?token=%3Cscript%3Ealert(1)%3C%2Fscript%3E"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "?token=",
+        "?token=nope",
+        "?token=" + "x" * 500,
+        "?token=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+    ],
+)
 async def test_an_unknown_invitation_link_is_a_404_page_that_echoes_nothing(client, query):
     page = await client.get(f"{ACCEPT}{query}")
     assert page.status_code == 404

@@ -21,7 +21,8 @@ def _one_line_refusal(done: object, *words: str) -> str:
 
 
 def test_export_does_not_follow_a_symlink_planted_at_the_partial_file(
-        servers, tenant, tmp_path: Path) -> None:
+    servers, tenant, tmp_path: Path
+) -> None:
     # Given a symlink where the export writes its partial file, pointing at another file.
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
@@ -36,8 +37,7 @@ def test_export_does_not_follow_a_symlink_planted_at_the_partial_file(
     assert not out.exists()
 
 
-def test_export_never_leaves_a_file_readable_by_others(
-        servers, tenant, tmp_path: Path) -> None:
+def test_export_never_leaves_a_file_readable_by_others(servers, tenant, tmp_path: Path) -> None:
     # Given a world-readable file left where the partial file goes (an earlier run's).
     out = tmp_path / "tenant.jsonl"
     stale = Path(f"{out}.partial")
@@ -62,8 +62,7 @@ def test_export_never_leaves_a_file_readable_by_others(
     assert not Path(f"{fresh}.partial").exists()
 
 
-def test_export_to_a_directory_is_refused_with_one_line(
-        servers, tenant, tmp_path: Path) -> None:
+def test_export_to_a_directory_is_refused_with_one_line(servers, tenant, tmp_path: Path) -> None:
     folder = tmp_path / "exports"
     folder.mkdir()
     for out in (f"{folder}/", str(folder)):
@@ -72,15 +71,15 @@ def test_export_to_a_directory_is_refused_with_one_line(
     assert list(folder.iterdir()) == []
 
 
-def test_export_to_an_empty_path_is_refused_with_one_line(
-        servers, tenant, tmp_path: Path) -> None:
+def test_export_to_an_empty_path_is_refused_with_one_line(servers, tenant, tmp_path: Path) -> None:
     done = switchboard(servers, "tenants", "export", str(tenant.id), "--out", "")
     _one_line_refusal(done, "--out")
     assert not Path(".partial").exists()
 
 
 def test_export_over_an_existing_file_is_refused_and_leaves_it(
-        servers, tenant, tmp_path: Path) -> None:
+    servers, tenant, tmp_path: Path
+) -> None:
     out = tmp_path / "tenant.jsonl"
     out.write_text("keep me\n")
     done = switchboard(servers, "tenants", "export", str(tenant.id), "--out", str(out))
@@ -90,7 +89,8 @@ def test_export_over_an_existing_file_is_refused_and_leaves_it(
 
 
 def test_export_into_a_missing_folder_is_refused_with_one_line(
-        servers, tenant, tmp_path: Path) -> None:
+    servers, tenant, tmp_path: Path
+) -> None:
     out = tmp_path / "missing" / "tenant.jsonl"
     done = switchboard(servers, "tenants", "export", str(tenant.id), "--out", str(out))
     _one_line_refusal(done, str(out))

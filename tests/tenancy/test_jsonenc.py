@@ -10,13 +10,18 @@ from tenancy import jsonenc
 
 
 def test_uuids_and_times_are_written_as_the_api_writes_them() -> None:
-    value = {"id": uuid.UUID(int=1), "at": datetime(2026, 11, 24, 6, 5, 4, 321987, tzinfo=UTC),
-             "on": date(2026, 11, 24)}
+    value = {
+        "id": uuid.UUID(int=1),
+        "at": datetime(2026, 11, 24, 6, 5, 4, 321987, tzinfo=UTC),
+        "on": date(2026, 11, 24),
+    }
 
     written = jsonenc.dumps(value)
 
-    assert written == ('{"id":"00000000-0000-0000-0000-000000000001",'
-                       '"at":"2026-11-24T06:05:04.321Z","on":"2026-11-24"}')
+    assert written == (
+        '{"id":"00000000-0000-0000-0000-000000000001",'
+        '"at":"2026-11-24T06:05:04.321Z","on":"2026-11-24"}'
+    )
 
 
 def test_bodies_write_every_decimal_as_a_float() -> None:

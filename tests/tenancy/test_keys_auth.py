@@ -40,15 +40,19 @@ async def test_keys_look_like_sb_and_32_plus_characters(tenant, agency):
 async def test_each_issued_key_is_distinct(client, tenant):
     keys = set()
     for _ in range(3):
-        response = await client.post(f"{SUB_ACCOUNTS}/{tenant.id}/api-keys",
-                                     headers=tenant.organisation.headers)
+        response = await client.post(
+            f"{SUB_ACCOUNTS}/{tenant.id}/api-keys", headers=tenant.organisation.headers
+        )
         keys.add((await response.get_json())["api_key"])
     assert len(keys) == 3 and tenant.key not in keys
 
 
 async def test_api_keys_table_holds_no_plaintext(pool, tenant, agency):
-    rows = await pool.fetch("SELECT * FROM control.api_keys WHERE organisation_id IN ($1, $2)",
-                            tenant.organisation.id, agency.id)
+    rows = await pool.fetch(
+        "SELECT * FROM control.api_keys WHERE organisation_id IN ($1, $2)",
+        tenant.organisation.id,
+        agency.id,
+    )
     assert rows
     for key in (tenant.key, agency.key):
         secret = key[3:]
@@ -67,8 +71,10 @@ async def test_agency_key_on_sub_account_route_is_401(client, agency, tenant):
     response = await client.get(TEAM, headers=agency.headers)
     assert response.status_code == 401
     body = await response.get_json()
-    assert body == {"status": "error", "error": {"code": "invalid_api_key",
-                                                 "message": body["error"]["message"]}}
+    assert body == {
+        "status": "error",
+        "error": {"code": "invalid_api_key", "message": body["error"]["message"]},
+    }
 
 
 async def test_sub_account_key_on_agency_route_is_401(client, tenant):
@@ -84,10 +90,16 @@ async def test_missing_key_on_sub_account_route_is_401(client):
     assert body["status"] == "error" and body["error"]["code"] == "missing_api_key"
 
 
-@pytest.mark.parametrize("headers", [
-    {"x-api-key": ""}, {"authorization": "Basic Zm9vOmJhcg=="}, {"authorization": ""},
-    {"authorization": "Bearer "}, {"authorization": "Digest sb_x"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-api-key": ""},
+        {"authorization": "Basic Zm9vOmJhcg=="},
+        {"authorization": ""},
+        {"authorization": "Bearer "},
+        {"authorization": "Digest sb_x"},
+    ],
+)
 async def test_empty_key_or_other_scheme_is_missing(client, headers):
     response = await client.get(TEAM, headers=headers)
     assert response.status_code == 401
@@ -107,23 +119,26 @@ async def test_key_with_trailing_garbage_is_401(client, tenant):
 
 
 async def test_revoked_key_is_401(client, tenant, pool):
-    await pool.execute("UPDATE control.api_keys SET revoked_at = now() WHERE key_hash = $1",
-                       hash_key(tenant.key))
+    await pool.execute(
+        "UPDATE control.api_keys SET revoked_at = now() WHERE key_hash = $1", hash_key(tenant.key)
+    )
     response = await client.get(TEAM, headers=tenant.headers)
     assert response.status_code == 401
     assert (await response.get_json())["error"]["code"] == "invalid_api_key"
 
 
 async def test_suspended_sub_account_key_is_401(client, tenant, pool):
-    await pool.execute("UPDATE control.sub_accounts SET status = 'suspended' WHERE id = $1",
-                       tenant.id)
+    await pool.execute(
+        "UPDATE control.sub_accounts SET status = 'suspended' WHERE id = $1", tenant.id
+    )
     response = await client.get(TEAM, headers=tenant.headers)
     assert response.status_code == 401
 
 
 async def test_x_api_key_wins_over_authorization(client, tenant):
-    response = await client.get(TEAM, headers={"x-api-key": tenant.key,
-                                               "authorization": "Bearer sb_wrong"})
+    response = await client.get(
+        TEAM, headers={"x-api-key": tenant.key, "authorization": "Bearer sb_wrong"}
+    )
     assert response.status_code == 200
 
 

@@ -31,29 +31,40 @@ EXPRESSION_INDEXES = {"ix_contacts_text_bigrams", "ix_contacts_phone_bigrams"}
 
 
 def _compared(obj: Any, name: str | None, kind: str, reflected: bool, other: Any) -> bool:
-    return not ((kind == "table" and name == "alembic_version")
-                or (kind == "index" and name in EXPRESSION_INDEXES))
+    return not (
+        (kind == "table" and name == "alembic_version")
+        or (kind == "index" and name in EXPRESSION_INDEXES)
+    )
 
 
 def _diff(url: str, schema: str, metadata: Any, **options: Any) -> list[Any]:
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     with engine.connect() as conn:
-        conn.execute(text("SELECT set_config('search_path', :p, false)"),
-                     {"p": f'"{schema}", public'})
-        context = MigrationContext.configure(conn, opts={
-            "compare_type": True,
-            "compare_server_default": True,
-            "include_object": _compared,
-            **options,
-        })
+        conn.execute(
+            text("SELECT set_config('search_path', :p, false)"), {"p": f'"{schema}", public'}
+        )
+        context = MigrationContext.configure(
+            conn,
+            opts={
+                "compare_type": True,
+                "compare_server_default": True,
+                "include_object": _compared,
+                **options,
+            },
+        )
         diff = compare_metadata(context, metadata)
     engine.dispose()
     return diff
 
 
 def test_control_migrations_match_metadata(migrated: str) -> None:
-    diff = _diff(migrated, "control", control_metadata, include_schemas=True,
-                 include_name=lambda name, kind, parents: kind != "schema" or name == "control")
+    diff = _diff(
+        migrated,
+        "control",
+        control_metadata,
+        include_schemas=True,
+        include_name=lambda name, kind, parents: kind != "schema" or name == "control",
+    )
     assert diff == []
 
 
@@ -88,33 +99,40 @@ FROM pg_indexes WHERE schemaname = :s
 
 def _catalog(url: str, schema: str) -> set[tuple[str, str, str, str]]:
     rows = _sql(url, CATALOG, s=schema)
-    return {(kind, table.split(".")[-1], name, definition.replace(f"{schema}.", ""))
-            for kind, table, name, definition in rows}
+    return {
+        (kind, table.split(".")[-1], name, definition.replace(f"{schema}.", ""))
+        for kind, table, name, definition in rows
+    }
 
 
 async def test_replayed_migrations_and_fresh_tenant_ddl_build_the_same_catalog(
-        client, agency, migrated) -> None:
+    client, agency, migrated
+) -> None:
     """Alembic does not compare CHECK constraints; the two build paths must still agree."""
     tenant = await make_tenant(client, agency)
     schema = _replayed_schema(migrated)
     try:
         fresh = _catalog(migrated, tenant.schema) - {
-            row for row in _catalog(migrated, tenant.schema) if row[1] == "alembic_version"}
+            row for row in _catalog(migrated, tenant.schema) if row[1] == "alembic_version"
+        }
         replayed = {row for row in _catalog(migrated, schema) if row[1] != "alembic_version"}
         assert fresh == replayed
     finally:
         _drop_schema(migrated, schema)
 
 
-async def test_new_tenant_schema_is_created_at_head_matching_metadata(client, agency,
-                                                                      migrated) -> None:
+async def test_new_tenant_schema_is_created_at_head_matching_metadata(
+    client, agency, migrated
+) -> None:
     tenant = await make_tenant(client, agency)
     assert _diff(migrated, tenant.schema, tenant_metadata) == []
     engine = create_engine(sqlalchemy_url(migrated), poolclass=pool.NullPool)
     with engine.connect() as conn:
         version = conn.execute(text(f'SELECT version_num FROM "{tenant.schema}".alembic_version'))
-        recorded = conn.execute(text("SELECT schema_version FROM control.sub_accounts "
-                                     "WHERE id = :id"), {"id": tenant.id})
+        recorded = conn.execute(
+            text("SELECT schema_version FROM control.sub_accounts WHERE id = :id"),
+            {"id": tenant.id},
+        )
         assert version.scalar_one() == tenant_head() == recorded.scalar_one()
     engine.dispose()
 
@@ -164,11 +182,13 @@ async def three_tenants(client, agency, migrated):
 
 
 def test_migrate_applies_a_new_migration_and_isolates_a_broken_tenant(
-        three_tenants, migrated, tmp_path: Path) -> None:
+    three_tenants, migrated, tmp_path: Path
+) -> None:
     scripts = tmp_path / "tenant"
     shutil.copytree(MIGRATIONS_DIR / "tenant", scripts)
     (scripts / "versions" / "2099_01_01_t9999_trivial.py").write_text(
-        NEW_MIGRATION.format(head=tenant_head()))
+        NEW_MIGRATION.format(head=tenant_head())
+    )
     healthy_a, broken, healthy_b = three_tenants
     _sql(migrated, f'DROP TABLE "{broken.schema}".wallet_transactions')
     _sql(migrated, f'ALTER TABLE "{broken.schema}".wallet RENAME TO wallet_gone')
@@ -181,12 +201,17 @@ def test_migrate_applies_a_new_migration_and_isolates_a_broken_tenant(
     assert list(report.failed) == [broken.id]
     assert "wallet" in report.failed[broken.id]
     for tenant in (healthy_a, healthy_b):
-        columns = _sql(migrated, "SELECT column_name FROM information_schema.columns "
-                       "WHERE table_schema = :s AND table_name = 'wallet'", s=tenant.schema)
+        columns = _sql(
+            migrated,
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = :s AND table_name = 'wallet'",
+            s=tenant.schema,
+        )
         assert ("note",) in columns
     # The failed tenant was rolled back whole and is still behind: a re-run picks up only it.
     assert _sql(migrated, f'SELECT version_num FROM "{broken.schema}".alembic_version') == [
-        (tenant_head(),)]
+        (tenant_head(),)
+    ]
     assert [sid for sid, _ in tenants_behind(migrated, "t9999", ids)] == [broken.id]
 
     _sql(migrated, f'ALTER TABLE "{broken.schema}".wallet_gone RENAME TO wallet')
@@ -199,8 +224,9 @@ def _cli_env(servers) -> dict[str, str]:
     return {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
 
 
-def test_migrate_cli_reports_each_failure_and_exits_1_then_resumes(three_tenants, migrated,
-                                                                   servers) -> None:
+def test_migrate_cli_reports_each_failure_and_exits_1_then_resumes(
+    three_tenants, migrated, servers
+) -> None:
     healthy_a, broken, healthy_b = three_tenants
     # Two tenants never migrated (empty schemas), one whose history was lost but tables kept:
     # replaying its first migration must fail on the existing tables.
@@ -208,12 +234,21 @@ def test_migrate_cli_reports_each_failure_and_exits_1_then_resumes(three_tenants
         _drop_schema(migrated, tenant.schema)
         _sql(migrated, f'CREATE SCHEMA "{tenant.schema}"')
     _sql(migrated, f'DELETE FROM "{broken.schema}".alembic_version')
-    _sql(migrated, "UPDATE control.sub_accounts SET schema_version = NULL WHERE id = ANY(:ids)",
-         ids=[t.id for t in three_tenants])
+    _sql(
+        migrated,
+        "UPDATE control.sub_accounts SET schema_version = NULL WHERE id = ANY(:ids)",
+        ids=[t.id for t in three_tenants],
+    )
     command = [sys.executable, "-m", "cli", "migrate", "--concurrency", "2"]
 
-    first = subprocess.run(command, env=_cli_env(servers), capture_output=True, text=True,
-                           timeout=120, stdin=subprocess.DEVNULL)
+    first = subprocess.run(
+        command,
+        env=_cli_env(servers),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
     assert first.returncode == 1, first.stderr
     failure_lines = [line for line in first.stderr.splitlines() if line.startswith("FAILED")]
@@ -221,28 +256,51 @@ def test_migrate_cli_reports_each_failure_and_exits_1_then_resumes(three_tenants
     assert "migrated 2 of 3" in first.stderr
     for tenant in (healthy_a, healthy_b):
         assert _sql(migrated, f'SELECT version_num FROM "{tenant.schema}".alembic_version') == [
-            (tenant_head(),)]
+            (tenant_head(),)
+        ]
 
     _drop_schema(migrated, broken.schema)
     _sql(migrated, f'CREATE SCHEMA "{broken.schema}"')
-    second = subprocess.run(command, env=_cli_env(servers), capture_output=True, text=True,
-                            timeout=120, stdin=subprocess.DEVNULL)
+    second = subprocess.run(
+        command,
+        env=_cli_env(servers),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert second.returncode == 0, second.stderr
     assert "migrated 1 of 1" in second.stderr
 
-    third = subprocess.run(command, env=_cli_env(servers), capture_output=True, text=True,
-                           timeout=120, stdin=subprocess.DEVNULL)
+    third = subprocess.run(
+        command,
+        env=_cli_env(servers),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert third.returncode == 0 and "all tenant schemas at head" in third.stderr
 
 
-async def test_pg_trgm_is_set_up_once_in_public_and_used_by_tenant_indexes(client, agency,
-                                                                           migrated) -> None:
+async def test_pg_trgm_is_set_up_once_in_public_and_used_by_tenant_indexes(
+    client, agency, migrated
+) -> None:
     tenant = await make_tenant(client, agency)
-    where = _sql(migrated, "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n "
-                           "ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'")
+    where = _sql(
+        migrated,
+        "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n "
+        "ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'",
+    )
     assert where == [("public",)]
-    indexes = _sql(migrated, "SELECT indexname FROM pg_indexes WHERE schemaname = :s "
-                             "AND indexdef LIKE '%gin_trgm_ops%' ORDER BY indexname",
-                   s=tenant.schema)
+    indexes = _sql(
+        migrated,
+        "SELECT indexname FROM pg_indexes WHERE schemaname = :s "
+        "AND indexdef LIKE '%gin_trgm_ops%' ORDER BY indexname",
+        s=tenant.schema,
+    )
     assert [row[0] for row in indexes] == [
-        "ix_contacts_email_trgm", "ix_contacts_name_trgm", "ix_contacts_phone_trgm"]
+        "ix_contacts_email_trgm",
+        "ix_contacts_name_trgm",
+        "ix_contacts_phone_trgm",
+    ]

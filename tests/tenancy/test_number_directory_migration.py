@@ -18,24 +18,34 @@ CREATE TABLE "{schema}".phone_numbers (
 """
 
 
-async def _sub_account(conn: asyncpg.Connection, organisation_id: uuid.UUID,
-                       numbers: list[tuple[str, bool]]) -> tuple[uuid.UUID, dict[str, uuid.UUID]]:
+async def _sub_account(
+    conn: asyncpg.Connection, organisation_id: uuid.UUID, numbers: list[tuple[str, bool]]
+) -> tuple[uuid.UUID, dict[str, uuid.UUID]]:
     sub_account_id = uuid.uuid4()
     schema = f"t_{sub_account_id.hex}"
     await conn.execute(
         "INSERT INTO control.sub_accounts (id, organisation_id, name, slug, schema_name) "
-        "VALUES ($1, $2, 'x', $3, $4)", sub_account_id, organisation_id, schema, schema)
+        "VALUES ($1, $2, 'x', $3, $4)",
+        sub_account_id,
+        organisation_id,
+        schema,
+        schema,
+    )
     await conn.execute(TENANT_NUMBERS.format(schema=schema))
     ids = {}
     for number, active in numbers:
         ids[number] = await conn.fetchval(
             f'INSERT INTO "{schema}".phone_numbers (phone_number, is_active) VALUES ($1, $2) '
-            "RETURNING id", number, active)
+            "RETURNING id",
+            number,
+            active,
+        )
     return sub_account_id, ids
 
 
 async def test_c0008_backfills_active_numbers_the_older_sub_account_keeping_a_shared_one(
-        servers) -> None:
+    servers,
+) -> None:
     database = f"scratch_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(servers.admin_url)
     await admin.execute(f'CREATE DATABASE "{database}"')
@@ -46,14 +56,21 @@ async def test_c0008_backfills_active_numbers_the_older_sub_account_keeping_a_sh
         try:
             organisation_id = await conn.fetchval(
                 "INSERT INTO control.organisations (name, plan_type) "
-                "VALUES ('o', 'standard') RETURNING id")
-            older, older_ids = await _sub_account(conn, organisation_id, [
-                ("+14155550101", True), ("+14155550102", False), ("+14155550103", True)])
-            newer, newer_ids = await _sub_account(conn, organisation_id, [
-                ("+14155550103", True), ("+14155550104", True)])
+                "VALUES ('o', 'standard') RETURNING id"
+            )
+            older, older_ids = await _sub_account(
+                conn,
+                organisation_id,
+                [("+14155550101", True), ("+14155550102", False), ("+14155550103", True)],
+            )
+            newer, newer_ids = await _sub_account(
+                conn, organisation_id, [("+14155550103", True), ("+14155550104", True)]
+            )
             command.upgrade(alembic_config("control", url), "head")
-            rows = await conn.fetch("SELECT phone_number, sub_account_id, phone_number_id "
-                                    "FROM control.phone_number_directory ORDER BY 1")
+            rows = await conn.fetch(
+                "SELECT phone_number, sub_account_id, phone_number_id "
+                "FROM control.phone_number_directory ORDER BY 1"
+            )
         finally:
             await conn.close()
         assert [tuple(row) for row in rows] == [

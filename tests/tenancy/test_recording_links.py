@@ -11,7 +11,9 @@ from tenancy.recording_links import LinkCheck, recording_url, verify
 from tenancy.settings import Settings
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
-SETTINGS = Settings(SWITCHBOARD_KEY_PEPPER="pepper-now", SWITCHBOARD_PUBLIC_URL="https://sb.example")
+SETTINGS = Settings(
+    SWITCHBOARD_KEY_PEPPER="pepper-now", SWITCHBOARD_PUBLIC_URL="https://sb.example"
+)
 
 
 def query_of(url: str) -> tuple[str, str]:
@@ -19,8 +21,13 @@ def query_of(url: str) -> tuple[str, str]:
     return query["expires"][0], query["signature"][0]
 
 
-def check(url: str, sub_account_id: uuid.UUID, call_id: uuid.UUID, now: datetime = NOW,
-          settings: Settings = SETTINGS) -> LinkCheck:
+def check(
+    url: str,
+    sub_account_id: uuid.UUID,
+    call_id: uuid.UUID,
+    now: datetime = NOW,
+    settings: Settings = SETTINGS,
+) -> LinkCheck:
     expires, signature = query_of(url)
     return verify(sub_account_id, call_id, expires, signature, now=now, settings=settings)
 
@@ -43,10 +50,11 @@ def test_link_verifies_until_it_expires() -> None:
     url = recording_url(SETTINGS, sub_account_id, call_id, now=NOW)
 
     assert check(url, sub_account_id, call_id) is LinkCheck.VALID
-    assert check(url, sub_account_id, call_id,
-                 now=NOW + timedelta(days=7, seconds=-1)) is LinkCheck.VALID
-    assert check(url, sub_account_id, call_id,
-                 now=NOW + timedelta(days=7)) is LinkCheck.EXPIRED
+    assert (
+        check(url, sub_account_id, call_id, now=NOW + timedelta(days=7, seconds=-1))
+        is LinkCheck.VALID
+    )
+    assert check(url, sub_account_id, call_id, now=NOW + timedelta(days=7)) is LinkCheck.EXPIRED
 
 
 def test_tampered_signature_or_expiry_does_not_verify() -> None:
@@ -55,13 +63,22 @@ def test_tampered_signature_or_expiry_does_not_verify() -> None:
     flipped = ("0" if signature[0] != "0" else "1") + signature[1:]
     later = str(int(expires) + 86400)
 
-    for given_expires, given_signature in [(expires, flipped), (later, signature),
-                                           (expires, signature[:-1]), (expires, ""),
-                                           (None, signature), (expires, None),
-                                           (f"{expires}.0", signature),
-                                           ("-" + expires, signature)]:
-        assert verify(sub_account_id, call_id, given_expires, given_signature, now=NOW,
-                      settings=SETTINGS) is LinkCheck.INVALID
+    for given_expires, given_signature in [
+        (expires, flipped),
+        (later, signature),
+        (expires, signature[:-1]),
+        (expires, ""),
+        (None, signature),
+        (expires, None),
+        (f"{expires}.0", signature),
+        ("-" + expires, signature),
+    ]:
+        assert (
+            verify(
+                sub_account_id, call_id, given_expires, given_signature, now=NOW, settings=SETTINGS
+            )
+            is LinkCheck.INVALID
+        )
 
 
 def test_link_of_one_call_does_not_open_another_calls_or_sub_accounts_recording() -> None:
@@ -77,8 +94,9 @@ def test_link_signed_under_the_previous_pepper_verifies_while_rotating() -> None
     sub_account_id, call_id = uuid.uuid4(), uuid.uuid4()
     old = Settings(SWITCHBOARD_KEY_PEPPER="pepper-before")
     url = recording_url(old, sub_account_id, call_id, now=NOW)
-    rotating = Settings(SWITCHBOARD_KEY_PEPPER="pepper-now",
-                        SWITCHBOARD_KEY_PEPPER_PREVIOUS="pepper-before")
+    rotating = Settings(
+        SWITCHBOARD_KEY_PEPPER="pepper-now", SWITCHBOARD_KEY_PEPPER_PREVIOUS="pepper-before"
+    )
 
     assert check(url, sub_account_id, call_id, settings=rotating) is LinkCheck.VALID
     assert check(url, sub_account_id, call_id, settings=SETTINGS) is LinkCheck.INVALID

@@ -21,20 +21,29 @@ from tenancy.settings import DEFAULT_KEY_PEPPER, get_settings
 
 
 def _run(servers: Any, *args: str, **env: str | None) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "DATABASE_URL": servers.database_url,
-                   "REDIS_URL": servers.redis_url}
+    environment = {
+        **os.environ,
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis_url,
+    }
     for name, value in env.items():
         if value is None:
             environment.pop(name, None)
         else:
             environment[name] = value
     try:
-        return subprocess.run([sys.executable, "-m", "cli", *args], env=environment,
-                              capture_output=True, text=True, timeout=20,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, "-m", "cli", *args],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"`switchboard {' '.join(args)}` started instead of refusing"
-                             ) from None
+        raise AssertionError(
+            f"`switchboard {' '.join(args)}` started instead of refusing"
+        ) from None
 
 
 def _refused_naming(done: subprocess.CompletedProcess[str], setting: str) -> None:
@@ -48,23 +57,22 @@ COMMANDS = [("serve", "--port", "0"), ("worker",)]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=["serve", "worker"])
-def test_start_with_the_default_pepper_is_refused_with_one_line(servers, migrated,
-                                                                command) -> None:
+def test_start_with_the_default_pepper_is_refused_with_one_line(servers, migrated, command) -> None:
     for pepper in (None, DEFAULT_KEY_PEPPER):
         done = _run(servers, *command, SWITCHBOARD_KEY_PEPPER=pepper)
         _refused_naming(done, "SWITCHBOARD_KEY_PEPPER")
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=["serve", "worker"])
-def test_start_without_a_secrets_key_is_refused_with_one_line(servers, migrated,
-                                                              command) -> None:
+def test_start_without_a_secrets_key_is_refused_with_one_line(servers, migrated, command) -> None:
     for value in (None, "", "not-a-fernet-key", f"{Fernet.generate_key().decode()},short"):
         done = _run(servers, *command, SWITCHBOARD_SECRETS_KEY=value)
         _refused_naming(done, "SWITCHBOARD_SECRETS_KEY")
 
 
 def test_dev_makes_random_settings_once_and_keeps_them_in_the_data_dir(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tenancy.secrets_ops import DEV_SECRETS_FILE, ensure_dev_secrets
 
     monkeypatch.delenv("SWITCHBOARD_KEY_PEPPER", raising=False)
@@ -81,8 +89,10 @@ def test_dev_makes_random_settings_once_and_keeps_them_in_the_data_dir(
     ensure_dev_secrets(tmp_path)
     assert (os.environ["SWITCHBOARD_KEY_PEPPER"], os.environ["SWITCHBOARD_SECRETS_KEY"]) == first
     assert get_settings().key_pepper == first[0]
-    assert json.loads(kept.read_text()) == {"SWITCHBOARD_KEY_PEPPER": first[0],
-                                            "SWITCHBOARD_SECRETS_KEY": first[1]}
+    assert json.loads(kept.read_text()) == {
+        "SWITCHBOARD_KEY_PEPPER": first[0],
+        "SWITCHBOARD_SECRETS_KEY": first[1],
+    }
     get_settings.cache_clear()
 
 
@@ -109,8 +119,9 @@ def pepper(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 CONTACTS = "/webhooks/inbound/contacts"
 
 
-async def test_keys_made_under_the_previous_pepper_keep_working(client, pool, agency,
-                                                               pepper) -> None:
+async def test_keys_made_under_the_previous_pepper_keep_working(
+    client, pool, agency, pepper
+) -> None:
     from tests.factories import make_tenant
 
     old = get_settings().key_pepper
@@ -133,21 +144,25 @@ async def test_keys_made_under_the_previous_pepper_keep_working(client, pool, ag
 
 
 async def test_links_and_sandbox_signatures_under_the_previous_pepper_keep_working(
-        client, tenant, pepper) -> None:
+    client, tenant, pepper
+) -> None:
     from api.conversations import signing
     from api.tracking import tokens
 
     old = get_settings().key_pepper
     link = tokens.sign("click", tenant.id, uuid.uuid4(), "https://example.com/offer")
-    body = json.dumps({"from": "+14155552671", "body": "hello",
-                       "message_id": uuid.uuid4().hex}).encode()
+    body = json.dumps(
+        {"from": "+14155552671", "body": "hello", "message_id": uuid.uuid4().hex}
+    ).encode()
     signature = signing.sign(tenant.id, body)
     new = "new-pepper-" + uuid.uuid4().hex
 
     async def sms() -> int:
-        response = await client.post(f"/webhooks/providers/sandbox/sms/{tenant.id}", data=body,
-                                     headers={"Content-Type": "application/json",
-                                              signing.HEADER: signature})
+        response = await client.post(
+            f"/webhooks/providers/sandbox/sms/{tenant.id}",
+            data=body,
+            headers={"Content-Type": "application/json", signing.HEADER: signature},
+        )
         return response.status_code
 
     pepper(new)

@@ -28,7 +28,8 @@ async def test_search_path_is_reset_when_the_tenant_transaction_ends(migrated, t
 
 
 async def test_two_tenants_interleaving_on_one_small_pool_each_see_only_their_own_rows(
-        client, agency, migrated) -> None:
+    client, agency, migrated
+) -> None:
     first, second = await make_tenant(client, agency), await make_tenant(client, agency)
     pool = await create_pool(migrated, min_size=2, max_size=2)
     balances = {first.schema: Decimal("11.00"), second.schema: Decimal("22.00")}

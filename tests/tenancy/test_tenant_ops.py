@@ -24,8 +24,10 @@ async def _status_of(client: Any, tenant: Any) -> int:
 
 
 async def _expire_grace(pool: Any, sub_account_id: uuid.UUID) -> None:
-    await pool.execute("UPDATE control.sub_accounts SET purge_after = now() - interval '1 second'"
-                       " WHERE id = $1", sub_account_id)
+    await pool.execute(
+        "UPDATE control.sub_accounts SET purge_after = now() - interval '1 second' WHERE id = $1",
+        sub_account_id,
+    )
 
 
 # --- list -------------------------------------------------------------------------------------
@@ -48,8 +50,13 @@ async def test_list_filters_by_organisation_and_prints_a_table(servers, tenant, 
     done = switchboard(servers, "tenants", "list", "--organisation", str(tenant.organisation.id))
     assert done.returncode == 0, done.stderr
     header, *lines = done.stdout.splitlines()
-    assert header.split()[:5] == ["SUB_ACCOUNT_ID", "STATUS", "SCHEMA_VERSION", "SIZE_BYTES",
-                                  "SCHEMA"]
+    assert header.split()[:5] == [
+        "SUB_ACCOUNT_ID",
+        "STATUS",
+        "SCHEMA_VERSION",
+        "SIZE_BYTES",
+        "SCHEMA",
+    ]
     assert [line.split()[0] for line in lines] == [str(tenant.id)]
     assert lines[0].split()[1:3] == ["active", tenant_head()]
 
@@ -88,22 +95,28 @@ async def test_suspend_of_a_deleted_sub_account_is_refused(pool, tenant):
         assert "resume it to undo the delete" in str(exc)
     else:
         raise AssertionError("suspend of a deleted sub-account was accepted")
-    assert await pool.fetchval("SELECT status FROM control.sub_accounts WHERE id = $1",
-                               tenant.id) == "deleted"
+    assert (
+        await pool.fetchval("SELECT status FROM control.sub_accounts WHERE id = $1", tenant.id)
+        == "deleted"
+    )
 
 
 # --- delete, purge ----------------------------------------------------------------------------
 
 
 async def test_delete_stops_keys_at_once_and_purge_keeps_schema_within_grace(
-        servers, client, pool, tenant):
+    servers, client, pool, tenant
+):
     done = switchboard(servers, "tenants", "delete", str(tenant.id), "--grace-days", "7")
     assert done.returncode == 0, done.stderr
     assert "deleted" in done.stdout and "purged after" in done.stdout
     assert await _status_of(client, tenant) == 401
 
-    row = await pool.fetchrow("SELECT status, deleted_at, purge_after - deleted_at AS grace "
-                              "FROM control.sub_accounts WHERE id = $1", tenant.id)
+    row = await pool.fetchrow(
+        "SELECT status, deleted_at, purge_after - deleted_at AS grace "
+        "FROM control.sub_accounts WHERE id = $1",
+        tenant.id,
+    )
     assert row["status"] == "deleted" and row["grace"].days == 7
 
     done = switchboard(servers, "tenants", "purge")
@@ -120,14 +133,21 @@ async def test_purge_after_grace_drops_schema_and_control_rows(servers, pool, te
     assert done.returncode == 0, done.stderr
     assert f"purged {tenant.id}" in done.stdout.splitlines()
     assert not await schema_exists(pool, tenant.schema)
-    assert await pool.fetchval("SELECT count(*) FROM control.sub_accounts WHERE id = $1",
-                               tenant.id) == 0
-    assert await pool.fetchval("SELECT count(*) FROM control.api_keys WHERE sub_account_id = $1",
-                               tenant.id) == 0
+    assert (
+        await pool.fetchval("SELECT count(*) FROM control.sub_accounts WHERE id = $1", tenant.id)
+        == 0
+    )
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.api_keys WHERE sub_account_id = $1", tenant.id
+        )
+        == 0
+    )
 
 
-async def test_purge_cron_job_drops_deleted_tenants_past_grace(servers, pool, run_worker,
-                                                               tenant, tenant_second):
+async def test_purge_cron_job_drops_deleted_tenants_past_grace(
+    servers, pool, run_worker, tenant, tenant_second
+):
     await tenant_ops.delete(pool, tenant.id, grace_days=0)
     await tenant_ops.delete(pool, tenant_second.id, grace_days=3)
     arq = await create_arq_pool(RedisSettings.from_dsn(servers.redis_url))
@@ -149,8 +169,9 @@ async def test_resume_undoes_a_delete_before_the_purge(client, pool, tenant):
     report = await tenant_ops.purge_due(pool)
     assert tenant.id not in report.purged
     assert await _status_of(client, tenant) == 200
-    row = await pool.fetchrow("SELECT deleted_at, purge_after FROM control.sub_accounts "
-                              "WHERE id = $1", tenant.id)
+    row = await pool.fetchrow(
+        "SELECT deleted_at, purge_after FROM control.sub_accounts WHERE id = $1", tenant.id
+    )
     assert dict(row) == {"deleted_at": None, "purge_after": None}
 
 
@@ -163,15 +184,18 @@ async def test_deleting_again_keeps_the_first_purge_time(pool, tenant):
 async def test_negative_grace_period_is_refused(servers, pool, tenant):
     done = switchboard(servers, "tenants", "delete", str(tenant.id), "--grace-days=-1")
     assert done.returncode == 1 and "grace period cannot be negative" in done.stderr
-    assert await pool.fetchval("SELECT status FROM control.sub_accounts WHERE id = $1",
-                               tenant.id) == "active"
+    assert (
+        await pool.fetchval("SELECT status FROM control.sub_accounts WHERE id = $1", tenant.id)
+        == "active"
+    )
 
 
 # --- export, import ---------------------------------------------------------------------------
 
 
 async def test_export_purge_import_round_trips_every_row_and_the_key_works_again(
-        servers, client, pool, tmp_path):
+    servers, client, pool, tmp_path
+):
     # Given a sub-account with data, exported through the CLI.
     populated = await populate(client, pool)
     tenant = populated.tenant
@@ -193,8 +217,9 @@ async def test_export_purge_import_round_trips_every_row_and_the_key_works_again
     assert response.status_code == 200
     assert (await response.get_json())["wallet"]["balance"] == 13.0
     listed = await client.get("/webhooks/inbound/webhook-subscriptions", headers=tenant.headers)
-    assert [s["url"] for s in (await listed.get_json())["subscriptions"]] == \
-        ["https://hooks.example.com/in"]
+    assert [s["url"] for s in (await listed.get_json())["subscriptions"]] == [
+        "https://hooks.example.com/in"
+    ]
     # The identity sequence goes on after the imported rows.
     from tenancy.db import tenant_transaction
 
@@ -203,7 +228,9 @@ async def test_export_purge_import_round_trips_every_row_and_the_key_works_again
         seq = await conn.fetchval(
             "INSERT INTO messages (conversation_id, direction, sender_type, message_type, "
             "content, status) VALUES ($1, 'outbound', 'user', 'sms', 'later', 'sent') "
-            "RETURNING seq", conversation)
+            "RETURNING seq",
+            conversation,
+        )
         assert seq > await conn.fetchval("SELECT max(seq) FROM messages WHERE content <> 'later'")
 
 
@@ -253,11 +280,14 @@ async def test_import_of_another_schema_version_is_refused(servers, pool, tenant
 
     done = switchboard(servers, "tenants", "import", str(tmp_path / "old.jsonl"))
     assert done.returncode == 1
-    assert f"revision t0000_old but this installation's tenant head is {tenant_head()}" \
-        in done.stderr
+    assert (
+        f"revision t0000_old but this installation's tenant head is {tenant_head()}" in done.stderr
+    )
     assert not await schema_exists(pool, tenant.schema)
-    assert await pool.fetchval("SELECT count(*) FROM control.sub_accounts WHERE id = $1",
-                               tenant.id) == 0
+    assert (
+        await pool.fetchval("SELECT count(*) FROM control.sub_accounts WHERE id = $1", tenant.id)
+        == 0
+    )
 
 
 async def test_import_without_the_organisation_is_refused(pool, tenant):
@@ -278,8 +308,10 @@ async def test_import_of_a_truncated_file_is_refused_and_writes_nothing(pool, te
     await _purge(pool, tenant.id)
     await _refused(pool, lines[:-1], "the export is truncated")
     assert not await schema_exists(pool, tenant.schema)
-    assert await pool.fetchval("SELECT count(*) FROM control.sub_accounts WHERE id = $1",
-                               tenant.id) == 0
+    assert (
+        await pool.fetchval("SELECT count(*) FROM control.sub_accounts WHERE id = $1", tenant.id)
+        == 0
+    )
 
 
 async def test_import_refuses_rows_of_another_sub_account(pool, tenant, tenant_second):
@@ -293,31 +325,45 @@ async def test_import_refuses_rows_of_another_sub_account(pool, tenant, tenant_s
             line = json.dumps(item) + "\n"
         forged.append(line)
     await _refused(pool, forged, "belong to another sub-account")
-    assert await pool.fetchval("SELECT count(*) FROM control.api_keys WHERE sub_account_id = $1",
-                               tenant_second.id) == 1
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.api_keys WHERE sub_account_id = $1", tenant_second.id
+        )
+        == 1
+    )
 
 
-async def test_import_maps_members_to_an_existing_user_with_the_same_email(
-        client, pool):
+async def test_import_maps_members_to_an_existing_user_with_the_same_email(client, pool):
     # Given an export, and a database where the member's email belongs to another user id.
     populated = await populate(client, pool)
     tenant = populated.tenant
     lines = await _exported(pool, tenant.id)
     await _purge(pool, tenant.id)
-    email = await pool.fetchval("SELECT email FROM control.users WHERE id = $1",
-                                populated.owner_user_id)
+    email = await pool.fetchval(
+        "SELECT email FROM control.users WHERE id = $1", populated.owner_user_id
+    )
     await pool.execute("DELETE FROM control.users WHERE id = $1", populated.owner_user_id)
-    existing = await pool.fetchval("INSERT INTO control.users (email) VALUES ($1) RETURNING id",
-                                   email)
+    existing = await pool.fetchval(
+        "INSERT INTO control.users (email) VALUES ($1) RETURNING id", email
+    )
     # When it is imported.
     report = await tenant_ops.import_tenant(pool, lines)
     # Then the membership points at the user who is here, and the plan is kept.
     assert report.users_matched == 1 and not report.plan_dropped
-    assert await pool.fetchval("SELECT user_id FROM control.memberships WHERE sub_account_id = $1",
-                               tenant.id) == existing
-    assert await pool.fetchval(
-        "SELECT p.slug FROM control.sub_accounts AS s JOIN control.plans AS p ON p.id = s.plan_id"
-        " WHERE s.id = $1", tenant.id) == populated.plan_slug
+    assert (
+        await pool.fetchval(
+            "SELECT user_id FROM control.memberships WHERE sub_account_id = $1", tenant.id
+        )
+        == existing
+    )
+    assert (
+        await pool.fetchval(
+            "SELECT p.slug FROM control.sub_accounts AS s"
+            " JOIN control.plans AS p ON p.id = s.plan_id WHERE s.id = $1",
+            tenant.id,
+        )
+        == populated.plan_slug
+    )
 
 
 async def test_importing_a_deleted_sub_account_brings_it_back_active(client, pool, tenant):
@@ -339,31 +385,46 @@ async def test_control_check_constraints_match_metadata(pool):
         for row in await pool.fetch(
             "SELECT c.relname AS table, k.conname AS name, pg_get_constraintdef(k.oid) AS "
             "definition FROM pg_constraint AS k JOIN pg_class AS c ON c.oid = k.conrelid "
-            "WHERE k.contype = 'c' AND c.relnamespace = 'control'::regnamespace")
+            "WHERE k.contype = 'c' AND c.relnamespace = 'control'::regnamespace"
+        )
     }
-    expected = {(table.name, constraint.name)
-                for table in control_metadata.tables.values()
-                for constraint in table.constraints
-                if constraint.__class__.__name__ == "CheckConstraint"}
+    expected = {
+        (table.name, constraint.name)
+        for table in control_metadata.tables.values()
+        for constraint in table.constraints
+        if constraint.__class__.__name__ == "CheckConstraint"
+    }
     assert set(stored) == expected
     assert "'deleted'" in stored[("sub_accounts", "ck_sub_accounts_status")]
 
 
-async def test_import_claims_its_numbers_and_refuses_one_held_elsewhere(client, pool, tenant,
-                                                                        tenant_second, worker):
+async def test_import_claims_its_numbers_and_refuses_one_held_elsewhere(
+    client, pool, tenant, tenant_second, worker
+):
     from tests.factories import import_number
 
     await import_number(client, tenant, "+14155550174")
     lines = await _exported(pool, tenant.id)
     await _purge(pool, tenant.id)
-    assert await pool.fetchval("SELECT count(*) FROM control.phone_number_directory "
-                               "WHERE phone_number = '+14155550174'") == 0
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM control.phone_number_directory "
+            "WHERE phone_number = '+14155550174'"
+        )
+        == 0
+    )
     held = await import_number(client, tenant_second, "+14155550174")
     await _refused(pool, lines, "+14155550174 are held by another sub-account")
     assert not await schema_exists(pool, tenant.schema)
-    response = await client.delete(f"/webhooks/inbound/phone-numbers/{held}",
-                                   headers=tenant_second.headers)
+    response = await client.delete(
+        f"/webhooks/inbound/phone-numbers/{held}", headers=tenant_second.headers
+    )
     assert response.status_code == 200
     await tenant_ops.import_tenant(pool, lines)
-    assert await pool.fetchval("SELECT sub_account_id FROM control.phone_number_directory "
-                               "WHERE phone_number = '+14155550174'") == tenant.id
+    assert (
+        await pool.fetchval(
+            "SELECT sub_account_id FROM control.phone_number_directory "
+            "WHERE phone_number = '+14155550174'"
+        )
+        == tenant.id
+    )

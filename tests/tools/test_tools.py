@@ -16,10 +16,17 @@ from tests.factories import TOOLS, make_agent, make_tool, tool_body
 from tests.helpers import error_of, expect_error, tenant_sql
 
 AGENTS = "/webhooks/inbound/agents"
-SEND_SMS = {"name": "text_contact", "type": "send_sms",
-            "description": "Send the contact a text message."}
-TRANSFER = {"name": "to_sales", "type": "transfer_call", "description": "Hand over to sales.",
-            "config": {"phone_number": "+14155550100", "message": "Connecting you now."}}
+SEND_SMS = {
+    "name": "text_contact",
+    "type": "send_sms",
+    "description": "Send the contact a text message.",
+}
+TRANSFER = {
+    "name": "to_sales",
+    "type": "transfer_call",
+    "description": "Hand over to sales.",
+    "config": {"phone_number": "+14155550100", "message": "Connecting you now."},
+}
 
 
 async def post_tool(client, tenant, body):
@@ -39,8 +46,7 @@ async def refused(response, field):
 
 
 async def stored_tool(pool, tenant, tool_id):
-    rows = await tenant_sql(pool, tenant, "SELECT * FROM tools WHERE id = $1",
-                            uuid.UUID(tool_id))
+    rows = await tenant_sql(pool, tenant, "SELECT * FROM tools WHERE id = $1", uuid.UUID(tool_id))
     return dict(rows[0]) if rows else None
 
 
@@ -58,13 +64,28 @@ async def test_create_http_tool_answers_201_with_the_whole_tool(client, tenant):
     answer = await response.get_json()
     assert answer["status"] == "success"
     tool = answer["tool"]
-    assert set(tool) == {"id", "name", "type", "description", "parameters", "config", "secret",
-                         "created_at", "updated_at"}
+    assert set(tool) == {
+        "id",
+        "name",
+        "type",
+        "description",
+        "parameters",
+        "config",
+        "secret",
+        "created_at",
+        "updated_at",
+    }
     assert (tool["name"], tool["type"], tool["description"]) == (
-        "lookup_order", "http", body["description"])
+        "lookup_order",
+        "http",
+        body["description"],
+    )
     assert tool["parameters"] == body["parameters"]
-    assert tool["config"] == {"url": "https://tools.example.com/orders",
-                              "headers": {"Authorization": "***"}, "timeout_seconds": 10}
+    assert tool["config"] == {
+        "url": "https://tools.example.com/orders",
+        "headers": {"Authorization": "***"},
+        "timeout_seconds": 10,
+    }
     assert tool["secret"].startswith("whsec_")
     assert tool["created_at"].endswith("Z")
 
@@ -106,8 +127,9 @@ async def test_each_tool_has_its_own_secret(client, tenant):
 # --- name and description -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["1lookup", "_lookup", "look-up", "look up", "", "a" * 65,
-                                  "caf\u00e9"])
+@pytest.mark.parametrize(
+    "name", ["1lookup", "_lookup", "look-up", "look up", "", "a" * 65, "caf\u00e9"]
+)
 async def test_name_not_matching_the_pattern_is_400(client, pool, tenant, name):
     await refused(await post_tool(client, tenant, tool_body(name=name)), "name")
     assert await tool_count(pool, tenant) == 0
@@ -136,8 +158,9 @@ async def test_the_same_name_in_another_sub_account_is_fine(client, tenant, tena
 
 
 async def test_concurrent_creates_of_one_name_make_one_tool(client, pool, tenant):
-    responses = await asyncio.gather(*(post_tool(client, tenant, tool_body(name="racer"))
-                                       for _ in range(8)))
+    responses = await asyncio.gather(
+        *(post_tool(client, tenant, tool_body(name="racer")) for _ in range(8))
+    )
     statuses = sorted(response.status_code for response in responses)
     assert statuses == [201] + [409] * 7
     for response in responses:
@@ -148,8 +171,9 @@ async def test_concurrent_creates_of_one_name_make_one_tool(client, pool, tenant
 
 @pytest.mark.parametrize("description", ["", "   ", "d" * 1001])
 async def test_description_outside_1_to_1000_characters_is_400(client, tenant, description):
-    await refused(await post_tool(client, tenant, tool_body(description=description)),
-                  "description")
+    await refused(
+        await post_tool(client, tenant, tool_body(description=description)), "description"
+    )
 
 
 async def test_description_of_1000_characters_is_accepted(client, tenant):
@@ -161,8 +185,12 @@ async def test_description_of_1000_characters_is_accepted(client, tenant):
 
 @pytest.mark.parametrize("kind", ["check_availability", "book_appointment"])
 async def test_calendar_tool_types_are_400_until_calendars_exist(client, pool, tenant, kind):
-    body = {"name": "book", "type": kind, "description": "Book a slot.",
-            "config": {"calendar_id": str(uuid.uuid4())}}
+    body = {
+        "name": "book",
+        "type": kind,
+        "description": "Book a slot.",
+        "config": {"calendar_id": str(uuid.uuid4())},
+    }
     error = (await refused(await post_tool(client, tenant, body), "type"))["error"]
     assert "calendar" in error["details"][0]["message"]
     assert await tool_count(pool, tenant) == 0
@@ -181,19 +209,25 @@ def _parameters(**properties: Any) -> dict[str, Any]:
 
 
 async def test_http_parameters_with_enums_and_descriptions_are_kept(client, tenant):
-    parameters = {"type": "object", "properties": {
-        "size": {"type": "string", "enum": ["s", "m", "l"], "description": "Shirt size"},
-        "count": {"type": "integer", "enum": [1, 2, 3]},
-        "price": {"type": "number"}, "gift": {"type": "boolean"}},
-        "required": ["size", "count"]}
+    parameters = {
+        "type": "object",
+        "properties": {
+            "size": {"type": "string", "enum": ["s", "m", "l"], "description": "Shirt size"},
+            "count": {"type": "integer", "enum": [1, 2, 3]},
+            "price": {"type": "number"},
+            "gift": {"type": "boolean"},
+        },
+        "required": ["size", "count"],
+    }
     tool = await make_tool(client, tenant, parameters=parameters)
     assert tool["parameters"] == parameters
 
 
 async def test_http_parameters_with_more_than_20_properties_are_400(client, tenant):
     many = {f"p{index}": {"type": "string"} for index in range(21)}
-    await refused(await post_tool(client, tenant, tool_body(parameters=_parameters(**many))),
-                  "parameters")
+    await refused(
+        await post_tool(client, tenant, tool_body(parameters=_parameters(**many))), "parameters"
+    )
 
 
 async def test_http_parameters_with_20_properties_are_accepted(client, tenant):
@@ -202,15 +236,18 @@ async def test_http_parameters_with_20_properties_are_accepted(client, tenant):
     assert len(tool["parameters"]["properties"]) == 20
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "array", "properties": {}},
-    {"properties": {}},
-    _parameters(address={"type": "object"}),
-    _parameters(tags={"type": "array", "items": {"type": "string"}}),
-    _parameters(size={"type": "string", "minLength": 3}),
-    {**_parameters(), "additionalProperties": False},
-    _parameters(**{"bad-name": {"type": "string"}}),
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "properties": {}},
+        {"properties": {}},
+        _parameters(address={"type": "object"}),
+        _parameters(tags={"type": "array", "items": {"type": "string"}}),
+        _parameters(size={"type": "string", "minLength": 3}),
+        {**_parameters(), "additionalProperties": False},
+        _parameters(**{"bad-name": {"type": "string"}}),
+    ],
+)
 async def test_http_parameters_outside_the_json_schema_bounds_are_400(client, tenant, schema):
     await refused(await post_tool(client, tenant, tool_body(parameters=schema)), "parameters")
 
@@ -220,12 +257,18 @@ async def test_http_parameters_required_must_name_properties(client, tenant):
     await refused(await post_tool(client, tenant, tool_body(parameters=schema)), "parameters")
 
 
-@pytest.mark.parametrize("prop", [
-    {"type": "integer", "enum": ["one"]}, {"type": "string", "enum": [1]},
-    {"type": "boolean", "enum": [1]}, {"type": "integer", "enum": [1.5]},
-    {"type": "string", "enum": []}, {"type": "string", "enum": ["a", "a"]},
-    {"type": "string", "description": "d" * 1001},
-])
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "integer", "enum": ["one"]},
+        {"type": "string", "enum": [1]},
+        {"type": "boolean", "enum": [1]},
+        {"type": "integer", "enum": [1.5]},
+        {"type": "string", "enum": []},
+        {"type": "string", "enum": ["a", "a"]},
+        {"type": "string", "description": "d" * 1001},
+    ],
+)
 async def test_http_parameter_enum_and_description_bounds_are_400(client, tenant, prop):
     schema = _parameters(choice=prop)
     await refused(await post_tool(client, tenant, tool_body(parameters=schema)), "parameters")
@@ -238,9 +281,16 @@ async def test_http_config_is_required(client, tenant):
     await refused(await post_tool(client, tenant, tool_body(config=...)), "config")
 
 
-@pytest.mark.parametrize("url", ["ftp://tools.example.com/x", "tools.example.com/orders",
-                                 "https://tools.example.com/a b", "https://example.com/\r\nX: 1",
-                                 "https://tools.example.com/\x00"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://tools.example.com/x",
+        "tools.example.com/orders",
+        "https://tools.example.com/a b",
+        "https://example.com/\r\nX: 1",
+        "https://tools.example.com/\x00",
+    ],
+)
 async def test_http_url_that_is_no_http_url_is_400(client, pool, tenant, url):
     body = tool_body(config={"url": url})
     assert (await post_tool(client, tenant, body)).status_code == 400
@@ -250,21 +300,25 @@ async def test_http_url_that_is_no_http_url_is_400(client, pool, tenant, url):
 @pytest.fixture
 def private_off(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = app.app.config["SETTINGS"]
-    monkeypatch.setitem(app.app.config, "SETTINGS",
-                        settings.model_copy(update={"allow_private_webhooks": False}))
+    monkeypatch.setitem(
+        app.app.config, "SETTINGS", settings.model_copy(update={"allow_private_webhooks": False})
+    )
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "10.0.0.7", "[::1]", "169.254.169.254",
-                                  "192.0.0.8", "0x7f000001"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "10.0.0.7", "[::1]", "169.254.169.254", "192.0.0.8", "0x7f000001"]
+)
 async def test_http_url_to_a_private_address_is_400_webhook_url_not_allowed(
-        client, pool, tenant, private_off, host):
+    client, pool, tenant, private_off, host
+):
     body = tool_body(config={"url": f"http://{host}:8080/tool"})
     await expect_error(await post_tool(client, tenant, body), 400, "webhook_url_not_allowed")
     assert await tool_count(pool, tenant) == 0
 
 
 async def test_http_url_to_a_private_address_is_accepted_when_private_webhooks_are_allowed(
-        client, tenant):
+    client, tenant
+):
     tool = await make_tool(client, tenant, config={"url": "http://127.0.0.1:9/tool"})
     assert tool["config"]["url"] == "http://127.0.0.1:9/tool"
 
@@ -277,8 +331,9 @@ async def test_http_config_with_more_than_10_headers_is_400(client, tenant):
 
 async def test_http_config_with_10_headers_is_accepted(client, tenant):
     headers = {f"X-Header-{index}": "v" for index in range(10)}
-    tool = await make_tool(client, tenant, config={"url": "https://tools.example.com/x",
-                                                   "headers": headers})
+    tool = await make_tool(
+        client, tenant, config={"url": "https://tools.example.com/x", "headers": headers}
+    )
     assert tool["config"]["headers"] == dict.fromkeys(headers, "***")
 
 
@@ -288,23 +343,34 @@ async def test_http_header_name_that_is_no_http_token_is_400(client, tenant, nam
     assert (await post_tool(client, tenant, body)).status_code == 400
 
 
-@pytest.mark.parametrize("value", ["a\r\nX-Injected: 1", "a\nb", "tab\there", "\x00", "",
-                                   "caf\u00e9", "v" * 2001])
+@pytest.mark.parametrize(
+    "value", ["a\r\nX-Injected: 1", "a\nb", "tab\there", "\x00", "", "caf\u00e9", "v" * 2001]
+)
 async def test_http_header_value_that_is_not_header_safe_is_400(client, tenant, value):
     body = tool_body(config={"url": "https://tools.example.com/x", "headers": {"X-Key": value}})
     assert (await post_tool(client, tenant, body)).status_code == 400
 
 
-@pytest.mark.parametrize("name", ["Host", "content-length", "Content-Type", "Transfer-Encoding",
-                                  "webhook-signature", "Webhook-Id"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Host",
+        "content-length",
+        "Content-Type",
+        "Transfer-Encoding",
+        "webhook-signature",
+        "Webhook-Id",
+    ],
+)
 async def test_http_headers_the_request_sets_itself_are_400(client, tenant, name):
     body = tool_body(config={"url": "https://tools.example.com/x", "headers": {name: "v"}})
     await refused(await post_tool(client, tenant, body), "config.headers")
 
 
 async def test_http_header_named_twice_in_different_case_is_400(client, tenant):
-    body = tool_body(config={"url": "https://tools.example.com/x",
-                             "headers": {"X-Key": "a", "x-key": "b"}})
+    body = tool_body(
+        config={"url": "https://tools.example.com/x", "headers": {"X-Key": "a", "x-key": "b"}}
+    )
     await refused(await post_tool(client, tenant, body), "config.headers")
 
 
@@ -321,8 +387,9 @@ async def test_http_timeout_outside_1_to_20_seconds_is_400(client, tenant, secon
 
 @pytest.mark.parametrize("seconds", [1, 20, 5.0])
 async def test_http_timeout_of_1_to_20_seconds_is_accepted(client, tenant, seconds):
-    tool = await make_tool(client, tenant, config={"url": "https://tools.example.com/x",
-                                                   "timeout_seconds": seconds})
+    tool = await make_tool(
+        client, tenant, config={"url": "https://tools.example.com/x", "timeout_seconds": seconds}
+    )
     assert tool["config"]["timeout_seconds"] == int(seconds)
 
 
@@ -334,8 +401,9 @@ async def test_http_config_with_an_unknown_key_is_400(client, tenant):
 # --- transfer_call and send_sms -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("number", ["4155550100", "+1415555010", "+999123", "+14155550100 x",
-                                    "", "+0123456789"])
+@pytest.mark.parametrize(
+    "number", ["4155550100", "+1415555010", "+999123", "+14155550100 x", "", "+0123456789"]
+)
 async def test_transfer_phone_number_that_is_not_valid_e164_is_400(client, pool, tenant, number):
     body = {**TRANSFER, "config": {"phone_number": number}}
     await refused(await post_tool(client, tenant, body), "config.phone_number")
@@ -391,8 +459,7 @@ async def test_tools_list_newest_first_with_the_general_envelope(client, tenant)
     assert response.status_code == 200
     assert [tool["id"] for tool in page["tools"]] == [made[2]["id"], made[1]["id"]]
     assert (page["total"], page["limit"], page["offset"], page["has_more"]) == (3, 2, 0, True)
-    rest = await (await client.get(f"{TOOLS}?limit=2&offset=2",
-                                   headers=tenant.headers)).get_json()
+    rest = await (await client.get(f"{TOOLS}?limit=2&offset=2", headers=tenant.headers)).get_json()
     assert [tool["id"] for tool in rest["tools"]] == [made[0]["id"]]
     assert rest["has_more"] is False
     assert page["tools"][0] == made[2]
@@ -400,14 +467,21 @@ async def test_tools_list_newest_first_with_the_general_envelope(client, tenant)
 
 async def test_empty_tools_list_has_the_general_envelope(client, tenant):
     response = await client.get(TOOLS, headers=tenant.headers)
-    assert await response.get_json() == {"status": "success", "tools": [], "total": 0,
-                                         "limit": 50, "offset": 0, "has_more": False}
+    assert await response.get_json() == {
+        "status": "success",
+        "tools": [],
+        "total": 0,
+        "limit": 50,
+        "offset": 0,
+        "has_more": False,
+    }
 
 
 @pytest.mark.parametrize("query", ["limit=0", "limit=101", "limit=x", "offset=-1"])
 async def test_tools_list_bad_page_values_are_400(client, tenant, query):
-    await expect_error(await client.get(f"{TOOLS}?{query}", headers=tenant.headers), 400,
-                       "validation_error")
+    await expect_error(
+        await client.get(f"{TOOLS}?{query}", headers=tenant.headers), 400, "validation_error"
+    )
 
 
 # --- PATCH --------------------------------------------------------------------------------------
@@ -416,16 +490,23 @@ async def test_tools_list_bad_page_values_are_400(client, tenant, query):
 async def test_patch_changes_name_and_description_only(client, pool, tenant):
     tool = await make_tool(client, tenant)
     before = await stored_tool(pool, tenant, tool["id"])
-    response = await patch_tool(client, tenant, tool["id"],
-                                {"name": "renamed", "description": "New words."})
+    response = await patch_tool(
+        client, tenant, tool["id"], {"name": "renamed", "description": "New words."}
+    )
     assert response.status_code == 200
     changed = (await response.get_json())["tool"]
     assert (changed["name"], changed["description"]) == ("renamed", "New words.")
     assert (changed["config"], changed["parameters"], changed["secret"]) == (
-        tool["config"], tool["parameters"], tool["secret"])
+        tool["config"],
+        tool["parameters"],
+        tool["secret"],
+    )
     after = await stored_tool(pool, tenant, tool["id"])
     assert {key for key in before if before[key] != after[key]} == {
-        "name", "description", "updated_at"}
+        "name",
+        "description",
+        "updated_at",
+    }
     shown = await (await client.get(f"{TOOLS}/{tool['id']}", headers=tenant.headers)).get_json()
     assert shown["tool"] == changed
 
@@ -442,8 +523,7 @@ async def test_type_or_parameters_in_a_patch_body_is_400(client, pool, tenant, f
 
 async def test_patch_with_nothing_to_change_is_400_nothing_to_update(client, tenant):
     tool = await make_tool(client, tenant)
-    await expect_error(await patch_tool(client, tenant, tool["id"], {}), 400,
-                       "nothing_to_update")
+    await expect_error(await patch_tool(client, tenant, tool["id"], {}), 400, "nothing_to_update")
 
 
 @pytest.mark.parametrize("field", ["name", "description", "config"])
@@ -455,8 +535,9 @@ async def test_patch_null_field_is_400(client, tenant, field):
 async def test_patch_to_a_taken_name_is_409_tool_name_taken(client, pool, tenant):
     await make_tool(client, tenant, name="taken")
     tool = await make_tool(client, tenant)
-    await expect_error(await patch_tool(client, tenant, tool["id"], {"name": "taken"}), 409,
-                       "tool_name_taken")
+    await expect_error(
+        await patch_tool(client, tenant, tool["id"], {"name": "taken"}), 409, "tool_name_taken"
+    )
     assert (await stored_tool(pool, tenant, tool["id"]))["name"] == tool["name"]
 
 
@@ -466,12 +547,23 @@ async def test_patch_to_end_call_is_400(client, tenant):
 
 
 async def test_patch_config_replaces_the_whole_config(client, tenant):
-    tool = await make_tool(client, tenant, config={
-        "url": "https://tools.example.com/a", "headers": {"X-Key": "k"}, "timeout_seconds": 5})
-    response = await patch_tool(client, tenant, tool["id"],
-                                {"config": {"url": "https://tools.example.com/b"}})
+    tool = await make_tool(
+        client,
+        tenant,
+        config={
+            "url": "https://tools.example.com/a",
+            "headers": {"X-Key": "k"},
+            "timeout_seconds": 5,
+        },
+    )
+    response = await patch_tool(
+        client, tenant, tool["id"], {"config": {"url": "https://tools.example.com/b"}}
+    )
     assert (await response.get_json())["tool"]["config"] == {
-        "url": "https://tools.example.com/b", "headers": {}, "timeout_seconds": 10}
+        "url": "https://tools.example.com/b",
+        "headers": {},
+        "timeout_seconds": 10,
+    }
 
 
 async def _plain_tools(pool, tenant, agent_id):
@@ -480,14 +572,31 @@ async def _plain_tools(pool, tenant, agent_id):
 
 
 async def test_patch_header_sent_as_mask_keeps_its_stored_value(client, pool, tenant):
-    tool = await make_tool(client, tenant, config={
-        "url": "https://tools.example.com/a", "headers": {"X-Key": "kept", "X-Old": "gone"}})
-    response = await patch_tool(client, tenant, tool["id"], {"config": {
-        "url": "https://tools.example.com/a",
-        "headers": {"x-key": "***", "X-New": "fresh"}, "timeout_seconds": 7}})
+    tool = await make_tool(
+        client,
+        tenant,
+        config={
+            "url": "https://tools.example.com/a",
+            "headers": {"X-Key": "kept", "X-Old": "gone"},
+        },
+    )
+    response = await patch_tool(
+        client,
+        tenant,
+        tool["id"],
+        {
+            "config": {
+                "url": "https://tools.example.com/a",
+                "headers": {"x-key": "***", "X-New": "fresh"},
+                "timeout_seconds": 7,
+            }
+        },
+    )
     assert response.status_code == 200
     assert (await response.get_json())["tool"]["config"]["headers"] == {
-        "x-key": "***", "X-New": "***"}
+        "x-key": "***",
+        "X-New": "***",
+    }
     agent_id = await make_agent(client, tenant, tool_ids=[tool["id"]])
     [plain] = await _plain_tools(pool, tenant, agent_id)
     assert plain["config"]["headers"] == {"x-key": "kept", "X-New": "fresh"}
@@ -496,35 +605,49 @@ async def test_patch_header_sent_as_mask_keeps_its_stored_value(client, pool, te
 async def test_patch_masked_header_the_tool_does_not_have_is_400(client, pool, tenant):
     tool = await make_tool(client, tenant)
     before = await stored_tool(pool, tenant, tool["id"])
-    response = await patch_tool(client, tenant, tool["id"], {"config": {
-        "url": "https://tools.example.com/a", "headers": {"X-Unknown": "***"}}})
+    response = await patch_tool(
+        client,
+        tenant,
+        tool["id"],
+        {"config": {"url": "https://tools.example.com/a", "headers": {"X-Unknown": "***"}}},
+    )
     await refused(response, "config.headers.X-Unknown")
     assert await stored_tool(pool, tenant, tool["id"]) == before
 
 
 async def test_patch_config_follows_the_tools_type(client, tenant):
     tool = (await (await post_tool(client, tenant, TRANSFER)).get_json())["tool"]
-    await refused(await patch_tool(client, tenant, tool["id"], {
-        "config": {"url": "https://tools.example.com/x"}}), "config")
-    changed = await patch_tool(client, tenant, tool["id"], {
-        "config": {"phone_number": "+14155550111"}})
-    assert (await changed.get_json())["tool"]["config"] == {"phone_number": "+14155550111",
-                                                            "message": None}
+    await refused(
+        await patch_tool(
+            client, tenant, tool["id"], {"config": {"url": "https://tools.example.com/x"}}
+        ),
+        "config",
+    )
+    changed = await patch_tool(
+        client, tenant, tool["id"], {"config": {"phone_number": "+14155550111"}}
+    )
+    assert (await changed.get_json())["tool"]["config"] == {
+        "phone_number": "+14155550111",
+        "message": None,
+    }
 
 
 async def test_patch_url_to_a_private_address_is_400_webhook_url_not_allowed(
-        client, pool, tenant, private_off):
+    client, pool, tenant, private_off
+):
     tool = await make_tool(client, tenant, config={"url": "https://93.184.215.14/tool"})
     before = await stored_tool(pool, tenant, tool["id"])
-    response = await patch_tool(client, tenant, tool["id"],
-                                {"config": {"url": "http://169.254.169.254/latest"}})
+    response = await patch_tool(
+        client, tenant, tool["id"], {"config": {"url": "http://169.254.169.254/latest"}}
+    )
     await expect_error(response, 400, "webhook_url_not_allowed")
     assert await stored_tool(pool, tenant, tool["id"]) == before
 
 
 async def test_patch_unknown_tool_is_404(client, tenant):
-    await expect_error(await patch_tool(client, tenant, uuid.uuid4(), {"name": "x"}), 404,
-                       "not_found")
+    await expect_error(
+        await patch_tool(client, tenant, uuid.uuid4(), {"name": "x"}), 404, "not_found"
+    )
 
 
 # --- DELETE -------------------------------------------------------------------------------------
@@ -534,8 +657,11 @@ async def test_delete_tool_answers_200_and_it_is_gone(client, pool, tenant):
     tool = await make_tool(client, tenant)
     response = await client.delete(f"{TOOLS}/{tool['id']}", headers=tenant.headers)
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "deleted": True,
-                                         "tool_id": tool["id"]}
+    assert await response.get_json() == {
+        "status": "success",
+        "deleted": True,
+        "tool_id": tool["id"],
+    }
     assert await stored_tool(pool, tenant, tool["id"]) is None
     gone = await client.get(f"{TOOLS}/{tool['id']}", headers=tenant.headers)
     await expect_error(gone, 404, "not_found")
@@ -554,8 +680,9 @@ async def test_delete_tool_an_agent_uses_is_409_tool_in_use(client, pool, tenant
 async def test_delete_tool_after_the_agent_let_it_go_is_200(client, tenant):
     tool = await make_tool(client, tenant)
     agent_id = await make_agent(client, tenant, tool_ids=[tool["id"]])
-    patched = await client.patch(f"{AGENTS}/{agent_id}", json={"tool_ids": []},
-                                 headers=tenant.headers)
+    patched = await client.patch(
+        f"{AGENTS}/{agent_id}", json={"tool_ids": []}, headers=tenant.headers
+    )
     assert patched.status_code == 200
     response = await client.delete(f"{TOOLS}/{tool['id']}", headers=tenant.headers)
     assert response.status_code == 200
@@ -564,31 +691,34 @@ async def test_delete_tool_after_the_agent_let_it_go_is_200(client, tenant):
 async def test_a_deleted_agent_does_not_keep_its_tools_in_use(client, tenant):
     tool = await make_tool(client, tenant)
     agent_id = await make_agent(client, tenant, tool_ids=[tool["id"]])
-    assert (await client.delete(f"{AGENTS}/{agent_id}", headers=tenant.headers)).status_code \
-        == 200
-    assert (await client.delete(f"{TOOLS}/{tool['id']}", headers=tenant.headers)).status_code \
-        == 200
+    assert (await client.delete(f"{AGENTS}/{agent_id}", headers=tenant.headers)).status_code == 200
+    assert (await client.delete(f"{TOOLS}/{tool['id']}", headers=tenant.headers)).status_code == 200
 
 
 async def test_delete_racing_an_agent_that_takes_the_tool_never_leaves_a_dangling_id(
-        client, pool, tenant):
+    client, pool, tenant
+):
     agent_id = await make_agent(client, tenant)
     for _ in range(6):
         tool = await make_tool(client, tenant)
         deleted, patched = await asyncio.gather(
             client.delete(f"{TOOLS}/{tool['id']}", headers=tenant.headers),
-            client.patch(f"{AGENTS}/{agent_id}", json={"tool_ids": [tool["id"]]},
-                         headers=tenant.headers))
+            client.patch(
+                f"{AGENTS}/{agent_id}", json={"tool_ids": [tool["id"]]}, headers=tenant.headers
+            ),
+        )
         outcome = (deleted.status_code, patched.status_code)
         assert outcome in ((409, 200), (200, 404)), outcome
         if outcome == (200, 404):
             await expect_error(patched, 404, "not_found")
         else:
             await expect_error(deleted, 409, "tool_in_use")
-            await client.patch(f"{AGENTS}/{agent_id}", json={"tool_ids": []},
-                               headers=tenant.headers)
-        rows = await tenant_sql(pool, tenant, "SELECT tool_ids FROM agents WHERE id = $1",
-                                uuid.UUID(agent_id))
+            await client.patch(
+                f"{AGENTS}/{agent_id}", json={"tool_ids": []}, headers=tenant.headers
+            )
+        rows = await tenant_sql(
+            pool, tenant, "SELECT tool_ids FROM agents WHERE id = $1", uuid.UUID(agent_id)
+        )
         for held in rows[0]["tool_ids"]:
             assert await stored_tool(pool, tenant, str(held)) is not None
 
@@ -598,8 +728,11 @@ async def test_delete_racing_an_agent_that_takes_the_tool_never_leaves_a_danglin
 
 async def test_tool_secret_and_header_values_are_stored_encrypted(client, pool, tenant):
     header_value = "Bearer " + uuid.uuid4().hex
-    tool = await make_tool(client, tenant, config={"url": "https://tools.example.com/a",
-                                                   "headers": {"Authorization": header_value}})
+    tool = await make_tool(
+        client,
+        tenant,
+        config={"url": "https://tools.example.com/a", "headers": {"Authorization": header_value}},
+    )
     row = await stored_tool(pool, tenant, tool["id"])
     text = json.dumps({key: str(value) for key, value in row.items()})
     assert tool["secret"] not in text and header_value not in text
@@ -613,10 +746,10 @@ async def test_a_tool_without_headers_stores_no_header_values(client, pool, tena
     assert (await stored_tool(pool, tenant, tool["id"]))["header_values"] is None
 
 
-async def test_agent_tools_gives_the_runtime_plain_secrets_in_tool_ids_order(
-        client, pool, tenant):
-    http = await make_tool(client, tenant, config={"url": "https://tools.example.com/a",
-                                                   "headers": {"X-Key": "plain"}})
+async def test_agent_tools_gives_the_runtime_plain_secrets_in_tool_ids_order(client, pool, tenant):
+    http = await make_tool(
+        client, tenant, config={"url": "https://tools.example.com/a", "headers": {"X-Key": "plain"}}
+    )
     sms = (await (await post_tool(client, tenant, SEND_SMS)).get_json())["tool"]
     agent_id = await make_agent(client, tenant, tool_ids=[sms["id"], http["id"]])
     plain = await _plain_tools(pool, tenant, agent_id)

@@ -33,12 +33,16 @@ from tests.voice.test_runtime_admission import closed_with, start_message
 pytestmark = pytest.mark.voice_e2e
 
 # An answering machine's greeting and beep, then the message: a call of about seven seconds.
-LEAVE_A_MESSAGE = {"voicemail_detection": True, "voicemail_type": "leave_message",
-                   "voicemail_message": "Call us back."}
+LEAVE_A_MESSAGE = {
+    "voicemail_detection": True,
+    "voicemail_type": "leave_message",
+    "voicemail_message": "Call us back.",
+}
 
 
-async def test_calls_beyond_the_plans_limit_wait_and_start_in_order(client, pool, agency,
-                                                                    worker) -> None:
+async def test_calls_beyond_the_plans_limit_wait_and_start_in_order(
+    client, pool, agency, worker
+) -> None:
     plan = await create_plan(client, agency.headers, name="Two lines", max_concurrent_calls=2)
     tenant = await make_tenant(client, agency, plan=plan["slug"])
     agent_id = await ready(client, tenant, **LEAVE_A_MESSAGE)
@@ -57,7 +61,8 @@ async def test_calls_beyond_the_plans_limit_wait_and_start_in_order(client, pool
 
 
 async def test_a_voice_runtime_out_of_reach_fails_the_call_at_once(
-        client, pool, tenant, migrated, servers, worker_env, vendors) -> None:
+    client, pool, tenant, migrated, servers, worker_env, vendors
+) -> None:
     worker_env(SWITCHBOARD_VOICE_URL=f"ws://127.0.0.1:{closed_port()}")
     async with running_worker(migrated, servers.redis_url):
         agent_id = await ready(client, tenant)
@@ -75,19 +80,23 @@ def own_runtime(vendors: Any, folder: Path, **settings: str) -> Iterator[str]:
     """A `switchboard voice` of this test's own, with `settings`; yields its URL."""
     port = free_port()
     url = f"ws://127.0.0.1:{port}"
-    with voice_process(port, {**vendors.env, "SWITCHBOARD_VOICE_URL": url, **settings},
-                       folder / "voice.log"):
+    with voice_process(
+        port, {**vendors.env, "SWITCHBOARD_VOICE_URL": url, **settings}, folder / "voice.log"
+    ):
         yield url
 
 
-async def two_voicemails(client: Any, tenant: Any, migrated: str, redis_url: str,
-                         worker_env: Any, url: str) -> list[dict[str, Any]]:
+async def two_voicemails(
+    client: Any, tenant: Any, migrated: str, redis_url: str, worker_env: Any, url: str
+) -> list[dict[str, Any]]:
     worker_env(SWITCHBOARD_VOICE_URL=url)
     async with running_worker(migrated, redis_url):
         agent_id = await ready(client, tenant, **LEAVE_A_MESSAGE)
         contact_id = await make_contact(client, tenant, phone=MACHINE)
-        call_ids = [(await (await place(client, tenant, contact_id, agent_id)).get_json())
-                    ["call_id"] for _ in range(2)]
+        call_ids = [
+            (await (await place(client, tenant, contact_id, agent_id)).get_json())["call_id"]
+            for _ in range(2)
+        ]
         calls = [await wait_for_end(client, tenant, call_id) for call_id in call_ids]
     assert [call["status"] for call in calls] == ["completed"] * 2, calls
     assert [call["ended_reason"] for call in calls] == ["voicemail"] * 2
@@ -96,32 +105,48 @@ async def two_voicemails(client: Any, tenant: Any, migrated: str, redis_url: str
 
 
 async def test_a_runtime_at_its_call_limit_refuses_the_next_stream_until_a_place_is_free(
-        client, pool, tenant, migrated, servers, worker_env, vendors, tmp_path) -> None:
+    client, pool, tenant, migrated, servers, worker_env, vendors, tmp_path
+) -> None:
     with own_runtime(vendors, tmp_path, SWITCHBOARD_VOICE_MAX_CALLS="1") as url:
         worker_env(SWITCHBOARD_VOICE_URL=url)
         async with running_worker(migrated, servers.redis_url):
             agent_id = await ready(client, tenant, **LEAVE_A_MESSAGE)
             contact_id = await make_contact(client, tenant, phone=MACHINE)
-            call_ids = [(await (await place(client, tenant, contact_id, agent_id)).get_json())
-                        ["call_id"] for _ in range(2)]
+            call_ids = [
+                (await (await place(client, tenant, contact_id, agent_id)).get_json())["call_id"]
+                for _ in range(2)
+            ]
             # Both calls' statuses, read together (one snapshot), until both have ended.
             seen: list[tuple[str, str]] = []
             forged = None
             while not seen or set(seen[-1]) - {"completed", "failed"}:
-                rows = await tenant_sql(pool, tenant, "SELECT id::text, status FROM calls "
-                                        "WHERE id = ANY($1::uuid[])", call_ids)
+                rows = await tenant_sql(
+                    pool,
+                    tenant,
+                    "SELECT id::text, status FROM calls WHERE id = ANY($1::uuid[])",
+                    call_ids,
+                )
                 statuses = dict(tuple(row) for row in rows)
                 seen.append((statuses[call_ids[0]], statuses[call_ids[1]]))
                 if forged is None and sorted(seen[-1]) == ["in_progress", "queued"]:
                     # The place is taken: a stream with a forged token is still refused as not
                     # a call of ours (1008), not as busy (1013): it was never counted.
-                    forged = await closed_with(stream_url(url), start_message({
-                        "call_id": str(uuid.uuid4()), "sub_account_id": str(tenant.id),
-                        "token": "0" * 64}))
+                    forged = await closed_with(
+                        stream_url(url),
+                        start_message(
+                            {
+                                "call_id": str(uuid.uuid4()),
+                                "sub_account_id": str(tenant.id),
+                                "token": "0" * 64,
+                            }
+                        ),
+                    )
                 assert len(seen) < 1200, seen
                 await asyncio.sleep(0.05)
-            calls = sorted([await wait_for_end(client, tenant, call_id) for call_id in call_ids],
-                           key=lambda call: call["started_at"])
+            calls = sorted(
+                [await wait_for_end(client, tenant, call_id) for call_id in call_ids],
+                key=lambda call: call["started_at"],
+            )
         metrics = await voice_metrics(SimpleNamespace(url=url))
     assert [call["status"] for call in calls] == ["completed"] * 2, calls
     assert [call["ended_reason"] for call in calls] == ["voicemail"] * 2
@@ -138,17 +163,21 @@ async def test_a_runtime_at_its_call_limit_refuses_the_next_stream_until_a_place
 
 
 async def test_voice_processes_share_the_port_and_each_takes_its_own_calls(
-        client, tenant, migrated, servers, worker_env, vendors, tmp_path) -> None:
-    with own_runtime(vendors, tmp_path, SWITCHBOARD_VOICE_MAX_CALLS="1",
-                     SWITCHBOARD_VOICE_PROCESSES="2") as url:
-        first, second = await two_voicemails(client, tenant, migrated, servers.redis_url,
-                                             worker_env, url)
+    client, tenant, migrated, servers, worker_env, vendors, tmp_path
+) -> None:
+    with own_runtime(
+        vendors, tmp_path, SWITCHBOARD_VOICE_MAX_CALLS="1", SWITCHBOARD_VOICE_PROCESSES="2"
+    ) as url:
+        first, second = await two_voicemails(
+            client, tenant, migrated, servers.redis_url, worker_env, url
+        )
     # Each process takes one call: both were on the line at once.
     assert second["started_at"] < first["ended_at"]
 
 
-async def unnamed_connections(url: str, count: int, codes: list[int | None],
-                              stop: asyncio.Event) -> None:
+async def unnamed_connections(
+    url: str, count: int, codes: list[int | None], stop: asyncio.Event
+) -> None:
     """`count` connections at all times that send only `connected`, every second, as a client
     that never names a call would; each closed is opened again, its close code kept."""
 
@@ -157,8 +186,11 @@ async def unnamed_connections(url: str, count: int, codes: list[int | None],
             async with connect(url, open_timeout=10) as ws:
                 with contextlib.suppress(ConnectionClosed):
                     while not stop.is_set():
-                        await ws.send(json.dumps({"event": "connected", "protocol": "Call",
-                                                  "version": "1.0.0"}))
+                        await ws.send(
+                            json.dumps(
+                                {"event": "connected", "protocol": "Call", "version": "1.0.0"}
+                            )
+                        )
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(stop.wait(), 1.0)
                 if ws.close_code is not None:
@@ -168,7 +200,8 @@ async def unnamed_connections(url: str, count: int, codes: list[int | None],
 
 
 async def test_connections_that_never_name_a_call_do_not_keep_a_real_call_out(
-        client, pool, tenant, migrated, servers, worker_env, vendors, tmp_path) -> None:
+    client, pool, tenant, migrated, servers, worker_env, vendors, tmp_path
+) -> None:
     with own_runtime(vendors, tmp_path, SWITCHBOARD_VOICE_MAX_CALLS="2") as url:
         codes: list[int | None] = []
         stop = asyncio.Event()
@@ -194,14 +227,19 @@ async def test_connections_that_never_name_a_call_do_not_keep_a_real_call_out(
             stop.set()
             await flood
     record = await stored(pool, tenant, call_id)
-    [row] = await tenant_sql(pool, tenant, "SELECT created_at, started_at FROM calls "
-                             "WHERE id = $1", call_id)
+    [row] = await tenant_sql(
+        pool, tenant, "SELECT created_at, started_at FROM calls WHERE id = $1", call_id
+    )
     # Answered in its normal time (the worker's pick-up, placing and dialling: about a second),
     # its whole conversation held.
     assert (row["started_at"] - row["created_at"]).total_seconds() < 5, row
     assert call["status"] == "completed" and record["ended_reason"] == "customer_hangup"
     assert [text for role, text in said(record["messages"]) if role == "contact"] == [
-        "Hello?", "Yes, I have a minute.", "That sounds good.", "Thank you, goodbye."]
+        "Hello?",
+        "Yes, I have a minute.",
+        "That sounds good.",
+        "Thank you, goodbye.",
+    ]
     assert call["transcript"].startswith("Contact: Hello?\nAgent: ")
     # The flood's connections were each closed for naming no call (after AUTH_SECONDS).
     assert codes and set(codes) == {1008}, codes

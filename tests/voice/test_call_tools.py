@@ -18,14 +18,17 @@ from tests.voice.test_call_scripts import PERSON, ready
 
 pytestmark = pytest.mark.voice_e2e
 
-SMS_TOOL = {"type": "send_sms", "description": "Text the contact.", "parameters": ...,
-            "config": {}}
+SMS_TOOL = {"type": "send_sms", "description": "Text the contact.", "parameters": ..., "config": {}}
 
 
-async def call_contact(client: Any, tenant: Any, agent_id: str, phone: str = PERSON,
-                       **extra: Any) -> tuple[dict[str, Any], str]:
-    response = await client.post(CONTACTS, json={"first_name": "Ada", "last_name": "Lovelace",
-                                                 "phone": phone}, headers=tenant.headers)
+async def call_contact(
+    client: Any, tenant: Any, agent_id: str, phone: str = PERSON, **extra: Any
+) -> tuple[dict[str, Any], str]:
+    response = await client.post(
+        CONTACTS,
+        json={"first_name": "Ada", "last_name": "Lovelace", "phone": phone},
+        headers=tenant.headers,
+    )
     assert response.status_code in (200, 201), await response.get_data(as_text=True)
     contact_id = (await response.get_json())["contact_id"]
     response = await place(client, tenant, contact_id, agent_id, **extra)
@@ -39,26 +42,38 @@ def tool_call(call: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 async def test_openai_model_reads_its_context_calls_an_http_tool_and_texts_in_one_turn(
-        client, pool, tenant_priced, worker, vendors, receiver) -> None:
+    client, pool, tenant_priced, worker, vendors, receiver
+) -> None:
     tenant = tenant_priced
     await credit(client, tenant, 1)
-    lookup = await make_tool(client, tenant, name="lookup_order", config={
-        "url": receiver.url("/orders"), "headers": {"X-Shop": "sunny"}})
+    lookup = await make_tool(
+        client,
+        tenant,
+        name="lookup_order",
+        config={"url": receiver.url("/orders"), "headers": {"X-Shop": "sunny"}},
+    )
     sms = await make_tool(client, tenant, name="text_contact", **SMS_TOOL)
     receiver.verify_with("/orders", lookup["secret"])
-    receiver.script("/orders", (200, {"content-type": "application/json"},
-                                b'{"status": "shipped"}'))
-    script = ('[fake:call=lookup_order args={"order_id": "A-17"}] '
-              '[fake:call=text_contact args={"content": "Your order A-17 has shipped."}]')
-    agent_id = await ready(client, tenant, llm_model="gpt-4o-mini", voice_id="openai/nova",
-                           tool_ids=[lookup["id"], sms["id"]], webhook=True,
-                           webhook_url=receiver.url("/calls"),
-                           prompt=f"You help {{{{ contact.first_name }}}} with order "
-                                  f"{{{{ order_ref }}}}. {script}",
-                           first_message="Hello {{contact.first_name}}!")
+    receiver.script(
+        "/orders", (200, {"content-type": "application/json"}, b'{"status": "shipped"}')
+    )
+    script = (
+        '[fake:call=lookup_order args={"order_id": "A-17"}] '
+        '[fake:call=text_contact args={"content": "Your order A-17 has shipped."}]'
+    )
+    agent_id = await ready(
+        client,
+        tenant,
+        llm_model="gpt-4o-mini",
+        voice_id="openai/nova",
+        tool_ids=[lookup["id"], sms["id"]],
+        webhook=True,
+        webhook_url=receiver.url("/calls"),
+        prompt=f"You help {{{{ contact.first_name }}}} with order {{{{ order_ref }}}}. {script}",
+        first_message="Hello {{contact.first_name}}!",
+    )
     before = await balance(pool, tenant)
-    call, contact_id = await call_contact(client, tenant, agent_id,
-                                          variables={"order_ref": "A-17"})
+    call, contact_id = await call_contact(client, tenant, agent_id, variables={"order_ref": "A-17"})
     assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
     # The model was sent the rendered instructions; the first message was rendered too.
     chats = vendors.requests_for(vendor="openai", kind="llm")
@@ -77,14 +92,23 @@ async def test_openai_model_reads_its_context_calls_an_http_tool_and_texts_in_on
     # The tool's endpoint got the signed body, with the tool's header.
     [request] = receiver.to("/orders")
     assert request.verified is True and request.headers["x-shop"] == "sunny"
-    assert request.json() == {"tool_call_id": order["id"], "call_id": call["id"],
-                              "agent_id": agent_id, "contact_id": contact_id,
-                              "tool": "lookup_order", "arguments": {"order_id": "A-17"}}
+    assert request.json() == {
+        "tool_call_id": order["id"],
+        "call_id": call["id"],
+        "agent_id": agent_id,
+        "contact_id": contact_id,
+        "tool": "lookup_order",
+        "arguments": {"order_id": "A-17"},
+    }
     # The text went to the contact's conversation, charged; its id is the result.
     text = tool_call(call, "text_contact")
     assert text["status"] == "succeeded" and text["tool_id"] == sms["id"]
-    rows = await tenant_sql(pool, tenant, "SELECT id, content, message_type FROM messages "
-                            "WHERE id = $1", text["result"]["message_id"])
+    rows = await tenant_sql(
+        pool,
+        tenant,
+        "SELECT id, content, message_type FROM messages WHERE id = $1",
+        text["result"]["message_id"],
+    )
     assert rows[0]["content"] == "Your order A-17 has shipped." and rows[0]["message_type"] == "sms"
     assert before - await balance(pool, tenant) == SMS_PRICE
     # The model read both results, then went on.
@@ -101,19 +125,31 @@ async def test_openai_model_reads_its_context_calls_an_http_tool_and_texts_in_on
 
 async def test_anthropic_model_transfers_the_call(client, pool, tenant, worker, vendors) -> None:
     await connect(client, tenant, "anthropic")
-    transfer = await make_tool(client, tenant, name="to_sales", type="transfer_call",
-                               description="Hand the contact to sales.", parameters=...,
-                               config={"phone_number": "+14155550100",
-                                       "message": "Connecting you to sales now."})
-    agent_id = await ready(client, tenant, llm_model="claude-3.5-haiku", voice_id="openai/nova",
-                           tool_ids=[transfer["id"]], prompt="[fake:call=to_sales on=minute]")
+    transfer = await make_tool(
+        client,
+        tenant,
+        name="to_sales",
+        type="transfer_call",
+        description="Hand the contact to sales.",
+        parameters=...,
+        config={"phone_number": "+14155550100", "message": "Connecting you to sales now."},
+    )
+    agent_id = await ready(
+        client,
+        tenant,
+        llm_model="claude-3.5-haiku",
+        voice_id="openai/nova",
+        tool_ids=[transfer["id"]],
+        prompt="[fake:call=to_sales on=minute]",
+    )
     call, _ = await call_contact(client, tenant, agent_id)
     assert call["status"] == "completed" and call["ended_reason"] == "transferred"
     assert call["transferred_to"] == "+14155550100"
     [entry] = call["tool_calls"]
     assert entry["status"] == "succeeded" and entry["tool_id"] == transfer["id"]
-    assert ("agent", "Connecting you to sales now.") in [(m["role"], m["text"])
-                                                        for m in call["messages"]]
+    assert ("agent", "Connecting you to sales now.") in [
+        (m["role"], m["text"]) for m in call["messages"]
+    ]
     offered = vendors.requests_for(vendor="anthropic", kind="llm")[0].body["tools"]
     assert {t["name"] for t in offered} == {"end_call", "to_sales"}
     # The agent's part only: the contact kept talking after the transfer (to sales).
@@ -121,29 +157,47 @@ async def test_anthropic_model_transfers_the_call(client, pool, tenant, worker, 
 
 
 async def test_gemini_model_gets_errors_for_a_busy_transfer_and_a_revoked_contact(
-        client, pool, tenant, worker, vendors) -> None:
+    client, pool, tenant, worker, vendors
+) -> None:
     await connect(client, tenant, "google")
-    transfer = await make_tool(client, tenant, name="to_sales", type="transfer_call",
-                               description="Hand the contact to sales.", parameters=...,
-                               config={"phone_number": "+14155550187"})
+    transfer = await make_tool(
+        client,
+        tenant,
+        name="to_sales",
+        type="transfer_call",
+        description="Hand the contact to sales.",
+        parameters=...,
+        config={"phone_number": "+14155550187"},
+    )
     sms = await make_tool(client, tenant, name="text_contact", **SMS_TOOL)
-    agent_id = await ready(client, tenant, llm_model="gemini-2.5-flash",
-                           voice_id="openai/nova", tool_ids=[transfer["id"], sms["id"]],
-                           prompt="[fake:call=to_sales on=minute] [fake:call=text_contact "
-                                  "on=minute]")
-    response = await client.post(CONTACTS, json={"first_name": "Ada", "phone": PERSON},
-                                 headers=tenant.headers)
+    agent_id = await ready(
+        client,
+        tenant,
+        llm_model="gemini-2.5-flash",
+        voice_id="openai/nova",
+        tool_ids=[transfer["id"], sms["id"]],
+        prompt="[fake:call=to_sales on=minute] [fake:call=text_contact on=minute]",
+    )
+    response = await client.post(
+        CONTACTS, json={"first_name": "Ada", "phone": PERSON}, headers=tenant.headers
+    )
     contact_id = (await response.get_json())["contact_id"]
-    assert (await client.put(f"{CONTACTS}/{contact_id}/consent",
-                             json={"channel": "sms", "status": "revoked"},
-                             headers=tenant.headers)).status_code == 200
+    assert (
+        await client.put(
+            f"{CONTACTS}/{contact_id}/consent",
+            json={"channel": "sms", "status": "revoked"},
+            headers=tenant.headers,
+        )
+    ).status_code == 200
     call, _ = await call_contact(client, tenant, agent_id)
     # The call went on to the contact's goodbye.
     assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
     assert call["transferred_to"] is None
     assert call["messages"][-1] == {**call["messages"][-1], "text": "Thank you, goodbye."}
     assert [(e["name"], e["status"]) for e in call["tool_calls"]] == [
-        ("to_sales", "failed"), ("text_contact", "failed")]
+        ("to_sales", "failed"),
+        ("text_contact", "failed"),
+    ]
     assert "busy" in tool_call(call, "to_sales")["result"]["error"]
     assert tool_call(call, "text_contact")["result"] == {"error": "contact_opted_out"}
     declared = vendors.requests_for(vendor="google", kind="llm")[0].body["tools"]
@@ -152,15 +206,26 @@ async def test_gemini_model_gets_errors_for_a_busy_transfer_and_a_revoked_contac
     assert Decimal(call["cost"]) == 0
 
 
-async def test_a_tool_answer_after_the_hang_up_is_still_recorded(client, pool, tenant, worker,
-                                                                 vendors, receiver) -> None:
-    slow = await make_tool(client, tenant, name="slow_lookup", config={
-        "url": receiver.url("/slow"), "timeout_seconds": 15})
+async def test_a_tool_answer_after_the_hang_up_is_still_recorded(
+    client, pool, tenant, worker, vendors, receiver
+) -> None:
+    slow = await make_tool(
+        client,
+        tenant,
+        name="slow_lookup",
+        config={"url": receiver.url("/slow"), "timeout_seconds": 15},
+    )
     receiver.script("/slow", ("sleep", 3))
     await connect(client, tenant, "deepseek")
-    agent_id = await ready(client, tenant, llm_model="deepseek-chat", voice_id="openai/nova",
-                           tool_ids=[slow["id"]], voice_activity_timeout=100,
-                           prompt="[fake:call=slow_lookup on=goodbye]")
+    agent_id = await ready(
+        client,
+        tenant,
+        llm_model="deepseek-chat",
+        voice_id="openai/nova",
+        tool_ids=[slow["id"]],
+        voice_activity_timeout=100,
+        prompt="[fake:call=slow_lookup on=goodbye]",
+    )
     call, _ = await call_contact(client, tenant, agent_id)
     assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
     [entry] = call["tool_calls"]

@@ -19,8 +19,9 @@ CARTESIA_VOICE = "a0e99841-438c-4a64-b679-ae501e7d6091"
 ELEVENLABS_VOICE = "EXAVITQu4vr4xnSDxMaL"
 
 
-async def call_with(client: Any, tenant: Any, vendors: Any, *providers: str,
-                    **agent: Any) -> dict[str, Any]:
+async def call_with(
+    client: Any, tenant: Any, vendors: Any, *providers: str, **agent: Any
+) -> dict[str, Any]:
     for provider in providers:
         await connect(client, tenant, provider)
     call = await call_through(client, tenant, PERSON, max_duration=0.1, **agent)
@@ -35,11 +36,22 @@ def asked(vendors: Any, vendor: str, kind: str) -> list[Any]:
 
 
 async def test_google_model_cartesia_voice_and_deepgram_transcription_in_german(
-        client, pool, tenant, worker, vendors) -> None:
-    await call_with(client, tenant, vendors, "google", "cartesia", "deepgram",
-                    llm_model="gemini-2.5-flash", voice_id=f"cartesia/{CARTESIA_VOICE}",
-                    transcriber="deepgram", language="de-DE", temperature=0.4,
-                    prompt="Du verkaufst Solaranlagen.")
+    client, pool, tenant, worker, vendors
+) -> None:
+    await call_with(
+        client,
+        tenant,
+        vendors,
+        "google",
+        "cartesia",
+        "deepgram",
+        llm_model="gemini-2.5-flash",
+        voice_id=f"cartesia/{CARTESIA_VOICE}",
+        transcriber="deepgram",
+        language="de-DE",
+        temperature=0.4,
+        prompt="Du verkaufst Solaranlagen.",
+    )
     for chat in asked(vendors, "google", "llm"):
         assert chat.path.endswith("/models/gemini-2.5-flash:streamGenerateContent"), chat.path
         instruction = json.dumps(chat.body["systemInstruction"], ensure_ascii=False)
@@ -55,14 +67,22 @@ async def test_google_model_cartesia_voice_and_deepgram_transcription_in_german(
 
 
 async def test_deepseek_model_deepgram_voice_and_openai_transcription_in_british_english(
-        client, pool, tenant, worker, vendors) -> None:
-    await call_with(client, tenant, vendors, "deepseek", "deepgram",
-                    llm_model="deepseek-chat", voice_id="deepgram/aura-2-draco-en",
-                    transcriber="openai", language="en-GB")
+    client, pool, tenant, worker, vendors
+) -> None:
+    await call_with(
+        client,
+        tenant,
+        vendors,
+        "deepseek",
+        "deepgram",
+        llm_model="deepseek-chat",
+        voice_id="deepgram/aura-2-draco-en",
+        transcriber="openai",
+        language="en-GB",
+    )
     for chat in asked(vendors, "deepseek", "llm"):
         assert chat.body["model"] == "deepseek-chat"
-        assert chat.body["messages"][0] == {"role": "system",
-                                            "content": "Speak English (en-GB)."}
+        assert chat.body["messages"][0] == {"role": "system", "content": "Speak English (en-GB)."}
     # Aura takes no language: the voice's model names it.
     for speech in asked(vendors, "deepgram", "tts"):
         assert speech.query["model"] == "aura-2-draco-en"
@@ -72,10 +92,20 @@ async def test_deepseek_model_deepgram_voice_and_openai_transcription_in_british
 
 
 async def test_grok_model_elevenlabs_voice_and_deepgram_regional_transcription(
-        client, pool, tenant, worker, vendors) -> None:
-    await call_with(client, tenant, vendors, "grok", "elevenlabs", "deepgram",
-                    llm_model="grok-3-mini", voice_id=f"elevenlabs/{ELEVENLABS_VOICE}",
-                    transcriber="deepgram", language="pt-BR")
+    client, pool, tenant, worker, vendors
+) -> None:
+    await call_with(
+        client,
+        tenant,
+        vendors,
+        "grok",
+        "elevenlabs",
+        "deepgram",
+        llm_model="grok-3-mini",
+        voice_id=f"elevenlabs/{ELEVENLABS_VOICE}",
+        transcriber="deepgram",
+        language="pt-BR",
+    )
     for chat in asked(vendors, "grok", "llm"):
         assert chat.body["model"] == "grok-3-mini"
         assert chat.body["messages"][0]["content"].endswith("Speak Portuguese (pt-BR).")

@@ -56,8 +56,11 @@ END_CALL_TOOL = {
     "function": {
         "name": "end_call",
         "description": "Hang up.",
-        "parameters": {"type": "object", "properties": {"reason": {"type": "string"}},
-                       "required": ["reason"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"reason": {"type": "string"}},
+            "required": ["reason"],
+        },
     },
 }
 GOODBYE_PROMPT = "You are a receptionist. [fake:end_call_on_goodbye]"
@@ -86,10 +89,12 @@ CLIPS = {
     "hello": ("Hello?", [(0.25, 0.08), (0.45, 0.0)], 8000),
     "yes": ("Yes, that works for me.", [(0.5, 0.3), (0.2, 0.1), (0.2, 0.1), (0.6, 0.0)], 16000),
     "goodbye": ("Goodbye.", [(0.6, 0.15), (0.2, 0.1), (0.2, 0.0)], 16000),
-    "busy": ("I'm busy right now, call me later.",
-             [(0.2, 0.1), (0.3, 0.25), (0.2, 0.1), (0.5, 0.4), (0.3, 0.1), (0.25, 0.0)], 8000),
-    "repeat": ("Could you repeat that?", [(0.9, 0.2), (0.2, 0.05), (0.3, 0.3), (0.4, 0.0)],
-               16000),
+    "busy": (
+        "I'm busy right now, call me later.",
+        [(0.2, 0.1), (0.3, 0.25), (0.2, 0.1), (0.5, 0.4), (0.3, 0.1), (0.25, 0.0)],
+        8000,
+    ),
+    "repeat": ("Could you repeat that?", [(0.9, 0.2), (0.2, 0.05), (0.3, 0.3), (0.4, 0.0)], 16000),
 }
 
 
@@ -133,18 +138,21 @@ def _openai(fake: FakeVendors, vendor: str = "openai") -> openai.AsyncOpenAI:
 
 
 def _anthropic(fake: FakeVendors) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(api_key=KEY, base_url=fake.base_urls["anthropic"],
-                                    max_retries=0)
+    return anthropic.AsyncAnthropic(
+        api_key=KEY, base_url=fake.base_urls["anthropic"], max_retries=0
+    )
 
 
 def _google(fake: FakeVendors) -> genai.Client:
     return genai.Client(api_key=KEY, http_options={"base_url": fake.base_urls["google"]})
 
 
-async def _openai_reply(client: openai.AsyncOpenAI, messages: list[Any], **kwargs: Any
-                        ) -> tuple[str, list[Any]]:
+async def _openai_reply(
+    client: openai.AsyncOpenAI, messages: list[Any], **kwargs: Any
+) -> tuple[str, list[Any]]:
     stream = await client.chat.completions.create(
-        model="gpt-4.1", messages=messages, stream=True, **kwargs)
+        model="gpt-4.1", messages=messages, stream=True, **kwargs
+    )
     text, calls = "", []
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
@@ -164,9 +172,19 @@ def test_every_vendor_base_url_is_on_the_one_origin() -> None:
     assert urls["openai"] == "http://127.0.0.1:9999/openai/v1"
     assert urls["anthropic"] == "http://127.0.0.1:9999/anthropic"
     assert env["SWITCHBOARD_GOOGLE_BASE_URL"] == "http://127.0.0.1:9999/google"
-    assert set(env) == {f"SWITCHBOARD_{v}_BASE_URL" for v in (
-        "OPENAI", "ANTHROPIC", "GOOGLE", "DEEPSEEK", "GROK", "DEEPGRAM", "ELEVENLABS",
-        "CARTESIA")}
+    assert set(env) == {
+        f"SWITCHBOARD_{v}_BASE_URL"
+        for v in (
+            "OPENAI",
+            "ANTHROPIC",
+            "GOOGLE",
+            "DEEPSEEK",
+            "GROK",
+            "DEEPGRAM",
+            "ELEVENLABS",
+            "CARTESIA",
+        )
+    }
 
 
 # --- LLMs through their SDKs ------------------------------------------------------------------
@@ -174,11 +192,14 @@ def test_every_vendor_base_url_is_on_the_one_origin() -> None:
 
 @pytest.mark.parametrize("vendor", ["openai", "deepseek", "grok"])
 async def test_openai_compatible_stream_replies_and_records_the_request(
-        fake: FakeVendors, vendor: str) -> None:
+    fake: FakeVendors, vendor: str
+) -> None:
     text, calls = await _openai_reply(
         _openai(fake, vendor),
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}],
-        temperature=0.3, stream_options={"include_usage": True})
+        temperature=0.3,
+        stream_options={"include_usage": True},
+    )
 
     assert (text, calls) == ("Great, thank you for your time.", [])
     [seen] = fake.requests
@@ -191,21 +212,23 @@ async def test_openai_compatible_stream_replies_and_records_the_request(
 async def test_openai_goodbye_with_the_marker_calls_end_call(fake: FakeVendors) -> None:
     text, calls = await _openai_reply(
         _openai(fake),
-        [{"role": "system", "content": GOODBYE_PROMPT},
-         {"role": "user", "content": "OK, goodbye!"}],
-        tools=[END_CALL_TOOL])
+        [
+            {"role": "system", "content": GOODBYE_PROMPT},
+            {"role": "user", "content": "OK, goodbye!"},
+        ],
+        tools=[END_CALL_TOOL],
+    )
 
     assert text == ""
     assert calls[0].function.name == "end_call"
-    assert json.loads("".join(c.function.arguments or "" for c in calls)) == {
-        "reason": "goodbye"}
+    assert json.loads("".join(c.function.arguments or "" for c in calls)) == {"reason": "goodbye"}
 
 
-async def test_openai_goodbye_without_the_tool_offered_is_a_plain_reply(
-        fake: FakeVendors) -> None:
+async def test_openai_goodbye_without_the_tool_offered_is_a_plain_reply(fake: FakeVendors) -> None:
     text, calls = await _openai_reply(
         _openai(fake),
-        [{"role": "system", "content": GOODBYE_PROMPT}, {"role": "user", "content": "goodbye"}])
+        [{"role": "system", "content": GOODBYE_PROMPT}, {"role": "user", "content": "goodbye"}],
+    )
 
     assert (text, calls) == ("Great, thank you for your time.", [])
 
@@ -216,9 +239,14 @@ async def test_openai_reply_marker_and_silence(fake: FakeVendors) -> None:
 
     booked, _ = await _openai_reply(client, [system, {"role": "user", "content": "Book it"}])
     silent, _ = await _openai_reply(client, [system, {"role": "user", "content": ""}])
-    idle, _ = await _openai_reply(client, [
-        system, {"role": "user", "content": "Book it"},
-        {"role": "system", "content": "The user has been quiet."}])
+    idle, _ = await _openai_reply(
+        client,
+        [
+            system,
+            {"role": "user", "content": "Book it"},
+            {"role": "system", "content": "The user has been quiet."},
+        ],
+    )
 
     assert booked == "Your table is booked for 8 pm."
     assert silent == idle == "Are you still there?"
@@ -226,7 +254,8 @@ async def test_openai_reply_marker_and_silence(fake: FakeVendors) -> None:
 
 async def test_openai_non_streaming_completion(fake: FakeVendors) -> None:
     completion = await _openai(fake).chat.completions.create(
-        model="gpt-4.1-mini", messages=[{"role": "user", "content": "Hello"}])
+        model="gpt-4.1-mini", messages=[{"role": "user", "content": "Hello"}]
+    )
 
     assert completion.choices[0].message.content == "Great, thank you for your time."
     assert completion.model == "gpt-4.1-mini"
@@ -235,9 +264,14 @@ async def test_openai_non_streaming_completion(fake: FakeVendors) -> None:
 async def test_anthropic_stream_text_and_records_system_and_key(fake: FakeVendors) -> None:
     # As Pipecat asks: the beta client, streamed, temperature through extra_body.
     stream = await _anthropic(fake).beta.messages.create(
-        model="claude-sonnet-4-5", max_tokens=200, system="[fake:reply=Hello from Claude.]",
-        messages=[{"role": "user", "content": "Hi"}], stream=True,
-        betas=["interleaved-thinking-2025-05-14"], extra_body={"temperature": 0.2})
+        model="claude-sonnet-4-5",
+        max_tokens=200,
+        system="[fake:reply=Hello from Claude.]",
+        messages=[{"role": "user", "content": "Hi"}],
+        stream=True,
+        betas=["interleaved-thinking-2025-05-14"],
+        extra_body={"temperature": 0.2},
+    )
     text = ""
     async for event in stream:
         if event.type == "content_block_delta" and event.delta.type == "text_delta":
@@ -247,15 +281,24 @@ async def test_anthropic_stream_text_and_records_system_and_key(fake: FakeVendor
     [seen] = fake.requests
     assert seen.headers["x-api-key"] == KEY
     assert (seen.body["system"], seen.body["temperature"]) == (
-        "[fake:reply=Hello from Claude.]", 0.2)
+        "[fake:reply=Hello from Claude.]",
+        0.2,
+    )
 
 
 async def test_anthropic_goodbye_calls_end_call_streamed_and_not(fake: FakeVendors) -> None:
-    tool = {"name": "end_call", "description": "Hang up.",
-            "input_schema": {"type": "object", "properties": {}}}
+    tool = {
+        "name": "end_call",
+        "description": "Hang up.",
+        "input_schema": {"type": "object", "properties": {}},
+    }
     request: dict[str, Any] = dict(
-        model="claude-sonnet-4-5", max_tokens=200, system=GOODBYE_PROMPT, tools=[tool],
-        messages=[{"role": "user", "content": [{"type": "text", "text": "Goodbye then"}]}])
+        model="claude-sonnet-4-5",
+        max_tokens=200,
+        system=GOODBYE_PROMPT,
+        tools=[tool],
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Goodbye then"}]}],
+    )
     client = _anthropic(fake)
 
     async with client.messages.stream(**request) as stream:
@@ -265,22 +308,27 @@ async def test_anthropic_goodbye_calls_end_call_streamed_and_not(fake: FakeVendo
     for message in (streamed, whole):
         assert message.stop_reason == "tool_use"
         assert [(b.type, getattr(b, "name", None)) for b in message.content] == [
-            ("tool_use", "end_call")]
+            ("tool_use", "end_call")
+        ]
 
 
 async def test_google_stream_text_and_function_call(fake: FakeVendors) -> None:
     client = _google(fake)
     end_call = genai.types.FunctionDeclaration(name="end_call", description="Hang up.")
     config = genai.types.GenerateContentConfig(
-        system_instruction=GOODBYE_PROMPT, temperature=0.4,
-        tools=[genai.types.Tool(function_declarations=[end_call])])
+        system_instruction=GOODBYE_PROMPT,
+        temperature=0.4,
+        tools=[genai.types.Tool(function_declarations=[end_call])],
+    )
 
     text = ""
     async for chunk in await client.aio.models.generate_content_stream(
-            model="gemini-2.5-flash", contents="Hello", config=config):
+        model="gemini-2.5-flash", contents="Hello", config=config
+    ):
         text += chunk.text or ""
     ending = await client.aio.models.generate_content(
-        model="gemini-2.5-flash", contents="goodbye", config=config)
+        model="gemini-2.5-flash", contents="goodbye", config=config
+    )
 
     assert text == "Great, thank you for your time."
     assert ending.function_calls and ending.function_calls[0].name == "end_call"
@@ -294,17 +342,24 @@ async def test_google_stream_text_and_function_call(fake: FakeVendors) -> None:
 
 
 async def test_openai_speech_is_24khz_pcm_55ms_per_character_and_deterministic(
-        fake: FakeVendors) -> None:
+    fake: FakeVendors,
+) -> None:
     client = _openai(fake)
     text = "Thanks for calling Switchboard."
 
     async def speak() -> bytes:
-        return (await client.audio.speech.create(
-            model="gpt-4o-mini-tts", voice="alloy", input=text, response_format="pcm")).content
+        return (
+            await client.audio.speech.create(
+                model="gpt-4o-mini-tts", voice="alloy", input=text, response_format="pcm"
+            )
+        ).content
 
     first, second = await speak(), await speak()
-    wav = (await client.audio.speech.create(
-        model="gpt-4o-mini-tts", voice="alloy", input="Hi", response_format="wav")).content
+    wav = (
+        await client.audio.speech.create(
+            model="gpt-4o-mini-tts", voice="alloy", input="Hi", response_format="wav"
+        )
+    ).content
 
     assert first == second
     assert len(first) / 2 / 24000 == pytest.approx(0.055 * len(text), abs=0.001)
@@ -316,27 +371,35 @@ async def test_openai_speech_is_24khz_pcm_55ms_per_character_and_deterministic(
 
 @pytest.mark.parametrize("text", ["Hi.", "Are you still there?", "Could you repeat that?"])
 async def test_synthesised_speech_is_speech_to_silero(fake: FakeVendors, text: str) -> None:
-    pcm = (await _openai(fake).audio.speech.create(
-        model="tts-1", voice="alloy", input=text, response_format="pcm")).content
+    pcm = (
+        await _openai(fake).audio.speech.create(
+            model="tts-1", voice="alloy", input=text, response_format="pcm"
+        )
+    ).content
     resampler = SOXRAudioResampler()
-    telephone = await ulaw_to_pcm(await pcm_to_ulaw(pcm, 24000, 8000, resampler), 8000, RATE,
-                                  resampler)
+    telephone = await ulaw_to_pcm(
+        await pcm_to_ulaw(pcm, 24000, 8000, resampler), 8000, RATE, resampler
+    )
     vad = SileroVADAnalyzer(sample_rate=RATE)
     vad.set_sample_rate(RATE)
     size = vad.num_frames_required() * 2
 
-    confidences = [float(np.ravel(vad.voice_confidence(telephone[i : i + size]))[0])
-                   for i in range(0, len(telephone) - size, size)]
+    confidences = [
+        float(np.ravel(vad.voice_confidence(telephone[i : i + size]))[0])
+        for i in range(0, len(telephone) - size, size)
+    ]
 
     assert np.mean(np.array(confidences) > 0.5) > 0.75
 
 
-async def test_openai_transcription_names_the_phrase_played(fake: FakeVendors,
-                                                             phrases: Path) -> None:
+async def test_openai_transcription_names_the_phrase_played(
+    fake: FakeVendors, phrases: Path
+) -> None:
     audio = (phrases / "busy.wav").read_bytes()
 
     result = await _openai(fake).audio.transcriptions.create(
-        model="gpt-4o-transcribe", file=("audio.wav", audio, "audio/wav"), language="en")
+        model="gpt-4o-transcribe", file=("audio.wav", audio, "audio/wav"), language="en"
+    )
 
     assert result.text == "I'm busy right now, call me later."
     [seen] = fake.requests
@@ -347,13 +410,23 @@ async def test_openai_transcription_names_the_phrase_played(fake: FakeVendors,
 async def test_deepgram_prerecorded_and_speak(fake: FakeVendors, phrases: Path) -> None:
     headers = {"Authorization": f"Token {KEY}"}
     async with httpx.AsyncClient(base_url=fake.base_urls["deepgram"]) as client:
-        heard = await client.post("/v1/listen", params={"model": "nova-3"},
-                                  content=(phrases / "goodbye.wav").read_bytes(),
-                                  headers={**headers, "Content-Type": "audio/wav"})
+        heard = await client.post(
+            "/v1/listen",
+            params={"model": "nova-3"},
+            content=(phrases / "goodbye.wav").read_bytes(),
+            headers={**headers, "Content-Type": "audio/wav"},
+        )
         spoken = await client.post(
-            "/v1/speak", json={"text": "Hello"}, headers=headers,
-            params={"model": "aura-2-thalia-en", "encoding": "linear16", "sample_rate": 8000,
-                    "container": "none"})
+            "/v1/speak",
+            json={"text": "Hello"},
+            headers=headers,
+            params={
+                "model": "aura-2-thalia-en",
+                "encoding": "linear16",
+                "sample_rate": 8000,
+                "container": "none",
+            },
+        )
 
     assert heard.json()["results"]["channels"][0]["alternatives"][0]["transcript"] == "Goodbye."
     assert len(spoken.content) == int(0.275 * 8000) * 2
@@ -380,14 +453,16 @@ async def _telephone(samples: Samples, rate: int, trim: float, pad: float) -> Sa
 
 async def _transcribe(fake: FakeVendors, samples: Samples, rate: int = RATE) -> str:
     result = await _openai(fake).audio.transcriptions.create(
-        model="gpt-4o-transcribe", file=("audio.wav", _wav(samples, rate), "audio/wav"))
+        model="gpt-4o-transcribe", file=("audio.wav", _wav(samples, rate), "audio/wav")
+    )
     return result.text
 
 
 @pytest.mark.parametrize("name", list(CLIPS))
 @pytest.mark.parametrize(("trim", "pad"), [(0.0, 0.0), (0.2, 0.0), (0.0, 0.3), (0.2, 0.3)])
 async def test_each_phrase_is_recognised_through_the_telephone(
-        fake: FakeVendors, name: str, trim: float, pad: float) -> None:
+    fake: FakeVendors, name: str, trim: float, pad: float
+) -> None:
     text, pattern, rate = CLIPS[name]
 
     heard = await _telephone(_clip(pattern, rate), rate, trim, pad)
@@ -405,12 +480,12 @@ async def test_silence_and_unknown_audio_transcribe_to_nothing(fake: FakeVendors
 
 
 async def test_without_a_catalogue_everything_transcribes_to_nothing(
-        tmp_path: Path, phrases: Path) -> None:
+    tmp_path: Path, phrases: Path
+) -> None:
     empty = FakeVendors(tmp_path)
     await empty.start()
     try:
-        text = await _transcribe(empty, _read_wav((phrases / "hello.wav").read_bytes())[0],
-                                 8000)
+        text = await _transcribe(empty, _read_wav((phrases / "hello.wav").read_bytes())[0], 8000)
     finally:
         await empty.stop()
 
@@ -426,7 +501,8 @@ async def test_llm_first_token_latency_is_added(fake: FakeVendors) -> None:
 
     started = time.monotonic()
     stream = await client.chat.completions.create(
-        model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}], stream=True)
+        model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}], stream=True
+    )
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             break
@@ -435,16 +511,17 @@ async def test_llm_first_token_latency_is_added(fake: FakeVendors) -> None:
     assert 0.3 <= waited < 1.0
 
 
-async def test_tts_first_byte_and_stt_latency_are_added(fake: FakeVendors,
-                                                         phrases: Path) -> None:
+async def test_tts_first_byte_and_stt_latency_are_added(fake: FakeVendors, phrases: Path) -> None:
     fake.configure(tts_first_byte_ms=250, stt_ms=250)
     client = _openai(fake)
 
     started = time.monotonic()
-    await client.audio.speech.create(model="tts-1", voice="alloy", input="Hi",
-                                     response_format="pcm")
+    await client.audio.speech.create(
+        model="tts-1", voice="alloy", input="Hi", response_format="pcm"
+    )
     await client.audio.transcriptions.create(
-        model="whisper-1", file=("a.wav", (phrases / "yes.wav").read_bytes(), "audio/wav"))
+        model="whisper-1", file=("a.wav", (phrases / "yes.wav").read_bytes(), "audio/wav")
+    )
 
     assert 0.5 <= time.monotonic() - started < 1.5
 
@@ -454,10 +531,12 @@ async def test_an_unauthorised_vendor_raises_the_sdks_own_errors(fake: FakeVendo
 
     with pytest.raises(openai.AuthenticationError):
         await _openai(fake).chat.completions.create(
-            model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}], stream=True)
+            model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}], stream=True
+        )
     with pytest.raises(anthropic.AuthenticationError):
         await _anthropic(fake).messages.create(
-            model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "Hi"}])
+            model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "Hi"}]
+        )
     google_client = _google(fake)  # held: the client closes its session when collected
     with pytest.raises(genai_errors.ClientError) as google:
         await google_client.aio.models.generate_content(model="gemini-2.5-flash", contents="Hi")
@@ -471,10 +550,12 @@ async def test_failures_by_vendor_and_kind_leave_the_rest_working(fake: FakeVend
 
     with pytest.raises(anthropic.InternalServerError):
         await _anthropic(fake).messages.create(
-            model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "Hi"}])
+            model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "Hi"}]
+        )
     with pytest.raises(openai.InternalServerError):
-        await _openai(fake).audio.speech.create(model="tts-1", voice="alloy", input="Hi",
-                                                response_format="pcm")
+        await _openai(fake).audio.speech.create(
+            model="tts-1", voice="alloy", input="Hi", response_format="pcm"
+        )
     text, _ = await _openai_reply(_openai(fake), [{"role": "user", "content": "Hi"}])
 
     assert text == "Great, thank you for your time."
@@ -482,20 +563,23 @@ async def test_failures_by_vendor_and_kind_leave_the_rest_working(fake: FakeVend
 
 async def test_a_hanging_vendor_never_answers(fake: FakeVendors) -> None:
     fake.configure(failures={"deepseek": "hang"})
-    client = openai.AsyncOpenAI(api_key=KEY, base_url=fake.base_urls["deepseek"],
-                                max_retries=0, timeout=0.5)
+    client = openai.AsyncOpenAI(
+        api_key=KEY, base_url=fake.base_urls["deepseek"], max_retries=0, timeout=0.5
+    )
 
     with pytest.raises(openai.APITimeoutError):
         await client.chat.completions.create(
-            model="deepseek-chat", messages=[{"role": "user", "content": "Hi"}])
+            model="deepseek-chat", messages=[{"role": "user", "content": "Hi"}]
+        )
 
     assert [r.vendor for r in fake.requests] == ["deepseek"]
 
 
 async def test_control_endpoints_configure_list_and_reset(fake: FakeVendors) -> None:
     async with httpx.AsyncClient(base_url=fake.origin) as control:
-        configured = await control.post("/_fake/config",
-                                        json={"failures": {"grok": 500}, "stt_ms": 5})
+        configured = await control.post(
+            "/_fake/config", json={"failures": {"grok": 500}, "stt_ms": 5}
+        )
         refused = await control.post("/_fake/config", json={"nonsense": 1})
         failed = await control.post("/grok/v1/chat/completions", json={"messages": []})
         listed = (await control.get("/_fake/requests")).json()
@@ -522,19 +606,27 @@ def _llm(vendor: str, fake: FakeVendors, system: str) -> Any:
     """The service as the runtime builds it: Anthropic's takes a client, not a base URL."""
     if vendor == "anthropic":
         return AnthropicLLMService(
-            api_key=KEY, client=anthropic.AsyncAnthropic(api_key=KEY, base_url=fake.base_urls[
-                "anthropic"]),
-            settings=AnthropicLLMService.Settings(model="claude-sonnet-4-5",
-                                                  system_instruction=system, temperature=0.5))
+            api_key=KEY,
+            client=anthropic.AsyncAnthropic(api_key=KEY, base_url=fake.base_urls["anthropic"]),
+            settings=AnthropicLLMService.Settings(
+                model="claude-sonnet-4-5", system_instruction=system, temperature=0.5
+            ),
+        )
     if vendor == "google":
         return GoogleLLMService(
-            api_key=KEY, http_options={"base_url": fake.base_urls["google"]},
-            settings=GoogleLLMService.Settings(model="gemini-2.5-flash",
-                                               system_instruction=system, temperature=0.5))
+            api_key=KEY,
+            http_options={"base_url": fake.base_urls["google"]},
+            settings=GoogleLLMService.Settings(
+                model="gemini-2.5-flash", system_instruction=system, temperature=0.5
+            ),
+        )
     return OpenAILLMService(
-        api_key=KEY, base_url=fake.base_urls[vendor],
-        settings=OpenAILLMService.Settings(model="gpt-4.1", system_instruction=system,
-                                           temperature=0.5))
+        api_key=KEY,
+        base_url=fake.base_urls[vendor],
+        settings=OpenAILLMService.Settings(
+            model="gpt-4.1", system_instruction=system, temperature=0.5
+        ),
+    )
 
 
 def _temperature(body: dict[str, Any]) -> Any:
@@ -555,8 +647,9 @@ async def test_pipecat_llm_services_stream_the_reply(fake: FakeVendors, vendor: 
 
 
 @pytest.mark.parametrize("vendor", ["openai", "deepseek", "anthropic", "google"])
-async def test_pipecat_llm_services_call_end_call_on_goodbye(fake: FakeVendors,
-                                                             vendor: str) -> None:
+async def test_pipecat_llm_services_call_end_call_on_goodbye(
+    fake: FakeVendors, vendor: str
+) -> None:
     service = _llm(vendor, fake, GOODBYE_PROMPT)
     called: list[str] = []
 
@@ -565,10 +658,13 @@ async def test_pipecat_llm_services_call_end_call_on_goodbye(fake: FakeVendors,
         await params.result_callback({"ok": True})
 
     service.register_function("end_call", end_call)
-    end_call_schema = FunctionSchema(name="end_call", description="Hang up.",
-                                     properties={}, required=[])
-    context = LLMContext([{"role": "user", "content": "Thanks, goodbye."}],
-                         tools=ToolsSchema(standard_tools=[end_call_schema]))
+    end_call_schema = FunctionSchema(
+        name="end_call", description="Hang up.", properties={}, required=[]
+    )
+    context = LLMContext(
+        [{"role": "user", "content": "Thanks, goodbye."}],
+        tools=ToolsSchema(standard_tools=[end_call_schema]),
+    )
 
     await _frames(service, LLMContextFrame(context))
 
@@ -583,8 +679,13 @@ async def test_pipecat_openai_stt_service_transcribes_a_spoken_phrase(fake: Fake
     audio = [InputAudioRawFrame(pcm[i : i + chunk], RATE, 1) for i in range(0, len(pcm), chunk)]
     service = OpenAISTTService(api_key=KEY, base_url=fake.base_urls["openai"])
 
-    frames = await _frames(service, VADUserStartedSpeakingFrame(), *audio,
-                           VADUserStoppedSpeakingFrame(), SleepFrame(0.5))
+    frames = await _frames(
+        service,
+        VADUserStartedSpeakingFrame(),
+        *audio,
+        VADUserStoppedSpeakingFrame(),
+        SleepFrame(0.5),
+    )
 
     assert [f.text for f in frames if isinstance(f, TranscriptionFrame)] == [text]
     [seen] = fake.requests
@@ -593,7 +694,8 @@ async def test_pipecat_openai_stt_service_transcribes_a_spoken_phrase(fake: Fake
 
 @pytest.mark.parametrize("vendor", ["openai", "elevenlabs", "cartesia", "deepgram"])
 async def test_pipecat_http_tts_services_get_speech_as_long_as_the_text(
-        fake: FakeVendors, vendor: str) -> None:
+    fake: FakeVendors, vendor: str
+) -> None:
     text = "Your appointment is at ten."
     async with aiohttp.ClientSession() as session:
         service = _tts(vendor, fake.base_urls[vendor], session)
@@ -611,12 +713,21 @@ def _tts(vendor: str, base_url: str, session: aiohttp.ClientSession) -> Any:
     if vendor == "openai":
         return OpenAITTSService(api_key=KEY, base_url=base_url, sample_rate=24000)
     if vendor == "elevenlabs":
-        return ElevenLabsHttpTTSService(api_key=KEY, base_url=base_url, aiohttp_session=session,
-                                        sample_rate=24000,
-                                        settings=ElevenLabsHttpTTSService.Settings(voice="v1"))
+        return ElevenLabsHttpTTSService(
+            api_key=KEY,
+            base_url=base_url,
+            aiohttp_session=session,
+            sample_rate=24000,
+            settings=ElevenLabsHttpTTSService.Settings(voice="v1"),
+        )
     if vendor == "cartesia":
-        return CartesiaHttpTTSService(api_key=KEY, base_url=base_url, aiohttp_session=session,
-                                      sample_rate=24000,
-                                      settings=CartesiaHttpTTSService.Settings(voice="v1"))
-    return DeepgramHttpTTSService(api_key=KEY, base_url=base_url, aiohttp_session=session,
-                                  sample_rate=24000)
+        return CartesiaHttpTTSService(
+            api_key=KEY,
+            base_url=base_url,
+            aiohttp_session=session,
+            sample_rate=24000,
+            settings=CartesiaHttpTTSService.Settings(voice="v1"),
+        )
+    return DeepgramHttpTTSService(
+        api_key=KEY, base_url=base_url, aiohttp_session=session, sample_rate=24000
+    )

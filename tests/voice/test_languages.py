@@ -6,12 +6,25 @@ from __future__ import annotations
 from voice.agent import AgentConfig
 from voice.languages import NAMES, deepgram_language, iso_639_1, speak_line
 
-RECORD = {"llm_model": "gpt-4o", "temperature": 0.7, "prompt": "", "language": "de-DE",
-          "voice_id": "alloy", "transcriber": None, "first_message": None,
-          "silence_timeout": 5, "voice_activity_timeout": 300, "max_duration": 10,
-          "voicemail_detection": False, "voicemail_type": None, "voicemail_message": None,
-          "backcchanneling": True, "background_noise": False, "background_type": "office",
-          "recording": True}
+RECORD = {
+    "llm_model": "gpt-4o",
+    "temperature": 0.7,
+    "prompt": "",
+    "language": "de-DE",
+    "voice_id": "alloy",
+    "transcriber": None,
+    "first_message": None,
+    "silence_timeout": 5,
+    "voice_activity_timeout": 300,
+    "max_duration": 10,
+    "voicemail_detection": False,
+    "voicemail_type": None,
+    "voicemail_message": None,
+    "backcchanneling": True,
+    "background_noise": False,
+    "background_type": "office",
+    "recording": True,
+}
 
 
 def test_openai_cartesia_and_elevenlabs_take_the_iso_639_1_code() -> None:
@@ -20,7 +33,12 @@ def test_openai_cartesia_and_elevenlabs_take_the_iso_639_1_code() -> None:
 
 def test_deepgram_takes_the_tag_where_nova_3_lists_it_else_the_iso_639_1_code() -> None:
     assert [deepgram_language(tag) for tag in ("de-DE", "en-US", "pt-BR", "es-ES", "de-CH")] == [
-        "de", "en-US", "pt-BR", "es", "de-CH"]
+        "de",
+        "en-US",
+        "pt-BR",
+        "es",
+        "de-CH",
+    ]
 
 
 def test_the_model_is_told_the_language_by_name_and_tag() -> None:
@@ -39,6 +57,9 @@ def test_the_language_line_follows_the_prompt() -> None:
 def test_the_agents_fields_are_read_once_in_the_pipelines_units() -> None:
     agent = AgentConfig.from_record(RECORD)
     assert (agent.silence_seconds, agent.turn_end_seconds, agent.max_duration_seconds) == (
-        5.0, 0.3, 600.0)
+        5.0,
+        0.3,
+        600.0,
+    )
     assert agent.background is None  # background_noise off: no bed, whatever the type
     assert agent.backchanneling and agent.recording and agent.voicemail_message == ""

@@ -17,8 +17,13 @@ from voice.transport import MediaStreamSerializer
 
 MALFORMED: list[str | bytes] = [
     "not json {",
-    json.dumps({"event": "media", "streamSid": "MZ1",
-                "media": {"track": "inbound", "payload": "@@not base64@@"}}),
+    json.dumps(
+        {
+            "event": "media",
+            "streamSid": "MZ1",
+            "media": {"track": "inbound", "payload": "@@not base64@@"},
+        }
+    ),
     json.dumps({"event": "media", "streamSid": "MZ1", "media": {"track": "inbound"}}),
     json.dumps({"event": "media", "streamSid": "MZ1", "media": {"payload": 12345}}),
     json.dumps({"event": "media", "streamSid": "MZ1", "media": "payload"}),
@@ -31,14 +36,19 @@ MALFORMED_TOTAL = "switchboard_voice_malformed_frames_total"
 
 async def test_the_serializer_drops_what_it_cannot_read_and_keeps_the_audio() -> None:
     serializer = MediaStreamSerializer(
-        "MZ1", params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+        "MZ1", params=TwilioFrameSerializer.InputParams(auto_hang_up=False)
+    )
     await serializer.setup(StartFrame(audio_in_sample_rate=8000, audio_out_sample_rate=8000))
     speech = [bytes([byte]) * 160 for byte in (0x10, 0x90)]
 
     def media(payload: bytes) -> str:
-        return json.dumps({"event": "media", "streamSid": "MZ1",
-                           "media": {"track": "inbound", "payload":
-                                     base64.b64encode(payload).decode()}})
+        return json.dumps(
+            {
+                "event": "media",
+                "streamSid": "MZ1",
+                "media": {"track": "inbound", "payload": base64.b64encode(payload).decode()},
+            }
+        )
 
     frames = [await serializer.deserialize(media(speech[0]))]
     frames += [await serializer.deserialize(bad) for bad in MALFORMED]
@@ -54,7 +64,8 @@ async def test_the_serializer_drops_what_it_cannot_read_and_keeps_the_audio() ->
 
 @pytest.mark.voice_e2e
 async def test_malformed_carrier_messages_are_dropped_and_the_call_goes_on(
-        client, pool, tenant, worker, vendors, voice_runtime, monkeypatch) -> None:
+    client, pool, tenant, worker, vendors, voice_runtime, monkeypatch
+) -> None:
     """The sandbox contact of a real call sends, among its media, one of each malformed kind
     every 40 frames (0.8 s) from its 5th on: during its lines and the agent's."""
     send_media = sandbox_media._Stream._send_media
@@ -79,6 +90,11 @@ async def test_malformed_carrier_messages_are_dropped_and_the_call_goes_on(
     assert call["status"] == "completed", record
     assert record["ended_reason"] == "customer_hangup" and record["error"] is None
     assert said(record["messages"]) == [
-        ("contact", "Hello?"), ("agent", REPLY), ("contact", "Yes, I have a minute."),
-        ("agent", REPLY), ("contact", "That sounds good."), ("agent", REPLY),
-        ("contact", "Thank you, goodbye.")]
+        ("contact", "Hello?"),
+        ("agent", REPLY),
+        ("contact", "Yes, I have a minute."),
+        ("agent", REPLY),
+        ("contact", "That sounds good."),
+        ("agent", REPLY),
+        ("contact", "Thank you, goodbye."),
+    ]

@@ -26,10 +26,20 @@ from voice.call import AUTH_SECONDS, CallRuntime
 
 
 def start_message(parameters: dict[str, str]) -> str:
-    return json.dumps({"event": "start", "streamSid": "MZ1", "start": {
-        "streamSid": "MZ1", "callSid": "CA1", "accountSid": "AC1", "tracks": ["inbound"],
-        "customParameters": parameters,
-        "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}}})
+    return json.dumps(
+        {
+            "event": "start",
+            "streamSid": "MZ1",
+            "start": {
+                "streamSid": "MZ1",
+                "callSid": "CA1",
+                "accountSid": "AC1",
+                "tracks": ["inbound"],
+                "customParameters": parameters,
+                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+            },
+        }
+    )
 
 
 async def closed_with(url: str, *messages: str | bytes) -> int | None:
@@ -44,17 +54,29 @@ async def closed_with(url: str, *messages: str | bytes) -> int | None:
         return ws.close_code
 
 
-@pytest.mark.parametrize("messages", [
-    (json.dumps({"event": "connected"}), start_message({})),
-    (start_message({"call_id": str(uuid.uuid4()), "sub_account_id": str(uuid.uuid4()),
-                    "token": "0" * 64}),),
-    ("not json",),
-    (b"\x00\x01binary",),
-    (json.dumps(["a", "list"]),),
-    (json.dumps({"event": "stop"}),),
-], ids=["no parameters", "forged token", "not json", "binary", "not an object", "stop first"])
-async def test_a_stream_that_is_not_one_of_our_calls_is_closed(voice_runtime: Any,
-                                                               messages: tuple[Any, ...]) -> None:
+@pytest.mark.parametrize(
+    "messages",
+    [
+        (json.dumps({"event": "connected"}), start_message({})),
+        (
+            start_message(
+                {
+                    "call_id": str(uuid.uuid4()),
+                    "sub_account_id": str(uuid.uuid4()),
+                    "token": "0" * 64,
+                }
+            ),
+        ),
+        ("not json",),
+        (b"\x00\x01binary",),
+        (json.dumps(["a", "list"]),),
+        (json.dumps({"event": "stop"}),),
+    ],
+    ids=["no parameters", "forged token", "not json", "binary", "not an object", "stop first"],
+)
+async def test_a_stream_that_is_not_one_of_our_calls_is_closed(
+    voice_runtime: Any, messages: tuple[Any, ...]
+) -> None:
     url = stream_url(voice_runtime.url)
     refused = "switchboard_voice_calls_total[('ended_reason', 'refused')]"
     before = (await voice_metrics(voice_runtime)).get(refused, 0.0)
@@ -65,8 +87,9 @@ async def test_a_stream_that_is_not_one_of_our_calls_is_closed(voice_runtime: An
     assert health.status_code == 200 and health.json()["status"] == "ok"
 
 
-async def test_a_token_for_a_call_that_is_not_waiting_is_closed(voice_runtime: Any,
-                                                                tenant: Any) -> None:
+async def test_a_token_for_a_call_that_is_not_waiting_is_closed(
+    voice_runtime: Any, tenant: Any
+) -> None:
     # Signed correctly, for a call id this sub-account never placed.
     call_id = uuid.uuid4()
     token = call_token(get_settings().key_pepper, tenant.id, call_id)
@@ -98,15 +121,17 @@ async def closed_after(url: str, every: float | None) -> tuple[int | None, float
                 if every is None:
                     await ws.recv()
                 else:
-                    await ws.send(json.dumps({"event": "connected", "protocol": "Call",
-                                              "version": "1.0.0"}))
+                    await ws.send(
+                        json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+                    )
                     await asyncio.sleep(every)
         await ws.wait_closed()
         return ws.close_code, time.monotonic() - started
 
 
 async def test_a_connection_that_names_no_call_is_closed_after_five_seconds_holding_no_place(
-        voice_runtime: Any) -> None:
+    voice_runtime: Any,
+) -> None:
     url = stream_url(voice_runtime.url)
     refused = "switchboard_voice_calls_total[('ended_reason', 'refused')]"
     before = (await voice_metrics(voice_runtime)).get(refused, 0.0)
@@ -139,7 +164,8 @@ class Unnamed:
 
 
 async def test_beyond_the_pending_limit_the_oldest_unnamed_connection_makes_room(
-        monkeypatch) -> None:
+    monkeypatch,
+) -> None:
     monkeypatch.setattr(call_module, "MAX_PENDING_STREAMS", 3)
     runtime = CallRuntime(get_settings(), pool=None)  # type: ignore[arg-type]
     connections = [Unnamed() for _ in range(5)]
@@ -155,8 +181,9 @@ async def test_beyond_the_pending_limit_the_oldest_unnamed_connection_makes_room
     call_id, tenant_id = uuid.uuid4(), uuid.uuid4()
     token = call_token(get_settings().key_pepper, tenant_id, call_id)
     await connections[4].messages.put(json.dumps({"event": "connected"}))
-    await connections[4].messages.put(start_message(
-        {"call_id": str(call_id), "sub_account_id": str(tenant_id), "token": token}))
+    await connections[4].messages.put(
+        start_message({"call_id": str(call_id), "sub_account_id": str(tenant_id), "token": token})
+    )
     named = await tasks[4]
     assert named.parameters["call_id"] == str(call_id)  # type: ignore[union-attr]
     for task in tasks[2:4]:

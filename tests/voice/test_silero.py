@@ -25,7 +25,7 @@ def line(*names: str) -> bytes:
 
 async def states(analyzer: VADAnalyzer, pcm: bytes) -> list[VADState]:
     analyzer.set_sample_rate(SAMPLE_RATE)
-    return [await analyzer.analyze_audio(pcm[at:at + FRAME]) for at in range(0, len(pcm), FRAME)]
+    return [await analyzer.analyze_audio(pcm[at : at + FRAME]) for at in range(0, len(pcm), FRAME)]
 
 
 @pytest.mark.parametrize("min_volume", [0.0, 0.6])
@@ -37,8 +37,11 @@ async def test_decides_as_pipecats_analyzer_on_the_same_audio(min_volume: float)
     ours = await states(SharedSileroVAD(params=params), pcm)
 
     assert ours == theirs
-    turns = sum(1 for before, now in zip(ours, ours[1:], strict=False)
-                if before == VADState.STOPPING and now == VADState.QUIET)
+    turns = sum(
+        1
+        for before, now in zip(ours, ours[1:], strict=False)
+        if before == VADState.STOPPING and now == VADState.QUIET
+    )
     assert turns >= len(CLIPS)  # every clip's speech started and ended a turn
 
 
@@ -52,8 +55,8 @@ async def test_calls_sharing_the_session_keep_their_own_state() -> None:
     second.set_sample_rate(SAMPLE_RATE)
     together = []
     for at in range(0, len(talking), FRAME):  # the two calls' frames interleaved
-        together.append(await first.analyze_audio(talking[at:at + FRAME]))
-        assert await second.analyze_audio(quiet[at:at + FRAME]) == VADState.QUIET
+        together.append(await first.analyze_audio(talking[at : at + FRAME]))
+        assert await second.analyze_audio(quiet[at : at + FRAME]) == VADState.QUIET
 
     assert together == alone
     assert first.silero_model.session is second.silero_model.session  # one ONNX session per process

@@ -44,9 +44,9 @@ def test_the_first_lead_of_an_utterance_goes_at_once_then_real_time() -> None:
     sent = send(50)
     ahead = round(LEAD_SECONDS / CHUNK)
     # The first chunk and the lead's worth after it leave at once ...
-    assert [round(at - sent[0], 6) for at in sent[:ahead + 1]] == [0.0] * (ahead + 1)
+    assert [round(at - sent[0], 6) for at in sent[: ahead + 1]] == [0.0] * (ahead + 1)
     # ... then one chunk per chunk of audio.
-    gaps = {round(b - a, 6) for a, b in zip(sent[ahead:], sent[ahead + 1:], strict=False)}
+    gaps = {round(b - a, 6) for a, b in zip(sent[ahead:], sent[ahead + 1 :], strict=False)}
     assert gaps == {CHUNK}
     assert max(late(sent)) <= 1e-9  # never behind the far end's playback
 
@@ -75,21 +75,35 @@ def test_after_an_interruption_the_next_utterance_gets_a_fresh_lead() -> None:
 
 async def test_the_contacts_20_ms_messages_enter_the_pipeline_as_40_ms_frames() -> None:
     serializer = MediaStreamSerializer(
-        "MZ1", params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+        "MZ1", params=TwilioFrameSerializer.InputParams(auto_hang_up=False)
+    )
     await serializer.setup(StartFrame(audio_in_sample_rate=8000, audio_out_sample_rate=8000))
     speech = [bytes([byte]) * 160 for byte in (0x10, 0x90, 0x30, 0xB0)]  # four 20 ms messages
 
-    frames = [await serializer.deserialize(json.dumps({
-        "event": "media", "streamSid": "MZ1",
-        "media": {"track": "inbound", "chunk": str(n), "timestamp": str(20 * n),
-                  "payload": base64.b64encode(payload).decode()}})) for n, payload in
-        enumerate(speech)]
+    frames = [
+        await serializer.deserialize(
+            json.dumps(
+                {
+                    "event": "media",
+                    "streamSid": "MZ1",
+                    "media": {
+                        "track": "inbound",
+                        "chunk": str(n),
+                        "timestamp": str(20 * n),
+                        "payload": base64.b64encode(payload).decode(),
+                    },
+                }
+            )
+        )
+        for n, payload in enumerate(speech)
+    ]
 
     assert frames[0] is None and frames[2] is None
     assert all(isinstance(frame, InputAudioRawFrame) for frame in (frames[1], frames[3]))
     joined = b"".join(frame.audio for frame in frames if frame is not None)
     assert joined == mulaw.decode(b"".join(speech))  # every sample, in order
     assert [len(frame.audio) for frame in frames if frame is not None] == [640, 640]  # 40 ms
-    dtmf = await serializer.deserialize(json.dumps(
-        {"event": "dtmf", "streamSid": "MZ1", "dtmf": {"digit": "5"}}))
+    dtmf = await serializer.deserialize(
+        json.dumps({"event": "dtmf", "streamSid": "MZ1", "dtmf": {"digit": "5"}})
+    )
     assert dtmf is not None and not isinstance(dtmf, InputAudioRawFrame)  # passed on at once

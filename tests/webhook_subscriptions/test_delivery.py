@@ -13,7 +13,8 @@ from tests.receiver import signature_valid
 
 
 async def test_delivered_event_is_signed_with_the_subscription_secret(
-        client, pool, tenant, receiver, run_worker):
+    client, pool, tenant, receiver, run_worker
+):
     subscription = await subscribe(client, tenant, receiver.url())
     receiver.verify_with("/hook", subscription["secret"])
     await emit_event(pool, tenant)
@@ -40,7 +41,10 @@ async def test_delivery_and_attempt_are_recorded(client, pool, tenant, receiver,
     await run_worker()
     [delivery] = await deliveries(pool, tenant)
     assert (delivery["status"], delivery["attempt_count"], delivery["last_status_code"]) == (
-        "delivered", 1, 200)
+        "delivered",
+        1,
+        200,
+    )
     assert delivery["message_id"] == receiver.requests[0].headers["webhook-id"]
     [attempt] = await attempts(pool, tenant, delivery["id"])
     assert (attempt["attempt_number"], attempt["status_code"], attempt["error"]) == (1, 200, None)
@@ -48,8 +52,9 @@ async def test_delivery_and_attempt_are_recorded(client, pool, tenant, receiver,
     assert await due_rows(pool, [delivery["id"]]) == []
 
 
-async def test_each_subscription_wanting_the_event_gets_it(client, pool, tenant, receiver,
-                                                          run_worker):
+async def test_each_subscription_wanting_the_event_gets_it(
+    client, pool, tenant, receiver, run_worker
+):
     await subscribe(client, tenant, receiver.url("/a"))
     await subscribe(client, tenant, receiver.url("/b"), ["contact.updated", "call.completed"])
     await subscribe(client, tenant, receiver.url("/calls-only"), ["call.completed"])
@@ -76,15 +81,19 @@ async def test_star_subscription_gets_every_event(client, pool, tenant, receiver
     await emit_event(pool, tenant, "campaign.completed", {"sub_account_id": str(tenant.id)})
     await run_worker()
     assert sorted(r.json()["type"] for r in receiver.to("/all")) == [
-        "campaign.completed", "contact.updated"]
+        "campaign.completed",
+        "contact.updated",
+    ]
     assert receiver.to("/invoices") == []
 
 
-async def test_every_target_of_an_event_carries_its_stored_id(client, pool, tenant, receiver,
-                                                             run_worker):
+async def test_every_target_of_an_event_carries_its_stored_id(
+    client, pool, tenant, receiver, run_worker
+):
     await subscribe(client, tenant, receiver.url("/sub"), ["call.completed"])
-    await emit_target(pool, tenant, receiver.url("/agent"), new_secret(),
-                      {"sub_account_id": str(tenant.id)})
+    await emit_target(
+        pool, tenant, receiver.url("/agent"), new_secret(), {"sub_account_id": str(tenant.id)}
+    )
     await run_worker()
     [event] = await stored_events(pool, tenant)
     assert sorted(r.path for r in receiver.requests) == ["/agent", "/sub"]
@@ -93,7 +102,8 @@ async def test_every_target_of_an_event_carries_its_stored_id(client, pool, tena
 
 
 async def test_event_of_another_tenant_is_not_delivered_to_this_one(
-        client, pool, tenant, tenant_second, receiver, run_worker):
+    client, pool, tenant, tenant_second, receiver, run_worker
+):
     await subscribe(client, tenant, receiver.url("/mine"))
     await emit_event(pool, tenant_second)
     await run_worker()
@@ -116,8 +126,9 @@ async def test_rolled_back_emit_is_never_sent(client, pool, tenant, receiver, ru
     assert await stored_events(pool, tenant) == []
 
 
-async def test_failing_receiver_is_retried_until_it_succeeds(client, pool, tenant, receiver,
-                                                            run_worker, worker_env):
+async def test_failing_receiver_is_retried_until_it_succeeds(
+    client, pool, tenant, receiver, run_worker, worker_env
+):
     # Delays 20 ms, then 1.2 s; a 1 s timeout: every attempt falls in a later second.
     worker_env(SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.004", SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS="1")
     subscription = await subscribe(client, tenant, receiver.url())
@@ -137,12 +148,16 @@ async def test_failing_receiver_is_retried_until_it_succeeds(client, pool, tenan
     assert (delivery["status"], delivery["attempt_count"]) == ("delivered", 3)
     recorded = await attempts(pool, tenant, delivery["id"])
     assert [(a["attempt_number"], a["status_code"], a["error"]) for a in recorded] == [
-        (1, None, "timeout"), (2, 500, None), (3, 200, None)]
+        (1, None, "timeout"),
+        (2, 500, None),
+        (3, 200, None),
+    ]
     assert recorded[0]["duration_ms"] >= 900
 
 
 async def test_unresolvable_host_is_a_failed_attempt_retried_on_the_schedule(
-        client, pool, tenant, run_worker, worker_env, dns):
+    client, pool, tenant, run_worker, worker_env, dns
+):
     worker_env(SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS="false", SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.2")
     await subscribe(client, tenant, "http://no-such-host.switchboard.test/hook")
     await emit_event(pool, tenant)
@@ -164,8 +179,9 @@ async def test_unresolvable_host_is_a_failed_attempt_retried_on_the_schedule(
     assert await due_rows(pool, [delivery["id"]]) == []
 
 
-async def test_gives_up_after_eight_attempts(client, pool, tenant, receiver, run_worker,
-                                             worker_env):
+async def test_gives_up_after_eight_attempts(
+    client, pool, tenant, receiver, run_worker, worker_env
+):
     worker_env(SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.00001")
     await subscribe(client, tenant, receiver.url())
     receiver.script("/hook", *([503] * 20))
@@ -174,14 +190,19 @@ async def test_gives_up_after_eight_attempts(client, pool, tenant, receiver, run
     assert len(receiver.requests) == 8
     [delivery] = await deliveries(pool, tenant)
     assert (delivery["status"], delivery["attempt_count"], delivery["last_status_code"]) == (
-        "failed", 8, 503)
+        "failed",
+        8,
+        503,
+    )
     assert [a["attempt_number"] for a in await attempts(pool, tenant, delivery["id"])] == list(
-        range(1, 9))
+        range(1, 9)
+    )
     assert await due_rows(pool, [delivery["id"]]) == []
 
 
-async def test_unreachable_receiver_is_recorded_and_retried(client, pool, tenant, receiver,
-                                                           run_worker, worker_env):
+async def test_unreachable_receiver_is_recorded_and_retried(
+    client, pool, tenant, receiver, run_worker, worker_env
+):
     worker_env(SWITCHBOARD_WEBHOOK_RETRY_SCALE="0.00001")
     port = receiver.port
     await receiver.stop()
@@ -205,7 +226,10 @@ async def test_410_disables_the_subscription(client, pool, tenant, receiver, run
     listed = await (await client.get(SUBSCRIPTIONS, headers=tenant.headers)).get_json()
     [shown] = listed["subscriptions"]
     assert (shown["id"], shown["is_active"], shown["disabled_reason"]) == (
-        subscription["id"], False, "gone")
+        subscription["id"],
+        False,
+        "gone",
+    )
     await emit_event(pool, tenant)
     await run_worker()
     assert len(receiver.requests) == 1
@@ -224,8 +248,9 @@ async def test_redirect_is_not_followed(client, pool, tenant, receiver, run_work
     assert [a["status_code"] for a in recorded] == [302, 200]
 
 
-async def test_private_target_is_refused_at_send_when_not_allowed(client, pool, tenant, receiver,
-                                                                  run_worker, worker_env):
+async def test_private_target_is_refused_at_send_when_not_allowed(
+    client, pool, tenant, receiver, run_worker, worker_env
+):
     await subscribe(client, tenant, receiver.url())
     await emit_event(pool, tenant)
     worker_env(SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS="false")
@@ -238,8 +263,9 @@ async def test_private_target_is_refused_at_send_when_not_allowed(client, pool, 
     assert attempt["error"].startswith("target_not_allowed")
 
 
-async def test_deleted_subscription_gets_no_pending_delivery(client, pool, tenant, receiver,
-                                                             run_worker):
+async def test_deleted_subscription_gets_no_pending_delivery(
+    client, pool, tenant, receiver, run_worker
+):
     subscription = await subscribe(client, tenant, receiver.url())
     await emit_event(pool, tenant)
     await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}", headers=tenant.headers)
@@ -250,12 +276,18 @@ async def test_deleted_subscription_gets_no_pending_delivery(client, pool, tenan
     assert await due_rows(pool, [delivery["id"]]) == []
 
 
-async def test_emit_to_explicit_target_is_signed_with_its_secret(pool, tenant, receiver,
-                                                                 run_worker):
+async def test_emit_to_explicit_target_is_signed_with_its_secret(
+    pool, tenant, receiver, run_worker
+):
     secret = new_secret()
     call = {"id": "3d0c1f5e-8a4e-4a47-9c61-1b3b6c1b2a10", "status": "completed"}
-    delivery_id = await emit_target(pool, tenant, receiver.url("/agent"), secret,
-                                    {"sub_account_id": str(tenant.id), "call": call})
+    delivery_id = await emit_target(
+        pool,
+        tenant,
+        receiver.url("/agent"),
+        secret,
+        {"sub_account_id": str(tenant.id), "call": call},
+    )
     await run_worker()
     [request] = receiver.requests
     assert request.path == "/agent"

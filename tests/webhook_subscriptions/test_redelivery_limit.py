@@ -20,8 +20,12 @@ def redeliver_path(delivery_id):
 
 async def finish_all(pool, tenant):
     """Every delivery ends delivered (no worker runs here: nothing is sent)."""
-    await tenant_sql(pool, tenant, "UPDATE webhook_deliveries SET status = 'delivered', "
-                                   "completed_at = now() WHERE status = 'pending'")
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE webhook_deliveries SET status = 'delivered', "
+        "completed_at = now() WHERE status = 'pending'",
+    )
 
 
 async def finished_delivery(client, pool, tenant, receiver):
@@ -36,8 +40,9 @@ async def redeliver(client, tenant, delivery_id):
     return await client.post(redeliver_path(delivery_id), headers=tenant.headers)
 
 
-async def test_eleventh_redelivery_in_an_hour_is_429_with_retry_after(client, pool, tenant,
-                                                                     receiver):
+async def test_eleventh_redelivery_in_an_hour_is_429_with_retry_after(
+    client, pool, tenant, receiver
+):
     original = await finished_delivery(client, pool, tenant, receiver)
     for _ in range(LIMIT):
         response = await redeliver(client, tenant, original)
@@ -48,45 +53,59 @@ async def test_eleventh_redelivery_in_an_hour_is_429_with_retry_after(client, po
     body = await expect_error(response, 429, "redelivery_limited")
     assert body["status"] == "error" and body["error"]["message"]
     assert 3500 <= int(response.headers["Retry-After"]) <= 3600
-    rows = await tenant_sql(pool, tenant, "SELECT original_delivery_id FROM webhook_deliveries "
-                                          "WHERE id <> $1", original)
+    rows = await tenant_sql(
+        pool, tenant, "SELECT original_delivery_id FROM webhook_deliveries WHERE id <> $1", original
+    )
     assert [row["original_delivery_id"] for row in rows] == [original] * LIMIT
 
 
-async def test_redeliveries_of_redeliveries_count_against_the_original(client, pool, tenant,
-                                                                      receiver):
+async def test_redeliveries_of_redeliveries_count_against_the_original(
+    client, pool, tenant, receiver
+):
     original = await finished_delivery(client, pool, tenant, receiver)
     first = (await (await redeliver(client, tenant, original)).get_json())["delivery"]["id"]
     await finish_all(pool, tenant)
     for _ in range(LIMIT - 2):
         assert (await redeliver(client, tenant, first)).status_code == 202
     await finish_all(pool, tenant)
-    [later] = await tenant_sql(pool, tenant, "SELECT id FROM webhook_deliveries "
-                                             "WHERE id NOT IN ($1, $2) LIMIT 1",
-                               original, uuid.UUID(first))
+    [later] = await tenant_sql(
+        pool,
+        tenant,
+        "SELECT id FROM webhook_deliveries WHERE id NOT IN ($1, $2) LIMIT 1",
+        original,
+        uuid.UUID(first),
+    )
     assert (await redeliver(client, tenant, later["id"])).status_code == 202
 
     for delivery_id in (original, first, later["id"]):
-        await expect_error(await redeliver(client, tenant, delivery_id), 429,
-                           "redelivery_limited")
-    originals = await tenant_sql(pool, tenant, "SELECT DISTINCT original_delivery_id "
-                                               "FROM webhook_deliveries WHERE id <> $1", original)
+        await expect_error(await redeliver(client, tenant, delivery_id), 429, "redelivery_limited")
+    originals = await tenant_sql(
+        pool,
+        tenant,
+        "SELECT DISTINCT original_delivery_id FROM webhook_deliveries WHERE id <> $1",
+        original,
+    )
     assert [row["original_delivery_id"] for row in originals] == [original]
 
 
 async def test_concurrent_redeliveries_stop_at_the_limit(client, pool, tenant, receiver):
     original = await finished_delivery(client, pool, tenant, receiver)
 
-    responses = await asyncio.gather(*(redeliver(client, tenant, original)
-                                       for _ in range(LIMIT + 2)))
+    responses = await asyncio.gather(
+        *(redeliver(client, tenant, original) for _ in range(LIMIT + 2))
+    )
 
     statuses = sorted(response.status_code for response in responses)
     assert statuses == [202] * LIMIT + [429] * 2
     for response in responses:
         if response.status_code == 429:
             await expect_error(response, 429, "redelivery_limited")
-    [count] = await tenant_sql(pool, tenant, "SELECT count(*) FROM webhook_deliveries "
-                                             "WHERE original_delivery_id = $1", original)
+    [count] = await tenant_sql(
+        pool,
+        tenant,
+        "SELECT count(*) FROM webhook_deliveries WHERE original_delivery_id = $1",
+        original,
+    )
     assert count["count"] == LIMIT
 
 
@@ -95,17 +114,27 @@ async def test_the_hour_rolls(client, pool, tenant, receiver):
     for _ in range(LIMIT):
         assert (await redeliver(client, tenant, original)).status_code == 202
     # The oldest redelivery is 59 minutes old: it leaves the hour in about a minute.
-    await tenant_sql(pool, tenant, """
+    await tenant_sql(
+        pool,
+        tenant,
+        """
         UPDATE webhook_deliveries SET created_at = now() - interval '59 minutes'
         WHERE id = (SELECT id FROM webhook_deliveries WHERE original_delivery_id = $1
-                    ORDER BY created_at, id LIMIT 1)""", original)
+                    ORDER BY created_at, id LIMIT 1)""",
+        original,
+    )
     response = await redeliver(client, tenant, original)
     await expect_error(response, 429, "redelivery_limited")
     assert 1 <= int(response.headers["Retry-After"]) <= 61
 
-    await tenant_sql(pool, tenant, "UPDATE webhook_deliveries SET created_at = created_at - "
-                                   "interval '2 minutes' WHERE original_delivery_id = $1 "
-                                   "AND created_at < now() - interval '30 minutes'", original)
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE webhook_deliveries SET created_at = created_at - "
+        "interval '2 minutes' WHERE original_delivery_id = $1 "
+        "AND created_at < now() - interval '30 minutes'",
+        original,
+    )
     assert (await redeliver(client, tenant, original)).status_code == 202
     await expect_error(await redeliver(client, tenant, original), 429, "redelivery_limited")
 
@@ -116,9 +145,12 @@ async def test_the_limit_is_per_original_delivery(client, pool, tenant, receiver
         assert (await redeliver(client, tenant, original)).status_code == 202
     await emit_event(pool, tenant)
     await finish_all(pool, tenant)
-    [other] = await tenant_sql(pool, tenant, "SELECT id FROM webhook_deliveries "
-                                             "WHERE original_delivery_id IS NULL AND id <> $1",
-                               original)
+    [other] = await tenant_sql(
+        pool,
+        tenant,
+        "SELECT id FROM webhook_deliveries WHERE original_delivery_id IS NULL AND id <> $1",
+        original,
+    )
     assert (await redeliver(client, tenant, other["id"])).status_code == 202
 
 

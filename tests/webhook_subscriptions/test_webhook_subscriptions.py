@@ -10,9 +10,11 @@ from tests.factories import SUBSCRIPTIONS, subscribe
 
 
 async def test_create_subscription_returns_id_url_events_and_secret(client, tenant):
-    response = await client.post(SUBSCRIPTIONS, json={"url": "https://example.com/hooks",
-                                                      "events": ["contact.updated"]},
-                                 headers=tenant.headers)
+    response = await client.post(
+        SUBSCRIPTIONS,
+        json={"url": "https://example.com/hooks", "events": ["contact.updated"]},
+        headers=tenant.headers,
+    )
     assert response.status_code == 201
     body = await response.get_json()
     assert body["status"] == "success"
@@ -24,50 +26,79 @@ async def test_create_subscription_returns_id_url_events_and_secret(client, tena
     assert subscription["is_active"] is True
 
 
-@pytest.mark.parametrize("event", [
-    "contact.created", "contact.updated", "contact.deleted", "contact.consent_updated",
-    "message.received", "message.status_updated", "call.completed", "call.failed",
-    "campaign.completed", "invoice.paid", "*"])
+@pytest.mark.parametrize(
+    "event",
+    [
+        "contact.created",
+        "contact.updated",
+        "contact.deleted",
+        "contact.consent_updated",
+        "message.received",
+        "message.status_updated",
+        "call.completed",
+        "call.failed",
+        "campaign.completed",
+        "invoice.paid",
+        "*",
+    ],
+)
 async def test_create_subscription_takes_every_catalog_event_and_star(client, tenant, event):
     subscription = await subscribe(client, tenant, "https://example.com/h", [event])
     assert subscription["events"] == [event]
 
 
 async def test_create_subscription_dedupes_events(client, tenant):
-    subscription = await subscribe(client, tenant, "https://example.com/h",
-                                   ["call.completed", "contact.updated", "call.completed"])
+    subscription = await subscribe(
+        client,
+        tenant,
+        "https://example.com/h",
+        ["call.completed", "contact.updated", "call.completed"],
+    )
     assert subscription["events"] == ["call.completed", "contact.updated"]
 
 
-@pytest.mark.parametrize("body", [
-    {"url": "ftp://example.com/x", "events": ["contact.updated"]},
-    {"url": "not a url", "events": ["contact.updated"]},
-    {"url": "https:///nohost", "events": ["contact.updated"]},
-    {"url": "https://example.com/x", "events": ["contact.exploded"]},
-    {"url": "https://example.com/x", "events": ["contact.*"]},
-    {"url": "https://example.com/x", "events": []},
-    {"url": "https://example.com/x", "events": "contact.updated"},
-    {"url": 5, "events": ["contact.updated"]},
-    {"events": ["contact.updated"]},
-    {"url": "https://example.com/x"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"url": "ftp://example.com/x", "events": ["contact.updated"]},
+        {"url": "not a url", "events": ["contact.updated"]},
+        {"url": "https:///nohost", "events": ["contact.updated"]},
+        {"url": "https://example.com/x", "events": ["contact.exploded"]},
+        {"url": "https://example.com/x", "events": ["contact.*"]},
+        {"url": "https://example.com/x", "events": []},
+        {"url": "https://example.com/x", "events": "contact.updated"},
+        {"url": 5, "events": ["contact.updated"]},
+        {"events": ["contact.updated"]},
+        {"url": "https://example.com/x"},
+    ],
+)
 async def test_create_subscription_invalid_body_is_400(client, tenant, body):
     response = await client.post(SUBSCRIPTIONS, json=body, headers=tenant.headers)
     assert response.status_code == 400
     assert (await response.get_json())["error"]["code"] == "validation_error"
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:8080/hook", "http://localhost/hook", "http://10.1.2.3/hook",
-    "http://169.254.169.254/latest/meta-data", "http://[::1]/hook", "http://192.168.0.10/",
-])
-async def test_create_subscription_private_target_is_400_when_not_allowed(app, client, tenant,
-                                                                          monkeypatch, url):
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/hook",
+        "http://localhost/hook",
+        "http://10.1.2.3/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]/hook",
+        "http://192.168.0.10/",
+    ],
+)
+async def test_create_subscription_private_target_is_400_when_not_allowed(
+    app, client, tenant, monkeypatch, url
+):
     settings = app.app.config["SETTINGS"]
-    monkeypatch.setitem(app.app.config, "SETTINGS",
-                        settings.model_copy(update={"allow_private_webhooks": False}))
-    response = await client.post(SUBSCRIPTIONS, json={"url": url, "events": ["contact.updated"]},
-                                 headers=tenant.headers)
+    monkeypatch.setitem(
+        app.app.config, "SETTINGS", settings.model_copy(update={"allow_private_webhooks": False})
+    )
+    response = await client.post(
+        SUBSCRIPTIONS, json={"url": url, "events": ["contact.updated"]}, headers=tenant.headers
+    )
     assert response.status_code == 400
     assert (await response.get_json())["error"]["code"] == "webhook_url_not_allowed"
     listed = await client.get(SUBSCRIPTIONS, headers=tenant.headers)
@@ -80,8 +111,9 @@ async def test_create_subscription_private_target_allowed_by_setting(client, ten
 
 
 async def test_create_subscription_without_key_is_401(client):
-    response = await client.post(SUBSCRIPTIONS, json={"url": "https://example.com/x",
-                                                      "events": ["contact.updated"]})
+    response = await client.post(
+        SUBSCRIPTIONS, json={"url": "https://example.com/x", "events": ["contact.updated"]}
+    )
     assert response.status_code == 401
 
 
@@ -108,8 +140,9 @@ async def test_list_subscriptions_paginates(client, tenant):
     assert (await response.get_json())["has_more"] is True
 
 
-@pytest.mark.parametrize("query", ["limit=0", "limit=101", "limit=-1", "limit=x", "offset=-1",
-                                   "offset=x"])
+@pytest.mark.parametrize(
+    "query", ["limit=0", "limit=101", "limit=-1", "limit=x", "offset=-1", "offset=x"]
+)
 async def test_list_subscriptions_bad_paging_is_400(client, tenant, query):
     response = await client.get(f"{SUBSCRIPTIONS}?{query}", headers=tenant.headers)
     assert response.status_code == 400
@@ -124,11 +157,13 @@ async def test_list_subscriptions_shows_only_own(client, tenant, tenant_second):
 
 async def test_delete_subscription(client, tenant):
     subscription = await subscribe(client, tenant, "https://example.com/x")
-    response = await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}",
-                                   headers=tenant.headers)
+    response = await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}", headers=tenant.headers)
     assert response.status_code == 200
-    assert await response.get_json() == {"status": "success", "deleted": True,
-                                         "subscription_id": subscription["id"]}
+    assert await response.get_json() == {
+        "status": "success",
+        "deleted": True,
+        "subscription_id": subscription["id"],
+    }
     listed = await client.get(SUBSCRIPTIONS, headers=tenant.headers)
     assert (await listed.get_json())["total"] == 0
 
@@ -136,8 +171,7 @@ async def test_delete_subscription(client, tenant):
 async def test_delete_subscription_twice_is_404(client, tenant):
     subscription = await subscribe(client, tenant, "https://example.com/x")
     await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}", headers=tenant.headers)
-    response = await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}",
-                                   headers=tenant.headers)
+    response = await client.delete(f"{SUBSCRIPTIONS}/{subscription['id']}", headers=tenant.headers)
     assert response.status_code == 404
     assert (await response.get_json())["error"]["code"] == "not_found"
 

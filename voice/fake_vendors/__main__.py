@@ -24,8 +24,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Fake LLM and speech vendors on one origin.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--phrases", default=str(DEFAULT_PHRASES),
-                        help="directory with manifest.json and the known recordings")
+    parser.add_argument(
+        "--phrases",
+        default=str(DEFAULT_PHRASES),
+        help="directory with manifest.json and the known recordings",
+    )
     args = parser.parse_args()
     try:
         asyncio.run(serve(args.host, args.port, args.phrases))

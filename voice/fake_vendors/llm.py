@@ -72,8 +72,7 @@ def reply_to(conversation: Conversation) -> Reply:
     return Reply(marker.group(1) if marker else DEFAULT_REPLY)
 
 
-def _scripted_calls(conversation: Conversation,
-                    user_turn: str) -> list[tuple[str, dict[str, Any]]]:
+def _scripted_calls(conversation: Conversation, user_turn: str) -> list[tuple[str, dict[str, Any]]]:
     """The `[fake:call=...]` markers of the system prompt whose tool is offered and not called
     yet, and whose `on` word (if any) the user's turn contains: one call each, in order."""
     calls = []
@@ -82,8 +81,9 @@ def _scripted_calls(conversation: Conversation,
             continue
         if word and word.lower() not in user_turn.lower():
             continue
-        calls.append((name, json.loads(arguments) if arguments
-                      else _arguments(conversation.tools[name])))
+        calls.append(
+            (name, json.loads(arguments) if arguments else _arguments(conversation.tools[name]))
+        )
     return calls
 
 
@@ -131,14 +131,23 @@ def from_openai(body: dict[str, Any]) -> Conversation:
         if t.get("type") == "function"
     }
     user_turn = _text(last.get("content")) if last.get("role") == "user" else None
-    called = frozenset(call.get("function", {}).get("name", "") for m in messages
-                       if m.get("role") == "assistant" for call in m.get("tool_calls") or [])
+    called = frozenset(
+        call.get("function", {}).get("name", "")
+        for m in messages
+        if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+    )
     return Conversation(system, user_turn, last.get("role") == "tool", tools, called)
 
 
 def openai_stream(reply: Reply, model: str, include_usage: bool) -> Iterator[dict[str, Any]]:
-    base = {"id": f"chatcmpl-fake{next(_ids)}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model, "system_fingerprint": "fake"}
+    base = {
+        "id": f"chatcmpl-fake{next(_ids)}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fake",
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -146,11 +155,16 @@ def openai_stream(reply: Reply, model: str, include_usage: bool) -> Iterator[dic
     yield chunk({"role": "assistant", "content": ""})
     if reply.tool:
         for index, (name, arguments) in enumerate(reply.tool_calls):
-            call = {"index": index, "id": f"call_fake{next(_ids)}", "type": "function",
-                    "function": {"name": name, "arguments": ""}}
+            call = {
+                "index": index,
+                "id": f"call_fake{next(_ids)}",
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
             yield chunk({"tool_calls": [call]})
-            yield chunk({"tool_calls": [{"index": index,
-                                         "function": {"arguments": json.dumps(arguments)}}]})
+            yield chunk(
+                {"tool_calls": [{"index": index, "function": {"arguments": json.dumps(arguments)}}]}
+            )
         yield chunk({}, "tool_calls")
     else:
         for piece in chunks(reply.text):
@@ -163,15 +177,26 @@ def openai_stream(reply: Reply, model: str, include_usage: bool) -> Iterator[dic
 def openai_completion(reply: Reply, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool:
-        message["tool_calls"] = [{
-            "id": f"call_fake{next(_ids)}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)},
-        } for name, arguments in reply.tool_calls]
+        message["tool_calls"] = [
+            {
+                "id": f"call_fake{next(_ids)}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            for name, arguments in reply.tool_calls
+        ]
     return {
-        "id": f"chatcmpl-fake{next(_ids)}", "object": "chat.completion",
-        "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if reply.tool else "stop"}],
+        "id": f"chatcmpl-fake{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool else "stop",
+            }
+        ],
         "usage": _openai_usage(reply),
     }
 
@@ -192,39 +217,76 @@ def from_anthropic(body: dict[str, Any]) -> Conversation:
     after_tool = any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
     tools = {t["name"]: t.get("input_schema") or {} for t in body.get("tools") or []}
     user_turn = _text(content) if last.get("role") == "user" and not after_tool else None
-    called = frozenset(b.get("name", "") for m in messages if m.get("role") == "assistant"
-                       and isinstance(m.get("content"), list)
-                       for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
+    called = frozenset(
+        b.get("name", "")
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    )
     return Conversation(_text(body.get("system")), user_turn, after_tool, tools, called)
 
 
 def anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
     message = _anthropic_message(reply, model)
-    yield "message_start", {"type": "message_start", "message": {
-        **message, "content": [], "stop_reason": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1}}}
+    yield (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                **message,
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 10, "output_tokens": 1},
+            },
+        },
+    )
     if reply.tool:
         for index, block in enumerate(message["content"]):
-            yield "content_block_start", {"type": "content_block_start", "index": index,
-                                          "content_block": {**block, "input": {}}}
+            yield (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                },
+            )
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": delta}
+            yield (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            )
             if index < len(message["content"]) - 1:
                 yield "content_block_stop", {"type": "content_block_stop", "index": index}
         last = len(message["content"]) - 1
         yield "content_block_stop", {"type": "content_block_stop", "index": last}
     else:
-        yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                      "content_block": {"type": "text", "text": ""}}
+        yield (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        )
         for piece in chunks(reply.text):
-            yield "content_block_delta", {"type": "content_block_delta", "index": 0,
-                                          "delta": {"type": "text_delta", "text": piece}}
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": piece},
+                },
+            )
         yield "content_block_stop", {"type": "content_block_stop", "index": 0}
-    yield "message_delta", {"type": "message_delta",
-                            "delta": {"stop_reason": message["stop_reason"],
-                                      "stop_sequence": None},
-                            "usage": {"output_tokens": message["usage"]["output_tokens"]}}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": message["usage"]["output_tokens"]},
+        },
+    )
     yield "message_stop", {"type": "message_stop"}
 
 
@@ -234,13 +296,20 @@ def anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
 
 def _anthropic_message(reply: Reply, model: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = (
-        [{"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": name, "input": arguments}
-         for name, arguments in reply.tool_calls]
-        if reply.tool else [{"type": "text", "text": reply.text}]
+        [
+            {"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": name, "input": arguments}
+            for name, arguments in reply.tool_calls
+        ]
+        if reply.tool
+        else [{"type": "text", "text": reply.text}]
     )
     return {
-        "id": f"msg_fake{next(_ids)}", "type": "message", "role": "assistant", "model": model,
-        "content": content, "stop_reason": "tool_use" if reply.tool else "end_turn",
+        "id": f"msg_fake{next(_ids)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if reply.tool else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": _tokens(reply.summary)},
     }
@@ -263,8 +332,11 @@ def from_google(body: dict[str, Any]) -> Conversation:
     user_turn = _text(parts) if last.get("role", "user") == "user" and not after_tool else None
     called = frozenset(
         (p.get("functionCall") or p.get("function_call") or {}).get("name", "")
-        for c in contents if c.get("role") == "model" for p in c.get("parts") or []
-        if "functionCall" in p or "function_call" in p)
+        for c in contents
+        if c.get("role") == "model"
+        for p in c.get("parts") or []
+        if "functionCall" in p or "function_call" in p
+    )
     return Conversation(system, user_turn, after_tool, tools, called)
 
 
@@ -274,31 +346,44 @@ def google_stream(reply: Reply, model: str) -> Iterator[dict[str, Any]]:
         return
     pieces = chunks(reply.text)
     for i, piece in enumerate(pieces):
-        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": piece}]},
-                                     "index": 0}
+        candidate: dict[str, Any] = {
+            "content": {"role": "model", "parts": [{"text": piece}]},
+            "index": 0,
+        }
         if i == len(pieces) - 1:
             candidate["finishReason"] = "STOP"
-        yield {"candidates": [candidate], "usageMetadata": _google_usage(reply),
-               "modelVersion": model}
+        yield {
+            "candidates": [candidate],
+            "usageMetadata": _google_usage(reply),
+            "modelVersion": model,
+        }
 
 
 def google_response(reply: Reply, model: str) -> dict[str, Any]:
     parts = (
-        [{"functionCall": {"name": name, "args": arguments}}
-         for name, arguments in reply.tool_calls]
-        if reply.tool else [{"text": reply.text}]
+        [
+            {"functionCall": {"name": name, "args": arguments}}
+            for name, arguments in reply.tool_calls
+        ]
+        if reply.tool
+        else [{"text": reply.text}]
     )
     return {
-        "candidates": [{"content": {"role": "model", "parts": parts},
-                        "finishReason": "STOP", "index": 0}],
-        "usageMetadata": _google_usage(reply), "modelVersion": model,
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": _google_usage(reply),
+        "modelVersion": model,
     }
 
 
 def _google_usage(reply: Reply) -> dict[str, int]:
     completion = _tokens(reply.summary)
-    return {"promptTokenCount": 10, "candidatesTokenCount": completion,
-            "totalTokenCount": 10 + completion}
+    return {
+        "promptTokenCount": 10,
+        "candidatesTokenCount": completion,
+        "totalTokenCount": 10 + completion,
+    }
 
 
 # --- structured output (the worker's call analysis) -------------------------------------------
@@ -325,8 +410,10 @@ def structured_value(schema: dict[str, Any], text: str) -> Any:
     kinds = kinds if isinstance(kinds, list) else [kinds]
     kind = str(next((k for k in kinds if str(k).lower() != "null"), "string")).lower()
     if kind == "object":
-        return {name: structured_value(prop, text)
-                for name, prop in (schema.get("properties") or {}).items()}
+        return {
+            name: structured_value(prop, text)
+            for name, prop in (schema.get("properties") or {}).items()
+        }
     if kind == "array":
         return []
     if kind in ("number", "integer"):
@@ -342,8 +429,11 @@ def _all_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
-        return "\n".join(_all_text(v) for k, v in value.items()
-                         if k not in ("tools", "response_format", "generationConfig"))
+        return "\n".join(
+            _all_text(v)
+            for k, v in value.items()
+            if k not in ("tools", "response_format", "generationConfig")
+        )
     if isinstance(value, list):
         return "\n".join(_all_text(v) for v in value)
     return ""
@@ -357,18 +447,23 @@ def structured_reply(vendor: str, body: dict[str, Any]) -> Reply | None:
         choice = body.get("tool_choice") or {}
         if choice.get("type") != "tool":
             return None
-        tool = next((t for t in body.get("tools") or [] if t.get("name") == choice.get("name")),
-                    None)
+        tool = next(
+            (t for t in body.get("tools") or [] if t.get("name") == choice.get("name")), None
+        )
         if tool is None:
             return None
-        return Reply(tool=tool["name"],
-                     arguments=structured_value(tool.get("input_schema") or {}, text))
+        return Reply(
+            tool=tool["name"], arguments=structured_value(tool.get("input_schema") or {}, text)
+        )
     if vendor == "google":
         schema = (body.get("generationConfig") or {}).get("responseSchema")
     else:
         response_format = body.get("response_format") or {}
-        schema = (response_format.get("json_schema") or {}).get("schema") if (
-            response_format.get("type") == "json_schema") else None
+        schema = (
+            (response_format.get("json_schema") or {}).get("schema")
+            if (response_format.get("type") == "json_schema")
+            else None
+        )
     if not isinstance(schema, dict):
         return None
     return Reply(json.dumps(structured_value(schema, text)))

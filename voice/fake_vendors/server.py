@@ -93,8 +93,9 @@ class FakeVendors:
         failures: dict[str, Failure] | None = None,
     ) -> None:
         self.phrases = audio.PhraseBook.load(Path(phrases))
-        self.config = FakeConfig(llm_first_token_ms, stt_ms, tts_first_byte_ms,
-                                 dict(failures or {}))
+        self.config = FakeConfig(
+            llm_first_token_ms, stt_ms, tts_first_byte_ms, dict(failures or {})
+        )
         self.requests: list[RecordedRequest] = []
         self.origin = ""
         self._runner: web.AppRunner | None = None
@@ -114,10 +115,10 @@ class FakeVendors:
         self.requests.clear()
         self.config = FakeConfig()
 
-    def requests_for(self, vendor: str | None = None, kind: Kind | None = None
-                     ) -> list[RecordedRequest]:
-        return [r for r in self.requests
-                if vendor in (None, r.vendor) and kind in (None, r.kind)]
+    def requests_for(
+        self, vendor: str | None = None, kind: Kind | None = None
+    ) -> list[RecordedRequest]:
+        return [r for r in self.requests if vendor in (None, r.vendor) and kind in (None, r.kind)]
 
     @property
     def base_urls(self) -> dict[str, str]:
@@ -155,8 +156,9 @@ class FakeVendors:
             mount = MOUNTS[vendor]
             routes += [
                 self._route(f"{mount}/chat/completions", vendor, "llm", self._openai_chat),
-                self._route(f"{mount}/audio/transcriptions", vendor, "stt",
-                            self._openai_transcription),
+                self._route(
+                    f"{mount}/audio/transcriptions", vendor, "stt", self._openai_transcription
+                ),
                 self._route(f"{mount}/audio/speech", vendor, "tts", self._openai_speech),
             ]
         routes += [
@@ -167,8 +169,14 @@ class FakeVendors:
             self._route("/cartesia/tts/bytes", "cartesia", "tts", self._cartesia_bytes),
         ]
         for suffix in ("", "/stream", "/with-timestamps", "/stream/with-timestamps"):
-            routes.append(self._route(f"/elevenlabs/v1/text-to-speech/{{voice_id}}{suffix}",
-                                      "elevenlabs", "tts", self._elevenlabs))
+            routes.append(
+                self._route(
+                    f"/elevenlabs/v1/text-to-speech/{{voice_id}}{suffix}",
+                    "elevenlabs",
+                    "tts",
+                    self._elevenlabs,
+                )
+            )
         app.add_routes(routes)
         return app
 
@@ -178,8 +186,13 @@ class FakeVendors:
         async def endpoint(request: web.Request) -> web.StreamResponse:
             body, parsed = await _read_body(request)
             record = RecordedRequest(
-                vendor, kind, request.method, request.path, dict(request.query),
-                {k.lower(): v for k, v in request.headers.items()}, body,
+                vendor,
+                kind,
+                request.method,
+                request.path,
+                dict(request.query),
+                {k.lower(): v for k, v in request.headers.items()},
+                body,
             )
             self.requests.append(record)
             failure = self.config.failure(vendor, kind)
@@ -218,8 +231,9 @@ class FakeVendors:
 
     # --- LLMs -----------------------------------------------------------------------------------
 
-    async def _openai_chat(self, request: web.Request, record: RecordedRequest,
-                           body: Any) -> web.StreamResponse:
+    async def _openai_chat(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         reply = llm.structured_reply("openai", body) or llm.reply_to(llm.from_openai(body))
         record.answer = reply.summary
         model = str(body.get("model", ""))
@@ -230,20 +244,24 @@ class FakeVendors:
         events = [f"data: {json.dumps(c)}\n\n" for c in llm.openai_stream(reply, model, usage)]
         return await self._sse(request, [*events, "data: [DONE]\n\n"])
 
-    async def _anthropic_messages(self, request: web.Request, record: RecordedRequest,
-                                  body: Any) -> web.StreamResponse:
+    async def _anthropic_messages(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         reply = llm.structured_reply("anthropic", body) or llm.reply_to(llm.from_anthropic(body))
         record.answer = reply.summary
         model = str(body.get("model", ""))
         if not body.get("stream"):
             await self._delay(self.config.llm_first_token_ms)
             return web.json_response(llm.anthropic_message(reply, model))
-        events = [f"event: {name}\ndata: {json.dumps(data)}\n\n"
-                  for name, data in llm.anthropic_stream(reply, model)]
+        events = [
+            f"event: {name}\ndata: {json.dumps(data)}\n\n"
+            for name, data in llm.anthropic_stream(reply, model)
+        ]
         return await self._sse(request, events)
 
-    async def _google(self, request: web.Request, record: RecordedRequest,
-                      body: Any) -> web.StreamResponse:
+    async def _google(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         model, _, method = request.match_info["call"].partition(":")
         reply = llm.structured_reply("google", body) or llm.reply_to(llm.from_google(body))
         record.answer = reply.summary
@@ -256,8 +274,9 @@ class FakeVendors:
         return await self._sse(request, events)
 
     async def _sse(self, request: web.Request, events: list[str]) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await response.prepare(request)
         await self._delay(self.config.llm_first_token_ms)
         for event in events:
@@ -268,8 +287,9 @@ class FakeVendors:
 
     # --- speech to text -------------------------------------------------------------------------
 
-    async def _openai_transcription(self, request: web.Request, record: RecordedRequest,
-                                    body: Any) -> web.StreamResponse:
+    async def _openai_transcription(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         upload = body.get("file")
         if not isinstance(upload, bytes):
             return web.json_response(_error_body(record.vendor, 400), status=400)
@@ -282,18 +302,26 @@ class FakeVendors:
         if form in ("srt", "vtt"):
             head = "WEBVTT\n\n" if form == "vtt" else "1\n"
             return web.Response(text=f"{head}00:00:00.000 --> {_clock(seconds)}\n{text}\n")
-        answer: dict[str, Any] = {"text": text, "usage": {"type": "duration",
-                                                          "seconds": round(seconds)}}
+        answer: dict[str, Any] = {
+            "text": text,
+            "usage": {"type": "duration", "seconds": round(seconds)},
+        }
         if form == "verbose_json":
-            answer |= {"task": "transcribe", "language": body.get("language", "en"),
-                       "duration": seconds, "segments": [_segment(text, seconds)]}
+            answer |= {
+                "task": "transcribe",
+                "language": body.get("language", "en"),
+                "duration": seconds,
+                "segments": [_segment(text, seconds)],
+            }
         elif "logprobs" in body.get("include[]", ""):
-            answer["logprobs"] = [{"token": w, "logprob": -0.01, "bytes": list(w.encode())}
-                                  for w in text.split()]
+            answer["logprobs"] = [
+                {"token": w, "logprob": -0.01, "bytes": list(w.encode())} for w in text.split()
+            ]
         return web.json_response(answer)
 
-    async def _deepgram_listen(self, request: web.Request, record: RecordedRequest,
-                               body: Any) -> web.StreamResponse:
+    async def _deepgram_listen(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         raw: bytes = body
         query = request.query
         if raw[:4] == b"RIFF":
@@ -304,56 +332,90 @@ class FakeVendors:
             samples, rate = audio.from_pcm16(raw), int(query.get("sample_rate", 16000))
         text = await self._transcribe(record, samples, rate)
         seconds = len(samples) / rate
-        words = [{"word": w.strip(".,?!").lower(), "punctuated_word": w, "confidence": 0.99,
-                  "start": 0.0, "end": seconds} for w in text.split()]
+        words = [
+            {
+                "word": w.strip(".,?!").lower(),
+                "punctuated_word": w,
+                "confidence": 0.99,
+                "start": 0.0,
+                "end": seconds,
+            }
+            for w in text.split()
+        ]
         alternative = {"transcript": text, "confidence": 0.99 if text else 0.0, "words": words}
-        return web.json_response({
-            "metadata": {"request_id": f"fake-{len(self.requests)}", "created": _now(),
-                         "duration": seconds, "channels": 1,
-                         "models": [query.get("model", "nova-3")]},
-            "results": {"channels": [{"alternatives": [alternative]}]},
-        })
+        return web.json_response(
+            {
+                "metadata": {
+                    "request_id": f"fake-{len(self.requests)}",
+                    "created": _now(),
+                    "duration": seconds,
+                    "channels": 1,
+                    "models": [query.get("model", "nova-3")],
+                },
+                "results": {"channels": [{"alternatives": [alternative]}]},
+            }
+        )
 
-    async def _transcribe(self, record: RecordedRequest, samples: audio.Samples,
-                          rate: int) -> str:
+    async def _transcribe(self, record: RecordedRequest, samples: audio.Samples, rate: int) -> str:
         await self._delay(self.config.stt_ms)
         record.answer = self.phrases.recognise(samples, rate)
         return record.answer
 
     # --- text to speech -------------------------------------------------------------------------
 
-    async def _openai_speech(self, request: web.Request, record: RecordedRequest,
-                             body: Any) -> web.StreamResponse:
+    async def _openai_speech(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         form = body.get("response_format", "mp3")
         if form not in ("pcm", "wav"):
             return _unsupported(record, f"response_format {form!r} (the fake makes pcm, wav)")
-        return await self._speak(request, record, str(body.get("input", "")), OPENAI_TTS_RATE,
-                                 "pcm_s16le", container="wav" if form == "wav" else "raw")
+        return await self._speak(
+            request,
+            record,
+            str(body.get("input", "")),
+            OPENAI_TTS_RATE,
+            "pcm_s16le",
+            container="wav" if form == "wav" else "raw",
+        )
 
-    async def _deepgram_speak(self, request: web.Request, record: RecordedRequest,
-                              body: Any) -> web.StreamResponse:
+    async def _deepgram_speak(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         query = request.query
         encoding = {"linear16": "pcm_s16le", "mulaw": "pcm_mulaw", "alaw": "pcm_alaw"}.get(
-            query.get("encoding", "linear16"))
+            query.get("encoding", "linear16")
+        )
         if encoding is None:
             return _unsupported(record, f"encoding {query.get('encoding')!r}")
         container = query.get("container", "wav" if encoding == "pcm_s16le" else "none")
-        return await self._speak(request, record, str(body.get("text", "")),
-                                 int(query.get("sample_rate", 24000)), encoding,
-                                 container="wav" if container == "wav" else "raw")
+        return await self._speak(
+            request,
+            record,
+            str(body.get("text", "")),
+            int(query.get("sample_rate", 24000)),
+            encoding,
+            container="wav" if container == "wav" else "raw",
+        )
 
-    async def _cartesia_bytes(self, request: web.Request, record: RecordedRequest,
-                              body: Any) -> web.StreamResponse:
+    async def _cartesia_bytes(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         output = body.get("output_format") or {}
         encoding = output.get("encoding", "pcm_s16le")
         if encoding not in ("pcm_s16le", "pcm_f32le", "pcm_mulaw", "pcm_alaw"):
             return _unsupported(record, f"encoding {encoding!r}")
-        return await self._speak(request, record, str(body.get("transcript", "")),
-                                 int(output.get("sample_rate", 24000)), encoding,
-                                 container=output.get("container", "raw"))
+        return await self._speak(
+            request,
+            record,
+            str(body.get("transcript", "")),
+            int(output.get("sample_rate", 24000)),
+            encoding,
+            container=output.get("container", "raw"),
+        )
 
-    async def _elevenlabs(self, request: web.Request, record: RecordedRequest,
-                          body: Any) -> web.StreamResponse:
+    async def _elevenlabs(
+        self, request: web.Request, record: RecordedRequest, body: Any
+    ) -> web.StreamResponse:
         form = request.query.get("output_format", "mp3_44100_128")
         codec, _, rate = form.partition("_")
         encoding = {"pcm": "pcm_s16le", "ulaw": "pcm_mulaw", "alaw": "pcm_alaw"}.get(codec)
@@ -366,30 +428,48 @@ class FakeVendors:
         pieces = _split(_encode(audio.synthesize(text, int(rate)), encoding))
         seconds = len(text) and max(audio.MIN_SPEECH_MS, audio.MS_PER_CHARACTER * len(text))
         alignment = _alignment(text, seconds / 1000)
-        lines = [{"audio_base64": base64.b64encode(p).decode(),
-                  "alignment": alignment if i == 0 else None,
-                  "normalized_alignment": alignment if i == 0 else None}
-                 for i, p in enumerate(pieces)]
+        lines = [
+            {
+                "audio_base64": base64.b64encode(p).decode(),
+                "alignment": alignment if i == 0 else None,
+                "normalized_alignment": alignment if i == 0 else None,
+            }
+            for i, p in enumerate(pieces)
+        ]
         if "/stream/" not in request.path:
             await self._delay(self.config.tts_first_byte_ms)
             whole = b"".join(pieces)
-            return web.json_response({"audio_base64": base64.b64encode(whole).decode(),
-                                      "alignment": alignment,
-                                      "normalized_alignment": alignment})
-        return await self._stream(request, [(json.dumps(line) + "\n").encode() for line in lines],
-                                  "application/json")
+            return web.json_response(
+                {
+                    "audio_base64": base64.b64encode(whole).decode(),
+                    "alignment": alignment,
+                    "normalized_alignment": alignment,
+                }
+            )
+        return await self._stream(
+            request, [(json.dumps(line) + "\n").encode() for line in lines], "application/json"
+        )
 
-    async def _speak(self, request: web.Request, record: RecordedRequest, text: str,
-                     rate: int, encoding: str, container: str = "raw") -> web.StreamResponse:
+    async def _speak(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        text: str,
+        rate: int,
+        encoding: str,
+        container: str = "raw",
+    ) -> web.StreamResponse:
         record.answer = text
         samples = audio.synthesize(text, rate)
         if container == "wav":
             return await self._stream(request, _split(audio.wav(samples, rate)), "audio/wav")
-        return await self._stream(request, _split(_encode(samples, encoding)),
-                                  "application/octet-stream")
+        return await self._stream(
+            request, _split(_encode(samples, encoding)), "application/octet-stream"
+        )
 
-    async def _stream(self, request: web.Request, pieces: Iterable[bytes],
-                      content_type: str) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, pieces: Iterable[bytes], content_type: str
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": content_type})
         await response.prepare(request)
         await self._delay(self.config.tts_first_byte_ms)
@@ -414,8 +494,11 @@ async def _read_body(request: web.Request) -> tuple[Any, Any]:
             if isinstance(value, web.FileField):
                 data = value.file.read()
                 parsed[name] = data
-                recorded[name] = {"filename": value.filename,
-                                  "content_type": value.content_type, "size": len(data)}
+                recorded[name] = {
+                    "filename": value.filename,
+                    "content_type": value.content_type,
+                    "size": len(data),
+                }
             else:
                 # Repeated fields (include[]) are joined with commas.
                 text = str(value)
@@ -443,14 +526,26 @@ def _split(data: bytes, size: int = 4800) -> list[bytes]:
 def _alignment(text: str, seconds: float) -> dict[str, Any]:
     step = seconds / max(1, len(text))
     starts = [round(i * step, 3) for i in range(len(text))]
-    return {"characters": list(text), "character_start_times_seconds": starts,
-            "character_end_times_seconds": [round(s + step, 3) for s in starts]}
+    return {
+        "characters": list(text),
+        "character_start_times_seconds": starts,
+        "character_end_times_seconds": [round(s + step, 3) for s in starts],
+    }
 
 
 def _segment(text: str, seconds: float) -> dict[str, Any]:
-    return {"id": 0, "seek": 0, "start": 0.0, "end": seconds, "text": text, "tokens": [],
-            "temperature": 0.0, "avg_logprob": -0.01, "compression_ratio": 1.0,
-            "no_speech_prob": 0.0 if text else 1.0}
+    return {
+        "id": 0,
+        "seek": 0,
+        "start": 0.0,
+        "end": seconds,
+        "text": text,
+        "tokens": [],
+        "temperature": 0.0,
+        "avg_logprob": -0.01,
+        "compression_ratio": 1.0,
+        "no_speech_prob": 0.0 if text else 1.0,
+    }
 
 
 def _clock(seconds: float) -> str:
@@ -463,8 +558,9 @@ def _now() -> str:
 
 def _unsupported(record: RecordedRequest, what: str) -> web.Response:
     record.status = 422
-    return web.json_response({"error": {"message": f"fake vendors: unsupported {what}"}},
-                             status=422)
+    return web.json_response(
+        {"error": {"message": f"fake vendors: unsupported {what}"}}, status=422
+    )
 
 
 def _error_body(vendor: str, status: int) -> dict[str, Any]:
@@ -481,4 +577,3 @@ def _error_body(vendor: str, status: int) -> dict[str, Any]:
     if vendor == "elevenlabs":
         return {"detail": {"status": "fake_failure", "message": message}}
     return {"error": {"message": message, "type": "fake_failure", "code": status}}
-

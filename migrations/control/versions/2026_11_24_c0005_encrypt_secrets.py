@@ -14,8 +14,8 @@ from alembic import op
 from migrations.secret_columns import decrypt_all, encrypt_all
 from tenancy.secrets import CONTROL_SECRETS
 
-revision: str = 'c0005'
-down_revision: str | None = 'c0004'
+revision: str = "c0005"
+down_revision: str | None = "c0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

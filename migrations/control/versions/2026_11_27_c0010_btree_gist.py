@@ -12,14 +12,14 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = 'c0010'
-down_revision: str | None = 'c0008'
+revision: str = "c0010"
+down_revision: str | None = "c0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.execute('CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public')
+    op.execute("CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public")
 
 
 def downgrade() -> None:

@@ -14,8 +14,8 @@ from alembic import op
 from migrations.secret_columns import decrypt_all, encrypt_all
 from tenancy.secrets import SecretColumn
 
-revision: str = 't0003'
-down_revision: str | None = 't0002'
+revision: str = "t0003"
+down_revision: str | None = "t0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

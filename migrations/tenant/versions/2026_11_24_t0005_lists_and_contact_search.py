@@ -12,26 +12,36 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = 't0005'
-down_revision: str | None = 't0008'
+revision: str = "t0005"
+down_revision: str | None = "t0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TRIGRAM = ('name', 'email', 'phone')
-NEWEST_FIRST = ('campaigns', 'invoices', 'calls', 'number_pools')
+TRIGRAM = ("name", "email", "phone")
+NEWEST_FIRST = ("campaigns", "invoices", "calls", "number_pools")
 
 
 def upgrade() -> None:
     for column in TRIGRAM:
-        op.create_index(f'ix_contacts_{column}_trgm', 'contacts', [column], unique=False,
-                        postgresql_using='gin', postgresql_ops={column: 'gin_trgm_ops'})
+        op.create_index(
+            f"ix_contacts_{column}_trgm",
+            "contacts",
+            [column],
+            unique=False,
+            postgresql_using="gin",
+            postgresql_ops={column: "gin_trgm_ops"},
+        )
     for table in NEWEST_FIRST:
-        op.create_index(f'ix_{table}_created_at', table,
-                        [sa.text('created_at DESC'), sa.text('id DESC')], unique=False)
+        op.create_index(
+            f"ix_{table}_created_at",
+            table,
+            [sa.text("created_at DESC"), sa.text("id DESC")],
+            unique=False,
+        )
 
 
 def downgrade() -> None:
     for table in NEWEST_FIRST:
-        op.drop_index(f'ix_{table}_created_at', table_name=table)
+        op.drop_index(f"ix_{table}_created_at", table_name=table)
     for column in TRIGRAM:
-        op.drop_index(f'ix_contacts_{column}_trgm', table_name='contacts')
+        op.drop_index(f"ix_contacts_{column}_trgm", table_name="contacts")

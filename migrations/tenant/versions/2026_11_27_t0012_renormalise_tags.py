@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = 't0012'
-down_revision: str | None = 't0011'
+revision: str = "t0012"
+down_revision: str | None = "t0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -27,8 +27,12 @@ BATCH = 1000
 
 
 def normalise(tags: list[str]) -> list[str]:
-    forms = (unicodedata.normalize("NFC", unicodedata.normalize("NFKC", tag)
-                                   .translate(ZERO_WIDTH).strip().lower()) for tag in tags)
+    forms = (
+        unicodedata.normalize(
+            "NFC", unicodedata.normalize("NFKC", tag).translate(ZERO_WIDTH).strip().lower()
+        )
+        for tag in tags
+    )
     return list(dict.fromkeys(form for form in forms if form))
 
 
@@ -36,13 +40,19 @@ def renormalise(table: str, *, keep_empty: bool) -> None:
     bind = op.get_bind()
     after = None
     while True:
-        rows = bind.execute(sa.text(
-            f"SELECT id, tags FROM {table} "
-            "WHERE array_to_string(tags, '') ~ '[^\\x01-\\x7f]' AND (CAST(:after AS uuid) IS NULL "
-            "OR id > CAST(:after AS uuid)) ORDER BY id LIMIT :batch"),
-            {"after": after, "batch": BATCH}).all()
-        changed = [{"id": row.id, "tags": tags} for row in rows
-                   if (tags := normalise(row.tags)) != row.tags and (tags or keep_empty)]
+        rows = bind.execute(
+            sa.text(
+                f"SELECT id, tags FROM {table} "
+                "WHERE array_to_string(tags, '') ~ '[^\\x01-\\x7f]' AND (CAST(:after AS uuid) IS NULL "
+                "OR id > CAST(:after AS uuid)) ORDER BY id LIMIT :batch"
+            ),
+            {"after": after, "batch": BATCH},
+        ).all()
+        changed = [
+            {"id": row.id, "tags": tags}
+            for row in rows
+            if (tags := normalise(row.tags)) != row.tags and (tags or keep_empty)
+        ]
         if changed:
             bind.execute(sa.text(f"UPDATE {table} SET tags = :tags WHERE id = :id"), changed)
         if len(rows) < BATCH:
@@ -51,8 +61,8 @@ def renormalise(table: str, *, keep_empty: bool) -> None:
 
 
 def upgrade() -> None:
-    renormalise('contacts', keep_empty=True)
-    renormalise('smart_lists', keep_empty=False)
+    renormalise("contacts", keep_empty=True)
+    renormalise("smart_lists", keep_empty=False)
 
 
 def downgrade() -> None:

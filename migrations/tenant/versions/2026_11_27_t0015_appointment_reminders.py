@@ -12,17 +12,18 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision: str = 't0015'
-down_revision: str | None = 't0014'
+revision: str = "t0015"
+down_revision: str | None = "t0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.add_column('appointments', sa.Column('reminders', pg.JSONB(),
-                                            server_default=sa.text("'[]'::jsonb"),
-                                            nullable=False))
+    op.add_column(
+        "appointments",
+        sa.Column("reminders", pg.JSONB(), server_default=sa.text("'[]'::jsonb"), nullable=False),
+    )
 
 
 def downgrade() -> None:
-    op.drop_column('appointments', 'reminders')
+    op.drop_column("appointments", "reminders")

@@ -40,12 +40,14 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy tenancy api jobs integrations cli voice
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q --durations=30 -n $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy tenancy api jobs integrations cli voice
 	$(BIN)/lint-imports
 

@@ -9,10 +9,14 @@ format) and run here, each call recorded on the call's `tool_calls` in order.
   number and the agent leaves (ended_reason `transferred`); a carrier that cannot (the sandbox's
   busy 0187) gives the model an error and the call goes on.
 - `send_sms`: the text goes to the call's contact under POST /contacts/{id}/messages's rules.
+- `check_availability`: up to 10 free slots of the tool's calendar from `date` (default today in
+  the calendar's timezone) on, as `{slots: [{start, start_local}]}`.
+- `book_appointment`: books the call's contact into the slot starting at `start` under POST
+  /appointments's rules (source `agent`, the call's id): `{appointment_id, start, end}`, or
+  `{error: "slot_unavailable"}` (any other refusal: `{error: <code>}`).
 
 A tool runs in a task of its own that outlives the model's wait for it: a result arriving after
 the contact hung up is still recorded (`settle` waits for it before the call's record is written).
-Calendar tools (check_availability, book_appointment) are not offered yet.
 """
 
 from __future__ import annotations
@@ -25,17 +29,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.frames.frames import EndWorkerFrame, FunctionCallResultProperties
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallHandler, FunctionCallParams
 
+from api.appointments.service import book, parse_start
+from api.calendars.service import next_free_slots, slot_out
 from api.conversations.service import Outgoing, send_to_contact
 from integrations.telephony import Providers, TelephonyError
 from integrations.webhooks import post_for_answer
+from tenancy.clock import iso
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings
@@ -48,7 +56,9 @@ END_CALL = FunctionSchema(
     properties={},
     required=[],
 )
-OFFERED_TYPES = ("http", "transfer_call", "send_sms")
+OFFERED_TYPES = ("http", "transfer_call", "send_sms", "check_availability", "book_appointment")
+# The most free slots check_availability answers with.
+SLOT_LIMIT = 10
 RESULT_LIMIT = 16 * 1024
 DEFAULT_TIMEOUT_SECONDS = 10
 # How long past its own timeout the model's wait for a tool may last (Pipecat cancels it then).
@@ -174,6 +184,10 @@ class CallTools:
                 result = await self._http(tool, entry["id"], arguments)
             elif tool["type"] == "transfer_call":
                 result = await self._transfer(tool)
+            elif tool["type"] == "check_availability":
+                result = await self._check_availability(tool, arguments)
+            elif tool["type"] == "book_appointment":
+                result = await self._book_appointment(tool, arguments)
             else:
                 result = await self._send_sms(arguments)
         except Exception:  # a tool's failure is the model's to hear, never the call's end
@@ -255,3 +269,56 @@ class CallTools:
         except APIError as exc:
             return {"error": exc.code}
         return {"message_id": str(message["id"])}
+
+    async def _check_availability(
+        self, tool: dict[str, Any], arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        raw = arguments.get("date")
+        from_day: date | None = None
+        if raw is not None and raw != "":
+            if not isinstance(raw, str):
+                return {"error": "validation_error: date must be YYYY-MM-DD"}
+            try:
+                from_day = date.fromisoformat(raw.strip())
+            except ValueError:
+                return {"error": "validation_error: date must be YYYY-MM-DD"}
+        calendar_id = uuid.UUID(str((tool.get("config") or {})["calendar_id"]))
+        try:
+            calendar, found = await next_free_slots(
+                self.facts.scope, calendar_id, from_day=from_day, now=None, limit=SLOT_LIMIT
+            )
+        except APIError as exc:
+            return {"error": exc.code}
+        zone = ZoneInfo(calendar["timezone"])
+        slots = []
+        for slot in found:
+            shown = slot_out(slot, zone)
+            slots.append({"start": shown["start"], "start_local": shown["start_local"]})
+        return {"slots": slots}
+
+    async def _book_appointment(
+        self, tool: dict[str, Any], arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        raw = arguments.get("start")
+        if not isinstance(raw, str) or not raw.strip():
+            return {"error": "validation_error: start must be an ISO 8601 date-time"}
+        calendar_id = uuid.UUID(str((tool.get("config") or {})["calendar_id"]))
+        try:
+            start = parse_start(raw)
+            appointment = await book(
+                self.facts.scope,
+                calendar_id,
+                self.facts.contact_id,
+                start,
+                source="agent",
+                call_id=self.facts.call_id,
+            )
+        except APIError as exc:
+            if exc.code == "slot_unavailable":
+                return {"error": "slot_unavailable"}
+            return {"error": exc.code}
+        return {
+            "appointment_id": str(appointment["id"]),
+            "start": iso(appointment["start"]),
+            "end": iso(appointment["end"]),
+        }

@@ -32,9 +32,10 @@ def _allow_private() -> bool:
 @requires(SUB_ACCOUNT)
 @validate_request(CreateToolRequest)
 @validate_response(ToolResponse, 201)
-@validate_errors(Error, 400, 409)
+@validate_errors(Error, 400, 404, 409)
 async def create_tool(data: CreateToolRequest) -> tuple[dict[str, Any], int]:
-    """Create a tool (http, transfer_call or send_sms) that agents may offer their model."""
+    """Create a tool (http, transfer_call, send_sms, check_availability or book_appointment)
+    that agents may offer their model; a calendar tool's calendar must be the sub-account's."""
     tool = await service.create_tool(tenant_scope(), data, allow_private_webhooks=_allow_private())
     return {"status": "success", "tool": tool}, 201
 

@@ -188,9 +188,9 @@ RESERVED_HEADERS = (
     "webhook-timestamp",
     "webhook-signature",
 )
-# The types a tool may have now; check_availability and book_appointment need calendars.
-TOOL_TYPES = ("http", "transfer_call", "send_sms")
+# The types a tool may have; check_availability and book_appointment work on a calendar.
 CALENDAR_TOOL_TYPES = ("check_availability", "book_appointment")
+TOOL_TYPES = ("http", "transfer_call", "send_sms", *CALENDAR_TOOL_TYPES)
 
 
 def _any_case(word: str) -> str:
@@ -269,10 +269,20 @@ class SendSmsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class CalendarConfig(BaseModel):
+    """check_availability and book_appointment: a calendar of the sub-account."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calendar_id: uuid.UUID
+
+
 CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "http": HttpConfig,
     "transfer_call": TransferCallConfig,
     "send_sms": SendSmsConfig,
+    "check_availability": CalendarConfig,
+    "book_appointment": CalendarConfig,
 }
 # The model fills in only an http tool's parameters; the others' are fixed.
 FIXED_PARAMETERS: dict[str, dict[str, Any]] = {
@@ -283,6 +293,27 @@ FIXED_PARAMETERS: dict[str, dict[str, Any]] = {
             "content": {"type": "string", "description": "The text message to send to the contact."}
         },
         "required": ["content"],
+    },
+    "check_availability": {
+        "type": "object",
+        "properties": {
+            "date": {
+                "type": "string",
+                "description": "The first day to look on, YYYY-MM-DD (default today); "
+                "later days follow.",
+            }
+        },
+        "required": [],
+    },
+    "book_appointment": {
+        "type": "object",
+        "properties": {
+            "start": {
+                "type": "string",
+                "description": "The start of a free slot, as check_availability gave it.",
+            }
+        },
+        "required": ["start"],
     },
 }
 
@@ -307,8 +338,8 @@ def _per_type(kind: str) -> dict[str, Any]:
 
 
 TYPE_DESCRIPTION = (
-    "http, transfer_call or send_sms (check_availability and book_appointment "
-    "come with calendars). parameters: http only; config: per type."
+    "http, transfer_call, send_sms, check_availability or book_appointment. "
+    "parameters: http only; config: per type."
 )
 
 

@@ -23,11 +23,11 @@ from pydantic import BaseModel, ValidationError
 
 from api.contacts.service import valid_phone
 from api.tools.schemas import (
-    CALENDAR_TOOL_TYPES,
     CONFIG_MODELS,
     FIXED_PARAMETERS,
     MASKED,
     TOOL_TYPES,
+    CalendarConfig,
     CreateToolRequest,
     HttpConfig,
     TransferCallConfig,
@@ -39,6 +39,7 @@ from tenancy.db import fetch_one_or_404, fetch_page
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
 
+SELECT_CALENDAR = "SELECT id FROM calendars WHERE id = $1"
 COLUMNS = "id, name, type, description, parameters, config, secret, created_at, updated_at"
 
 # ON CONFLICT: of concurrent creates of one name the unique index lets one in.
@@ -110,15 +111,7 @@ def _details(exc: ValidationError, root: str) -> list[dict[str, str]]:
 
 
 def check_type(kind: str) -> None:
-    """One of the types a tool may have now; the calendar types are named as such."""
-    if kind in CALENDAR_TOOL_TYPES:
-        raise refuse(
-            [
-                invalid(
-                    "type", f"{kind} tools book on calendars, which are not available yet", "enum"
-                )
-            ]
-        )
+    """One of the types a tool may have."""
     if kind not in TOOL_TYPES:
         raise refuse([invalid("type", f"must be one of {', '.join(TOOL_TYPES)}", "enum")])
 
@@ -149,7 +142,17 @@ def check_config(
         if phone is None:
             raise refuse([invalid("config.phone_number", "not a valid phone number")])
         return Config({"phone_number": phone, "message": config.message})
+    if isinstance(config, CalendarConfig):
+        return Config({"calendar_id": str(config.calendar_id)})
     return Config({})
+
+
+async def check_calendar(conn: asyncpg.Connection, config: dict[str, Any]) -> None:
+    """A calendar tool's calendar is one of the sub-account's (404 calendar not found)."""
+    if "calendar_id" in config:
+        await fetch_one_or_404(
+            conn, SELECT_CALENDAR, uuid.UUID(config["calendar_id"]), what="calendar"
+        )
 
 
 def _http_config(config: HttpConfig, stored_headers: dict[str, str] | None) -> Config:
@@ -245,6 +248,7 @@ async def create_tool(
     await check_url(config.shown, allow_private_webhooks=allow_private_webhooks)
     secret = new_secret()
     async with scope.transaction() as conn:
+        await check_calendar(conn, config.shown)
         row = await conn.fetchrow(
             INSERT_TOOL,
             data.name,
@@ -310,6 +314,7 @@ async def update_tool(
                 current["type"], changes["config"], _opened(current["header_values"])
             )
             config, header_values = checked.shown, _sealed(checked.header_values)
+            await check_calendar(conn, config)
         name = changes.get("name", current["name"])
         try:
             row = await conn.fetchrow(

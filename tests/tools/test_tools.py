@@ -12,7 +12,7 @@ import pytest
 from api.tools.service import agent_tools
 from tenancy import secrets
 from tenancy.db import tenant_transaction
-from tests.factories import TOOLS, make_agent, make_tool, tool_body
+from tests.factories import TOOLS, create_calendar, make_agent, make_tool, tool_body
 from tests.helpers import error_of, expect_error, tenant_sql
 
 AGENTS = "/webhooks/inbound/agents"
@@ -183,17 +183,82 @@ async def test_description_of_1000_characters_is_accepted(client, tenant):
 # --- type ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["check_availability", "book_appointment"])
-async def test_calendar_tool_types_are_400_until_calendars_exist(client, pool, tenant, kind):
-    body = {
-        "name": "book",
+def calendar_tool(kind: str, calendar_id: Any) -> dict[str, Any]:
+    return {
+        "name": kind,
         "type": kind,
-        "description": "Book a slot.",
-        "config": {"calendar_id": str(uuid.uuid4())},
+        "description": "Calendar work.",
+        "config": {"calendar_id": str(calendar_id)},
     }
-    error = (await refused(await post_tool(client, tenant, body), "type"))["error"]
-    assert "calendar" in error["details"][0]["message"]
+
+
+@pytest.mark.parametrize("kind", ["check_availability", "book_appointment"])
+async def test_calendar_tools_work_on_a_calendar_of_the_sub_account(client, tenant, kind):
+    calendar = await create_calendar(client, tenant)
+    response = await post_tool(client, tenant, calendar_tool(kind, calendar["id"]))
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    tool = (await response.get_json())["tool"]
+    assert tool["type"] == kind
+    assert tool["config"] == {"calendar_id": calendar["id"]}
+    read = await client.get(f"{TOOLS}/{tool['id']}", headers=tenant.headers)
+    assert (await read.get_json())["tool"]["config"] == {"calendar_id": calendar["id"]}
+
+
+async def test_calendar_tools_have_fixed_parameters(client, tenant):
+    calendar = await create_calendar(client, tenant)
+    check = await make_calendar_tool(client, tenant, "check_availability", calendar["id"])
+    assert check["parameters"]["properties"]["date"]["type"] == "string"
+    assert check["parameters"]["required"] == []
+    booking = await make_calendar_tool(client, tenant, "book_appointment", calendar["id"])
+    assert booking["parameters"]["properties"]["start"]["type"] == "string"
+    assert booking["parameters"]["required"] == ["start"]
+    body = {**calendar_tool("book_appointment", calendar["id"]), "name": "other"}
+    body["parameters"] = {"type": "object", "properties": {}}
+    await refused(await post_tool(client, tenant, body), "parameters")
+
+
+async def make_calendar_tool(client, tenant, kind, calendar_id):
+    response = await post_tool(client, tenant, calendar_tool(kind, calendar_id))
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    return (await response.get_json())["tool"]
+
+
+@pytest.mark.parametrize("kind", ["check_availability", "book_appointment"])
+async def test_calendar_of_another_sub_account_is_404(client, pool, tenant, tenant_second, kind):
+    theirs = await create_calendar(client, tenant_second)
+    response = await post_tool(client, tenant, calendar_tool(kind, theirs["id"]))
+    await expect_error(response, 404, "not_found")
+    missing = await post_tool(client, tenant, calendar_tool(kind, uuid.uuid4()))
+    await expect_error(missing, 404, "not_found")
     assert await tool_count(pool, tenant) == 0
+
+
+@pytest.mark.parametrize("kind", ["check_availability", "book_appointment"])
+async def test_calendar_tools_need_a_calendar_id(client, pool, tenant, kind):
+    body = calendar_tool(kind, uuid.uuid4())
+    await refused(await post_tool(client, tenant, {**body, "config": {}}), "config.calendar_id")
+    del body["config"]
+    await refused(await post_tool(client, tenant, body), "config.calendar_id")
+    bad = {**body, "config": {"calendar_id": "not-a-uuid"}}
+    await refused(await post_tool(client, tenant, bad), "config.calendar_id")
+    assert await tool_count(pool, tenant) == 0
+
+
+async def test_calendar_tool_config_change_checks_the_calendar(client, tenant, tenant_second):
+    mine = await create_calendar(client, tenant)
+    other = await create_calendar(client, tenant, name="Second")
+    theirs = await create_calendar(client, tenant_second)
+    tool = await make_calendar_tool(client, tenant, "book_appointment", mine["id"])
+    moved = await patch_tool(client, tenant, tool["id"], {"config": {"calendar_id": other["id"]}})
+    assert moved.status_code == 200, await moved.get_data(as_text=True)
+    assert (await moved.get_json())["tool"]["config"] == {"calendar_id": other["id"]}
+    refused_change = await patch_tool(
+        client, tenant, tool["id"], {"config": {"calendar_id": theirs["id"]}}
+    )
+    await expect_error(refused_change, 404, "not_found")
+    read = await client.get(f"{TOOLS}/{tool['id']}", headers=tenant.headers)
+    assert (await read.get_json())["tool"]["config"] == {"calendar_id": other["id"]}
+    await refused(await patch_tool(client, tenant, tool["id"], {"config": {}}), "config")
 
 
 @pytest.mark.parametrize("kind", ["webhook", "HTTP", ""])

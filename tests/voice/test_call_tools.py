@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from tests.calls.test_calls import place, wait_for_end
-from tests.factories import CONTACTS, SMS_PRICE, connect, credit, make_tool
+from tests.calls.test_calls import CALLS, place, wait_for_end
+from tests.factories import (
+    APPOINTMENTS,
+    CONTACTS,
+    SMS_PRICE,
+    connect,
+    create_calendar,
+    credit,
+    free_slots,
+    make_tool,
+)
 from tests.helpers import balance, tenant_sql
 from tests.voice.test_call_scripts import PERSON, ready
 
@@ -231,3 +241,82 @@ async def test_a_tool_answer_after_the_hang_up_is_still_recorded(
     [entry] = call["tool_calls"]
     assert entry["status"] == "succeeded" and entry["duration_ms"] >= 2500
     assert len(receiver.to("/slow")) == 1
+
+
+async def test_model_checks_availability_books_the_contact_and_hears_of_a_taken_slot(
+    client, pool, tenant, worker, vendors
+) -> None:
+    calendar = await create_calendar(client, tenant)
+    today = datetime.now(UTC).date()
+    free = await free_slots(
+        client, tenant, calendar["id"], today.isoformat(), (today + timedelta(days=1)).isoformat()
+    )
+    # Not the first slot: it may start before the call gets to book it.
+    start = free[1]["start"]
+    tools = {}
+    for name, kind in (
+        ("check_availability", "check_availability"),
+        ("book_appointment", "book_appointment"),
+        ("book_again", "book_appointment"),
+    ):
+        tools[name] = await make_tool(
+            client,
+            tenant,
+            name=name,
+            type=kind,
+            description="Calendar work.",
+            parameters=...,
+            config={"calendar_id": calendar["id"]},
+        )
+    booking = json.dumps({"start": start})
+    script = (
+        f'[fake:call=check_availability on=hello args={{"date": "{today.isoformat()}"}}] '
+        f"[fake:call=book_appointment on=minute args={booking}] "
+        f"[fake:call=book_again on=sounds args={booking}]"
+    )
+    agent_id = await ready(
+        client,
+        tenant,
+        llm_model="gpt-4o-mini",
+        voice_id="openai/nova",
+        tool_ids=[tool["id"] for tool in tools.values()],
+        prompt=f"You book consultations. {script}",
+    )
+    call, contact_id = await call_contact(client, tenant, agent_id)
+    chats = vendors.requests_for(vendor="openai", kind="llm")
+    offered_tools = {t["function"]["name"]: t["function"] for t in chats[0].body["tools"]}
+    assert set(offered_tools) == {"end_call", *tools}
+    assert offered_tools["book_appointment"]["parameters"]["required"] == ["start"]
+    # The taken slot was the model's to hear: the call went on to the contact's goodbye.
+    assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
+    assert call["messages"][-1] == {**call["messages"][-1], "text": "Thank you, goodbye."}
+    assert [(e["name"], e["status"]) for e in call["tool_calls"]] == [
+        ("check_availability", "succeeded"),
+        ("book_appointment", "succeeded"),
+        ("book_again", "failed"),
+    ]
+    check = tool_call(call, "check_availability")
+    assert check["tool_id"] == tools["check_availability"]["id"]
+    assert check["arguments"] == {"date": today.isoformat()}
+    offered = check["result"]["slots"]
+    assert 1 <= len(offered) <= 10
+    assert all(set(slot) == {"start", "start_local"} for slot in offered)
+    assert start in [slot["start"] for slot in offered]
+    booked = tool_call(call, "book_appointment")
+    assert booked["arguments"] == {"start": start}
+    result = booked["result"]
+    assert set(result) == {"appointment_id", "start", "end"} and result["start"] == start
+    assert tool_call(call, "book_again")["result"] == {"error": "slot_unavailable"}
+    # The appointment: the call's contact, booked by the agent on this call.
+    response = await client.get(
+        f"{APPOINTMENTS}/{result['appointment_id']}", headers=tenant.headers
+    )
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    appointment = (await response.get_json())["appointment"]
+    assert appointment["source"] == "agent" and appointment["call_id"] == call["id"]
+    assert appointment["contact_id"] == contact_id
+    assert appointment["calendar_id"] == calendar["id"]
+    assert (appointment["start"], appointment["end"]) == (start, result["end"])
+    # GET /calls/{id} shows the same record.
+    shown = await client.get(f"{CALLS}/{call['id']}", headers=tenant.headers)
+    assert (await shown.get_json())["call"]["tool_calls"] == call["tool_calls"]

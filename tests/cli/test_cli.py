@@ -217,6 +217,10 @@ def test_dev_migrates_creates_demo_data_and_serves_the_printed_curl(
         assert answer.status_code == 200, answer.text
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
+        # It cannot show the keys again, and says how to get new ones.
+        again = process.stderr.read()
+        assert "sub-account key:" not in again
+        assert "For new keys" in again and "switchboard create-organisation" in again
     finally:
         if process.poll() is None:
             process.kill()

@@ -21,7 +21,22 @@ REAL_VENDORS = "SWITCHBOARD_DEV_REAL_VENDORS"
 # A number of the sandbox's person script (CONTRACT 6): it says "Hello?" and answers each turn.
 DEMO_CONTACT_PHONE = "+14155552671"
 DEMO_PROMPT = (
-    "You are Sam, a friendly assistant for Demo Agency. Keep every answer to one short sentence."
+    "You are Sam, a friendly assistant for Demo Agency. Keep every answer to one short sentence. "
+    "If the contact wants a consultation, find a free slot with check_availability and book it "
+    "with book_appointment."
+)
+# The demo sub-account's calendar, which the demo agent's two calendar tools work on.
+DEMO_CALENDAR = {
+    "name": "Consultations",
+    "timezone": "America/Los_Angeles",
+    "availability": [
+        {"day": day, "start": "09:00", "end": "17:00"}
+        for day in ("mon", "tue", "wed", "thu", "fri")
+    ],
+}
+DEMO_TOOLS = (
+    ("check_availability", "Find free consultation slots, from a day (YYYY-MM-DD) on."),
+    ("book_appointment", "Book the contact into a free consultation slot by its start."),
 )
 
 # The post-call analysis the demo call shows (the fake LLM fills the data in: voice/fake_vendors).
@@ -54,8 +69,8 @@ async def start_fake_vendors() -> FakeVendors:
 async def make_demo_agent(
     base_url: str, sub_account_id: uuid.UUID, organisation_id: uuid.UUID, sub_key: str
 ) -> str:
-    """A placeholder OpenAI key, an agent with a purchased number, a contact; the curl that
-    calls the contact (for the banner)."""
+    """A placeholder OpenAI key, a calendar, an agent with its two calendar tools and a purchased
+    number, a contact; the curl that calls the contact (for the banner)."""
     headers = {"x-api-key": sub_key}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
         await _ready(http)
@@ -65,6 +80,21 @@ async def make_demo_agent(
                 json={"api_key": "sk-placeholder-for-the-fake-vendors"},
             )
         )
+        calendar = await _ok(http.post("/webhooks/inbound/calendars", json=DEMO_CALENDAR))
+        tool_ids = []
+        for kind, description in DEMO_TOOLS:
+            tool = await _ok(
+                http.post(
+                    "/webhooks/inbound/tools",
+                    json={
+                        "name": kind,
+                        "type": kind,
+                        "description": description,
+                        "config": {"calendar_id": calendar["calendar"]["id"]},
+                    },
+                )
+            )
+            tool_ids.append(tool["tool"]["id"])
         agent = await _ok(
             http.post(
                 "/functions/v1/crm-api/create-agent",
@@ -84,6 +114,7 @@ async def make_demo_agent(
                     "recording": True,
                     "prompt": DEMO_PROMPT,
                     "analysis": DEMO_ANALYSIS,
+                    "tool_ids": tool_ids,
                     "first_message": "Hi, this is Sam from Demo Agency. Do you have a minute?",
                     "organization_id": str(organisation_id),
                     "sub_account_id": str(sub_account_id),

@@ -282,6 +282,12 @@ def test_dev_prints_a_call_that_works_without_vendor_keys(
         recording = httpx.get(call["recording_url"], timeout=10)
         assert recording.status_code == 200
         assert recording.headers["content-type"] == "audio/wav"
+        # The demo agent books on the demo calendar: its two calendar tools name it.
+        base = f"http://127.0.0.1:{port}/webhooks/inbound"
+        tools = httpx.get(f"{base}/tools", headers=headers, timeout=10).json()["tools"]
+        calendars = httpx.get(f"{base}/calendars", headers=headers, timeout=10).json()["calendars"]
+        assert sorted(tool["type"] for tool in tools) == ["book_appointment", "check_availability"]
+        assert {tool["config"]["calendar_id"] for tool in tools} == {calendars[0]["id"]}
     finally:
         process.send_signal(signal.SIGTERM)
         try:

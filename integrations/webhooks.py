@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -28,6 +29,7 @@ import socket
 import time
 import unicodedata
 import urllib.parse
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
@@ -238,31 +240,13 @@ async def post(
     """One signed delivery attempt. Never raises for network or policy failures."""
     started = time.perf_counter()
     try:
-        request_url, extensions, host_header = await _route(url, allow_private)
+        routed = await _route(url, allow_private)
     except TargetNotAllowed as exc:
         return AttemptResult(None, f"target_not_allowed: {exc}", _ms(started), refused=True)
     except ResolutionFailed as exc:
         return AttemptResult(None, f"dns_error: {exc}"[:500], _ms(started))
-    headers = {
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        **signed_headers(secret, message_id, body),
-    }
-    if host_header is not None:
-        headers["host"] = host_header
     try:
-        async with (
-            httpx.AsyncClient(
-                timeout=httpx.Timeout(timeout_seconds), follow_redirects=False, trust_env=False
-            ) as client,
-            client.stream(
-                "POST",
-                request_url,
-                content=body.encode("utf-8"),
-                headers=headers,
-                extensions=extensions,
-            ) as response,
-        ):
+        async with _signed_post(routed, secret, message_id, body, {}, timeout_seconds) as response:
             return AttemptResult(response.status_code, None, _ms(started))
     except httpx.TimeoutException:
         return AttemptResult(None, "timeout", _ms(started))
@@ -301,36 +285,16 @@ async def post_for_answer(
     policy failures; `timeout_seconds` bounds the whole exchange."""
     started = time.perf_counter()
     try:
-        request_url, extensions, host_header = await _route(url, allow_private)
+        routed = await _route(url, allow_private)
     except TargetNotAllowed as exc:
         return ToolAnswer(None, b"", "", f"target_not_allowed: {exc}", _ms(started))
     except ResolutionFailed as exc:
         return ToolAnswer(None, b"", "", f"dns_error: {exc}"[:500], _ms(started))
-    ours = {
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        **signed_headers(secret, message_id, body),
-    }
-    sent = {
-        name: value
-        for name, value in (headers or {}).items()
-        if name.lower() not in {*ours, "host", "content-length"}
-    }
-    sent |= ours
-    if host_header is not None:
-        sent["host"] = host_header
     try:
         async with (
             asyncio.timeout(timeout_seconds),
-            httpx.AsyncClient(
-                timeout=httpx.Timeout(timeout_seconds), follow_redirects=False, trust_env=False
-            ) as client,
-            client.stream(
-                "POST",
-                request_url,
-                content=body.encode("utf-8"),
-                headers=sent,
-                extensions=extensions,
+            _signed_post(
+                routed, secret, message_id, body, headers or {}, timeout_seconds
             ) as response,
         ):
             content = bytearray()
@@ -351,7 +315,47 @@ async def post_for_answer(
         return ToolAnswer(None, b"", "", f"{type(exc).__name__}: {exc}"[:500], _ms(started))
 
 
-async def _route(url: str, allow_private: bool) -> tuple[httpx.URL, dict[str, str], str | None]:
+Routed = tuple[httpx.URL, dict[str, str], str | None]
+
+
+@contextlib.asynccontextmanager
+async def _signed_post(
+    routed: Routed,
+    secret: str,
+    message_id: str,
+    body: str,
+    extra_headers: dict[str, str],
+    timeout_seconds: float,
+) -> AsyncIterator[httpx.Response]:
+    """The signed POST of `body` to a routed target (`_route`), its response streamed: the
+    caller's `extra_headers` first, then ours (content type, user agent, the Standard Webhooks
+    signature, the pinned Host), which no extra header can replace."""
+    request_url, extensions, host_header = routed
+    ours = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        **signed_headers(secret, message_id, body),
+    }
+    sent = {
+        name: value
+        for name, value in extra_headers.items()
+        if name.lower() not in {*ours, "host", "content-length"}
+    }
+    sent |= ours
+    if host_header is not None:
+        sent["host"] = host_header
+    async with (
+        httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_seconds), follow_redirects=False, trust_env=False
+        ) as client,
+        client.stream(
+            "POST", request_url, content=body.encode("utf-8"), headers=sent, extensions=extensions
+        ) as response,
+    ):
+        yield response
+
+
+async def _route(url: str, allow_private: bool) -> Routed:
     """The URL to connect to, request extensions and Host header (pinned when guarded)."""
     target = parse_target(url)
     if allow_private:

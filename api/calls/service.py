@@ -82,8 +82,8 @@ LOCK_BALANCE = "SELECT balance FROM wallet WHERE id = 1 FOR UPDATE"
 
 INSERT_CALL = """
 INSERT INTO calls (contact_id, agent_id, phone_number_id, pool_id, from_number, to_number,
-                   provider, variables)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                   provider, variables, campaign_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING id
 """
 
@@ -227,36 +227,62 @@ async def place_call(
     per_minute = await wallet.plan_price(scope, "call_per_minute")
     try:
         async with scope.transaction() as conn:
-            to_number = await _callee(conn, contact_id, agent_id)
-            number = (
-                await next_caller_id(conn, pool_id)
-                if pool_id is not None
-                else await _agent_number(conn, agent_id)
+            return await insert_call(
+                conn, scope, NewCall(contact_id, agent_id, pool_id, variables or {}), per_minute
             )
-            if per_minute > 0 and await conn.fetchval(SELECT_BALANCE) < per_minute:
-                raise APIError(
-                    402,
-                    "insufficient_funds",
-                    "the wallet balance cannot cover a minute of this call",
-                )
-            call_id: uuid.UUID = await conn.fetchval(
-                INSERT_CALL,
-                contact_id,
-                agent_id,
-                number["id"],
-                pool_id,
-                number["phone_number"],
-                to_number,
-                number["provider"],
-                variables or {},
-            )
-            await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, utcnow())
     except APIError as exc:
         if exc.code == "insufficient_funds":
             await wallet.record_declined(
                 scope, per_minute, "call", "outbound call, first minute", "call", None
             )
         raise
+
+
+@dataclass(frozen=True)
+class NewCall:
+    """An outbound call to write: to `contact_id` by `agent_id`, its caller id from `pool_id`
+    (round-robin) or else the agent's own number; `campaign_id` when a call campaign places it."""
+
+    contact_id: uuid.UUID
+    agent_id: uuid.UUID
+    pool_id: uuid.UUID | None
+    variables: dict[str, str]
+    campaign_id: uuid.UUID | None = None
+
+
+async def insert_call(
+    conn: asyncpg.Connection, scope: TenantScope, call: NewCall, per_minute: Decimal
+) -> uuid.UUID:
+    """Write a `queued` call and its due-work row in the caller's transaction under POST
+    /contacts/{id}/call's rules (contact with a phone and call consent, active agent, a caller
+    id, funds for a first minute at `per_minute`), so a caller that records more in the same
+    transaction (a campaign's recipient) either has both or neither. Raises APIError (nothing
+    written) when a rule refuses; the caller records a declined charge if it wants one."""
+    to_number = await _callee(conn, call.contact_id, call.agent_id)
+    number = (
+        await next_caller_id(conn, call.pool_id)
+        if call.pool_id is not None
+        else await _agent_number(conn, call.agent_id)
+    )
+    if per_minute > 0 and await conn.fetchval(SELECT_BALANCE) < per_minute:
+        raise APIError(
+            402,
+            "insufficient_funds",
+            "the wallet balance cannot cover a minute of this call",
+        )
+    call_id: uuid.UUID = await conn.fetchval(
+        INSERT_CALL,
+        call.contact_id,
+        call.agent_id,
+        number["id"],
+        call.pool_id,
+        number["phone_number"],
+        to_number,
+        number["provider"],
+        call.variables,
+        call.campaign_id,
+    )
+    await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, utcnow())
     return call_id
 
 

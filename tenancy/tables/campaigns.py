@@ -12,7 +12,9 @@ CAMPAIGN_STATES = ("draft", "scheduled", "sending", "completed", "paused", "canc
 RECIPIENT_STATES = ("pending", "sending", "sent", "failed", "skipped")
 # Outbound messages move forward only: queued -> sent -> delivered | undelivered | failed;
 # inbound ones are received (CONTRACT 9).
-MESSAGE_STATUSES = ("queued", "sent", "delivered", "undelivered", "failed", "received")
+REPORTED_STATUSES = ("queued", "sent", "delivered", "undelivered", "failed", "received")
+# CONTRACT 10: a message sent later waits `scheduled` (or is `cancelled` before its time).
+MESSAGE_STATUSES = (*REPORTED_STATUSES, "scheduled", "cancelled")
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -54,10 +56,19 @@ campaigns = sa.Table(
     sa.Column("recipients_materialised_at", TIMESTAMP),
     sa.Column("started_at", TIMESTAMP),
     sa.Column("completed_at", TIMESTAMP),
+    # Call campaigns only (CONTRACT 10): the agent that calls, the pool its caller ids come
+    # from, the variables of every call, the calling window, the concurrency and the retry
+    # policy ({max_attempts, delay_minutes, on}).
+    sa.Column("agent_id", UUID, sa.ForeignKey("agents.id")),
+    sa.Column("pool_id", UUID, sa.ForeignKey("number_pools.id", ondelete="SET NULL")),
+    sa.Column("variables", pg.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
+    sa.Column("calling_window", pg.JSONB),
+    sa.Column("max_concurrent_calls", sa.Integer),
+    sa.Column("retry", pg.JSONB),
     created_at(),
     updated_at(),
     sa.CheckConstraint(_one_of("status", CAMPAIGN_STATES), name="status"),
-    sa.CheckConstraint("campaign_type IN ('email', 'sms')", name="campaign_type"),
+    sa.CheckConstraint("campaign_type IN ('email', 'sms', 'call')", name="campaign_type"),
     sa.Index("ix_campaigns_due", "status", "start_date"),
     sa.Index("ix_campaigns_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
@@ -89,6 +100,11 @@ campaign_recipients = sa.Table(
     sa.Column("opened_at", TIMESTAMP),
     sa.Column("clicked_at", TIMESTAMP),
     sa.Column("unsubscribed_at", TIMESTAMP),
+    # Call campaigns: the recipient's calls in order (one per attempt), the last call's
+    # ended_reason, and when a retry may be placed.
+    sa.Column("call_ids", pg.ARRAY(UUID), nullable=False, server_default=sa.text("'{}'::uuid[]")),
+    sa.Column("outcome", sa.Text),
+    sa.Column("next_attempt_at", TIMESTAMP),
     created_at(),
     sa.UniqueConstraint("campaign_id", "contact_id"),
     sa.CheckConstraint(_one_of("state", RECIPIENT_STATES), name="state"),
@@ -130,6 +146,8 @@ messages = sa.Table(
     # Inbound only: when the conversation was marked read (null: unread).
     sa.Column("read_at", TIMESTAMP),
     sa.Column("error", sa.Text),
+    # Outbound only: when a `scheduled` message is sent (CONTRACT 10).
+    sa.Column("send_at", TIMESTAMP),
     created_at(),
     updated_at(),
     sa.CheckConstraint("direction IN ('inbound', 'outbound')", name="direction"),
@@ -173,6 +191,6 @@ message_status_reports = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("received_at", TIMESTAMP, server_default=sa.text("now()"), nullable=False),
     sa.PrimaryKeyConstraint("provider_message_id", "status"),
-    sa.CheckConstraint(_one_of("status", MESSAGE_STATUSES), name="status"),
+    sa.CheckConstraint(_one_of("status", REPORTED_STATUSES), name="status"),
     sa.Index("ix_message_status_reports_received_at", "received_at"),
 )

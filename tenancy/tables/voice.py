@@ -12,7 +12,16 @@ TIMESTAMP = sa.TIMESTAMP(timezone=True)
 LLM_PROVIDERS = ("openai", "anthropic", "google", "deepseek", "grok")
 SPEECH_PROVIDERS = ("deepgram", "elevenlabs", "cartesia")
 PROVIDERS = LLM_PROVIDERS + SPEECH_PROVIDERS
-CALL_STATUSES = ("queued", "ringing", "in_progress", "completed", "failed")
+# CONTRACT 10: a call placed later waits `scheduled` (or is `cancelled` before it starts).
+CALL_STATUSES = (
+    "queued",
+    "ringing",
+    "in_progress",
+    "completed",
+    "failed",
+    "scheduled",
+    "cancelled",
+)
 ENDED_REASONS = (
     "customer_hangup",
     "agent_hangup",
@@ -198,11 +207,12 @@ calls = sa.Table(
     sa.Column("tool_calls", JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
     sa.Column("transferred_to", sa.Text),
     sa.Column("analysis", JSONB),
+    # CONTRACT 10: when a scheduled call is placed, and the call campaign that placed it.
+    sa.Column("start_at", TIMESTAMP),
+    sa.Column("campaign_id", UUID, sa.ForeignKey("campaigns.id", ondelete="SET NULL")),
     created_at(),
     updated_at(),
-    sa.CheckConstraint(
-        "status IN ('queued', 'ringing', 'in_progress', 'completed', 'failed')", name="status"
-    ),
+    sa.CheckConstraint(_one_of("status", CALL_STATUSES), name="status"),
     sa.CheckConstraint("direction IN ('outbound', 'inbound')", name="direction"),
     sa.CheckConstraint(_one_of("ended_reason", ENDED_REASONS), name="ended_reason"),
     sa.CheckConstraint("answered_by IN ('human', 'machine', 'unknown')", name="answered_by"),

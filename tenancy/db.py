@@ -63,23 +63,70 @@ class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
     Safe because no pooled connection ever holds session state: tenant switching is SET LOCAL,
     LISTEN and advisory locks use connections of their own, and an open transaction is always
     rolled back on release by asyncpg itself.
+
+    It also counts the tenant schemas its server backend has worked in. PostgreSQL caches the
+    catalog entries of every relation a backend touches and never evicts them (about 100 KiB
+    per tenant schema, bench/RESULTS.md "Scale"), so a connection that has served its budget of
+    distinct tenants (`tenant_budget`, SWITCHBOARD_DB_CONNECTION_MAX_TENANTS) is closed once
+    its transaction ends, and the pool opens a fresh one: memory per backend stays bounded.
     """
+
+    tenant_budget = 0  # distinct tenant schemas before replacement; 0: never replaced
 
     def get_reset_query(self) -> str:
         return ""
+
+    def serve_tenant(self, schema: str) -> bool:
+        """Count `schema` among the tenants this connection has served; True when their number
+        has reached the budget (close the connection when its transaction is over)."""
+        if not self.tenant_budget:
+            return False
+        served: set[str] = self.__dict__.setdefault("_served_tenants", set())
+        served.add(schema)
+        return len(served) >= self.tenant_budget
+
+    def tenants_served(self) -> int:
+        return len(self.__dict__.get("_served_tenants", ()))
+
+
+def serve_tenant(conn: asyncpg.Connection, schema: str) -> bool:
+    """`PooledConnection.serve_tenant` for any connection (a plain one is never replaced)."""
+    serve = getattr(conn, "serve_tenant", None)
+    return bool(serve(schema)) if serve is not None else False
+
+
+async def retire(conn: asyncpg.Connection) -> None:
+    """Close a pooled connection that has served its budget of tenants, between transactions
+    (the caller's transaction has ended): the pool opens a new one in its place when needed."""
+    if conn.is_closed():
+        return
+    if conn.is_in_transaction():
+        conn.terminate()  # only on an error path: asyncpg would roll it back on release anyway
+        return
+    try:
+        await conn.close(timeout=5)
+    except Exception:
+        conn.terminate()
 
 
 async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
     from tenancy.settings import get_settings
 
+    settings = get_settings()
+
+    async def init(conn: asyncpg.Connection) -> None:
+        conn.tenant_budget = settings.db_connection_max_tenants
+        await _init_connection(conn)
+
     pool = await asyncpg.create_pool(
         asyncpg_dsn(url),
         min_size=min_size,
         max_size=max_size,
-        init=_init_connection,
+        init=init,
         command_timeout=60,
-        statement_cache_size=get_settings().db_statement_cache_size,
+        statement_cache_size=settings.db_statement_cache_size,
         connection_class=PooledConnection,
+        max_inactive_connection_lifetime=settings.db_connection_max_idle_seconds,
     )
     assert pool is not None
     return pool
@@ -238,8 +285,11 @@ def search_path_sql(schema: str) -> str:
 
 async def set_search_path(conn: asyncpg.Connection, schema: str) -> None:
     """asyncpg: point the transaction `conn` is in at `schema` (for work that needs its own
-    kind of transaction; anything else uses `tenant_transaction`)."""
+    kind of transaction; anything else uses `tenant_transaction`). The schema counts towards
+    the connection's tenant budget: the next tenant transaction on it past the budget retires
+    it."""
     await conn.execute(search_path_sql(schema))
+    serve_tenant(conn, schema)
 
 
 def set_search_path_sync(connection: sqlalchemy.Connection, schema: str) -> None:
@@ -254,6 +304,7 @@ async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[a
     """A transaction whose unqualified table names resolve to one tenant's schema."""
     switch = search_path_sql(schema)
     async with pool.acquire() as conn:
+        spent = serve_tenant(conn, schema)
         # BEGIN and SET LOCAL in one round trip.
         await conn.execute("BEGIN; " + switch)
         try:
@@ -262,6 +313,10 @@ async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[a
             if not conn.is_closed() and conn.is_in_transaction():
                 with contextlib.suppress(Exception):
                     await conn.execute("ROLLBACK")
+            if spent:
+                await retire(conn)
             raise
         await conn.execute("COMMIT")
         _committed()
+        if spent:
+            await retire(conn)

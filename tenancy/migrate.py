@@ -71,10 +71,18 @@ _engine: Any = None
 _script: ScriptDirectory | None = None
 _script_location: Path | None = None
 _config: Any = None
+# Tenants migrated on the worker's current connection, and how many it may serve before it is
+# replaced: DDL on a schema loads all of its tables into the backend's catalog cache, which is
+# never evicted (SWITCHBOARD_DB_CONNECTION_MAX_TENANTS, as for the asyncpg pools).
+_served = 0
+_budget = 0
 
 
 def _worker_init(url: str, script_location: str | None) -> None:
-    global _engine, _script, _script_location, _config
+    global _engine, _script, _script_location, _config, _budget
+    from tenancy.settings import get_settings
+
+    _budget = get_settings().db_connection_max_tenants
     # One kept connection per worker process: the tenants it migrates reuse it.
     _engine = create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=0, pool_pre_ping=True)
     _script_location = Path(script_location) if script_location else None
@@ -117,6 +125,18 @@ def migrate_one(sub_account_id: uuid.UUID, schema: str, head: str) -> tuple[uuid
     except Exception as exc:  # one tenant's failure is reported, never fatal to the others
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return sub_account_id, f"{type(exc).__name__}: {message}"
+    finally:
+        _retire_when_spent()
+
+
+def _retire_when_spent() -> None:
+    """Close the worker's connection once it has migrated its budget of tenants (between two
+    tenants' transactions); the engine opens a new one for the next tenant."""
+    global _served
+    _served += 1
+    if _budget and _served >= _budget:
+        _engine.dispose()
+        _served = 0
 
 
 # -- coordinator -------------------------------------------------------------------------------

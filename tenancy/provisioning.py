@@ -21,7 +21,7 @@ import asyncpg
 from integrations.crm import CRMError, Location, crm_provider
 from integrations.email import EmailDeliveryError, SMTPConfig, one_line
 from tenancy.clock import utcnow
-from tenancy.db import fetch_one_or_404, schema_name_for
+from tenancy.db import fetch_one_or_404, retire, schema_name_for, serve_tenant
 from tenancy.errors import APIError
 from tenancy.invitations import (
     IssuedInvitation,
@@ -134,21 +134,27 @@ async def provision_sub_account(
     # name and locationID were refused at the API if they were not).
     name = one_line(location.name) if location else (request.name or request.location_id or "")
     timezone = location.timezone if location else "UTC"
+    location_id = request.location_id
 
     sub_account_id = uuid.uuid4()
     schema = schema_name_for(sub_account_id)
-    async with pool.acquire() as conn, conn.transaction():
-        organisation = await check_organisation(conn, organisation_id, lock=True)
-        plan = await find_plan(conn, organisation_id, request.plan_slug)
-        slug = await _insert_sub_account(
-            conn, sub_account_id, organisation, plan, name, schema, timezone, request.location_id
-        )
-        await create_tenant_schema(conn, schema)
-        await conn.execute(INSERT_WALLET)
-        invitation = await upsert_invitation(
-            conn, sub_account_id, request.email, "sub_account_owner"
-        )
-        config = await email_config_for(conn, organisation_id)
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            organisation = await check_organisation(conn, organisation_id, lock=True)
+            plan = await find_plan(conn, organisation_id, request.plan_slug)
+            slug = await _insert_sub_account(
+                conn, sub_account_id, organisation, plan, name, schema, timezone, location_id
+            )
+            await create_tenant_schema(conn, schema)
+            await conn.execute(INSERT_WALLET)
+            invitation = await upsert_invitation(
+                conn, sub_account_id, request.email, "sub_account_owner"
+            )
+            config = await email_config_for(conn, organisation_id)
+        # The new schema's catalog entries stay cached in this backend: it counts towards the
+        # connection's tenant budget like any tenant transaction (tenancy.db.PooledConnection).
+        if serve_tenant(conn, schema):
+            await retire(conn)
 
     result: dict[str, Any] = {
         "sub_account_id": sub_account_id,

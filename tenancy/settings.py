@@ -98,6 +98,16 @@ class Settings(BaseSettings):
     auth_cache_notified_seconds: float = Field(
         default=60.0, alias="SWITCHBOARD_AUTH_CACHE_NOTIFIED_SECONDS"
     )
+    # A pooled connection is closed (and replaced) once it has worked in this many distinct
+    # tenant schemas: its PostgreSQL backend keeps the catalog entries of every schema it
+    # touched, about 100 KiB each (0: never; bench/RESULTS.md "Scale", docs/operations.md).
+    db_connection_max_tenants: int = Field(
+        default=500, ge=0, alias="SWITCHBOARD_DB_CONNECTION_MAX_TENANTS"
+    )
+    # A pooled connection idle this long is closed (asyncpg's max_inactive_connection_lifetime).
+    db_connection_max_idle_seconds: float = Field(
+        default=300.0, ge=0, alias="SWITCHBOARD_DB_CONNECTION_MAX_IDLE_SECONDS"
+    )
     db_pool_min: int = Field(default=2, alias="SWITCHBOARD_DB_POOL_MIN")
     db_pool_max: int = Field(default=20, alias="SWITCHBOARD_DB_POOL_MAX")
     max_body_bytes: int = Field(default=1_048_576, alias="SWITCHBOARD_MAX_BODY_BYTES")

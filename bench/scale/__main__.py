@@ -1177,6 +1177,9 @@ def main() -> int:
         default=os.environ.get("BENCH_SCALE_DATA_DIR"),
         help="keep an embedded PostgreSQL cluster here and reuse it",
     )
+    parser.add_argument(
+        "--build-only", action="store_true", help="build (or finish building) and stop"
+    )
     args = parser.parse_args()
     facts: dict[str, Any] = {"load_start": os.getloadavg()[0]}
     sink = Sink()
@@ -1190,6 +1193,9 @@ def main() -> int:
             get_settings.cache_clear()
             built = asyncio.run(build(where.url))
             facts["build"] = built["build"]
+            if args.build_only:
+                print(f"built: {built['build']}", flush=True)
+                return 0
             accounts = built["accounts"]
             organisation = built["organisations"][0]
             from tenancy.keys import hash_key

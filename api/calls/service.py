@@ -43,6 +43,9 @@ from tenancy.settings import get_settings
 log = logging.getLogger("switchboard.calls")
 
 CALL_WORK = "call"
+# The due work of a call campaign (api/campaigns): woken when one of its calls ends, so the
+# campaign settles that recipient and places the next call at once.
+CAMPAIGN_CALLS_WORK = "campaign_calls"
 OPEN_STATUSES = ("queued", "ringing", "in_progress")
 # How long past its agent's max_duration a call may stay unfinished before we stop following it.
 TRACKING_GRACE = timedelta(minutes=10)
@@ -122,7 +125,7 @@ SET status = $2, started_at = COALESCE($3, started_at), ended_at = COALESCE($4, 
     recording_key = $12, tool_calls = COALESCE($13, tool_calls),
     transferred_to = COALESCE($14, transferred_to), updated_at = now()
 WHERE id = $1 AND status IN ('queued', 'ringing', 'in_progress')
-RETURNING {CALL_COLUMNS}
+RETURNING {CALL_COLUMNS}, campaign_id
 """
 
 LOCK_CALL_PLACES = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
@@ -517,6 +520,10 @@ async def finish_call(
         if row is None:
             return
         await begin_analysis(conn, scope.sub_account_id, row)
+        if row["campaign_id"] is not None:
+            await schedule_due(
+                conn, scope.sub_account_id, CAMPAIGN_CALLS_WORK, row["campaign_id"], utcnow()
+            )
         if state.status == "completed":
             minutes = billed_minutes(state.duration_seconds)
             charged = await _charge(conn, call_id, minutes, per_minute)

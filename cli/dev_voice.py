@@ -22,9 +22,13 @@ REAL_VENDORS = "SWITCHBOARD_DEV_REAL_VENDORS"
 DEMO_CONTACT_PHONE = "+14155552671"
 DEMO_PROMPT = (
     "You are Sam, a friendly assistant for Demo Agency. Keep every answer to one short sentence. "
-    "If the contact wants a consultation, find a free slot with check_availability and book it "
-    "with book_appointment."
+    "If the contact has a minute, find a free consultation slot with check_availability and "
+    "offer the first; once they agree, book it with book_appointment."
 )
+# What the stand-in model is scripted to do with that prompt (voice/fake_vendors): look for free
+# slots when the contact says they have a minute, book the first one offered when they say it
+# sounds good. Left out with real vendors, where the model follows the prompt itself.
+DEMO_SCRIPT = " [fake:call=check_availability on=minute] [fake:call=book_appointment on=good]"
 # The demo sub-account's calendar, which the demo agent's two calendar tools work on.
 DEMO_CALENDAR = {
     "name": "Consultations",
@@ -42,11 +46,12 @@ DEMO_TOOLS = (
 # The post-call analysis the demo call shows (the fake LLM fills the data in: voice/fake_vendors).
 DEMO_ANALYSIS = {
     "summary": True,
-    "success_criteria": "The contact agreed to hear more.",
+    "success_criteria": "A consultation was booked.",
     "data_schema": {
         "type": "object",
-        "required": ["interested"],
+        "required": ["booked", "interested"],
         "properties": {
+            "booked": {"type": "boolean", "description": "Whether a consultation was booked."},
             "interested": {"type": "boolean", "description": "Whether the contact is interested."},
             "first_words": {"type": "string", "description": "What the contact said first."},
         },
@@ -112,7 +117,7 @@ async def make_demo_agent(
                     "backcchanneling": False,
                     "webhook": False,
                     "recording": True,
-                    "prompt": DEMO_PROMPT,
+                    "prompt": DEMO_PROMPT + ("" if wants_real_vendors() else DEMO_SCRIPT),
                     "analysis": DEMO_ANALYSIS,
                     "tool_ids": tool_ids,
                     "first_message": "Hi, this is Sam from Demo Agency. Do you have a minute?",

@@ -230,7 +230,8 @@ def test_dev_prints_a_call_that_works_without_vendor_keys(
     servers, empty_database, tmp_path
 ) -> None:
     """The README's first call: dev's banner curl places a sandbox call that is a conversation
-    through the fake vendors, with a transcript and a recording at the link it shows."""
+    through the fake vendors: the agent looks for a free slot, offers it and books it on the
+    demo calendar, and the call shows its transcript, tool calls, recording and analysis."""
     port = free_port()
     direct = servers.direct_url.rsplit("/", 1)[0] + "/" + empty_database.rsplit("/", 1)[1]
     env = _env(
@@ -274,20 +275,57 @@ def test_dev_prints_a_call_that_works_without_vendor_keys(
                 break
             time.sleep(0.2)
         assert call["status"] == "completed", call
-        assert call["transcript"].splitlines()[:3] == [
+        # The agent offers the first free slot it found and books it once the contact agrees.
+        lines = call["transcript"].splitlines()
+        assert lines[:3] == [
             "Contact: Hello?",
             "Agent: Hi, this is Sam from Demo Agency. Do you have a minute?",
             "Contact: Yes, I have a minute.",
         ]
+        assert re.fullmatch(
+            r"Agent: The first free time is \w+ \d+ \w+ at \d\d:\d\d\. "
+            r"Shall I book it\?",
+            lines[3],
+        ), lines
+        assert lines[4] == "Contact: That sounds good."
+        assert re.fullmatch(r"Agent: You are booked for \w+ \d+ \w+ at \d\d:\d\d\.", lines[5])
+        assert lines[3].split(" is ")[1][: -len(". Shall I book it?")] == lines[5][26:-1]
+        assert [(t["name"], t["status"]) for t in call["tool_calls"]] == [
+            ("check_availability", "succeeded"),
+            ("book_appointment", "succeeded"),
+        ]
+        booked = call["tool_calls"][1]
+        assert booked["arguments"] == {
+            "start": call["tool_calls"][0]["result"]["slots"][0]["start"]
+        }
         recording = httpx.get(call["recording_url"], timeout=10)
         assert recording.status_code == 200
         assert recording.headers["content-type"] == "audio/wav"
-        # The demo agent books on the demo calendar: its two calendar tools name it.
+        # The appointment is on the demo calendar, booked by the agent on this call.
         base = f"http://127.0.0.1:{port}/webhooks/inbound"
         tools = httpx.get(f"{base}/tools", headers=headers, timeout=10).json()["tools"]
         calendars = httpx.get(f"{base}/calendars", headers=headers, timeout=10).json()["calendars"]
         assert sorted(tool["type"] for tool in tools) == ["book_appointment", "check_availability"]
         assert {tool["config"]["calendar_id"] for tool in tools} == {calendars[0]["id"]}
+        shown = httpx.get(
+            f"{base}/appointments/{booked['result']['appointment_id']}", headers=headers, timeout=10
+        )
+        assert shown.status_code == 200, shown.text
+        appointment = shown.json()["appointment"]
+        assert (appointment["status"], appointment["source"]) == ("booked", "agent")
+        assert appointment["call_id"] == call["id"]
+        assert appointment["calendar_id"] == calendars[0]["id"]
+        assert appointment["start"] == booked["arguments"]["start"]
+        # The worker analyses the call after it ends.
+        for _ in range(300):
+            call = httpx.get(call_url, headers=headers, timeout=10).json()["call"]
+            if call["analysis"] and call["analysis"]["status"] != "pending":
+                break
+            time.sleep(0.2)
+        analysis = call["analysis"]
+        assert (analysis["status"], analysis["success"]) == ("completed", True), analysis
+        assert analysis["data"] == {"booked": True, "interested": True, "first_words": "Hello?"}
+        assert analysis["summary"]
     finally:
         process.send_signal(signal.SIGTERM)
         try:

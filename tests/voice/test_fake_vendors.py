@@ -46,7 +46,7 @@ from pipecat.services.openai.stt import OpenAISTTService
 from pipecat.services.openai.tts import OpenAITTSService
 from pipecat.tests.utils import SleepFrame, run_test
 
-from voice.fake_vendors import FakeVendors, base_urls, env_for
+from voice.fake_vendors import FakeVendors, base_urls, env_for, llm
 from voice.fake_vendors.audio import Samples
 
 KEY = "sk-sub-account-key"
@@ -259,6 +259,119 @@ async def test_openai_non_streaming_completion(fake: FakeVendors) -> None:
 
     assert completion.choices[0].message.content == "Great, thank you for your time."
     assert completion.model == "gpt-4.1-mini"
+
+
+# --- tool results: the booking a demo call shows ------------------------------------------------
+
+BOOKING_PROMPT = (
+    "You book. [fake:call=check_availability on=minute] [fake:call=book_appointment on=good]"
+)
+SLOTS = {
+    "slots": [
+        {"start": "2026-12-01T17:00:00Z", "start_local": "2026-12-01T09:00:00-08:00"},
+        {"start": "2026-12-01T17:30:00Z", "start_local": "2026-12-01T09:30:00-08:00"},
+    ]
+}
+BOOKED = {"appointment_id": "a1", "start": "2026-12-01T17:00:00Z", "end": "2026-12-01T17:30:00Z"}
+CALENDAR_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "Calendar work.",
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+    for name, properties, required in (
+        ("check_availability", {"date": {"type": "string"}}, []),
+        ("book_appointment", {"start": {"type": "string"}}, ["start"]),
+    )
+]
+
+
+def _openai_turn(name: str, arguments: dict[str, Any], result: Any, n: int) -> list[Any]:
+    call = {
+        "id": f"call_{n}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{n}", "content": json.dumps(result)},
+    ]
+
+
+async def test_openai_slots_are_read_out_and_the_first_is_booked_on_the_next_turn(
+    fake: FakeVendors,
+) -> None:
+    client = _openai(fake)
+    system = {"role": "system", "content": BOOKING_PROMPT}
+    asked = [system, {"role": "user", "content": "Yes, I have a minute."}]
+    checked = [*asked, *_openai_turn("check_availability", {}, SLOTS, 1)]
+    agreed = [
+        *checked,
+        {"role": "assistant", "content": "The first free time is ..."},
+        {"role": "user", "content": "That sounds good."},
+    ]
+
+    _, check = await _openai_reply(client, asked, tools=CALENDAR_TOOLS)
+    offer, _ = await _openai_reply(client, checked, tools=CALENDAR_TOOLS)
+    _, book = await _openai_reply(client, agreed, tools=CALENDAR_TOOLS)
+    booked = [
+        *agreed,
+        *_openai_turn("book_appointment", {"start": SLOTS["slots"][0]["start"]}, BOOKED, 2),
+    ]
+    confirmed, _ = await _openai_reply(client, booked, tools=CALENDAR_TOOLS)
+
+    assert [c.function.name for c in check if c.function.name] == ["check_availability"]
+    assert offer == "The first free time is Tuesday 1 December at 09:00. Shall I book it?"
+    assert [c.function.name for c in book if c.function.name] == ["book_appointment"]
+    arguments = "".join(c.function.arguments or "" for c in book)
+    assert json.loads(arguments) == {"start": "2026-12-01T17:00:00Z"}
+    assert confirmed == "You are booked for Tuesday 1 December at 09:00."
+
+
+def _anthropic_turn(name: str, result: Any, tool_id: str) -> list[Any]:
+    use = {"type": "tool_use", "id": tool_id, "name": name}
+    answer = {"type": "tool_result", "tool_use_id": tool_id, "content": json.dumps(result)}
+    return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [answer]}]
+
+
+def test_anthropic_and_gemini_tool_results_are_read_out_errors_included() -> None:
+    taken = {"error": "slot_unavailable"}
+    anthropic_body = {
+        "system": BOOKING_PROMPT,
+        "messages": [
+            {"role": "user", "content": "Yes, I have a minute."},
+            *_anthropic_turn("check_availability", SLOTS, "t1"),
+            {"role": "user", "content": "That sounds good."},
+            *_anthropic_turn("book_appointment", taken, "t2"),
+        ],
+    }
+    gemini_body = {
+        "systemInstruction": {"parts": [{"text": BOOKING_PROMPT}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "Yes, I have a minute."}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "check_availability"}}]},
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "check_availability", "response": SLOTS}}],
+            },
+            {"role": "user", "parts": [{"text": "What does the order say?"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "lookup"}}]},
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "lookup", "response": {"value": "shipped"}}}
+                ],
+            },
+        ],
+    }
+
+    assert llm.reply_to(llm.from_anthropic(anthropic_body)).text == (
+        "Sorry, that did not work: slot_unavailable."
+    )
+    assert llm.reply_to(llm.from_google(gemini_body)).text == "Done: shipped."
 
 
 async def test_anthropic_stream_text_and_records_system_and_key(fake: FakeVendors) -> None:

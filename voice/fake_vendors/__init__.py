@@ -15,7 +15,10 @@ SWITCHBOARD_<VENDOR>_BASE_URL settings):
 LLM replies, the same for every vendor, streamed in about three chunks; the first rule that
 applies wins:
 
-1. The final message is a tool result: "Goodbye."
+1. The final message is a tool result: each result of it read out in a sentence (an `error`:
+   "Sorry, that did not work: <error>."; `slots`: "The first free time is <its start_local, as
+   said on the phone>. Shall I book it?"; an `appointment_id`: "You are booked for <start>.";
+   anything else: "Done: <the result, at most 80 characters>.").
 2. The final message is not the user's, or is empty: "Are you still there?"
 3. The system prompt holds `[fake:end_call_on_goodbye]`, the user's message contains
    "goodbye" (any case) and the request offers a tool named `end_call`: a call to `end_call`
@@ -24,7 +27,9 @@ applies wins:
    ` args=<JSON object>` before the `]`), the final message is the user's, and the request offers
    a tool of that name the conversation has not called yet (and the user's message contains
    <word>, any case): one call of each such tool in the one reply, in the markers' order, with
-   <JSON object> as its arguments (else its required string parameters set to "goodbye"), in
+   <JSON object> as its arguments (else each required string parameter set to the value of
+   that name in the latest tool result holding one, such as a booking's `start` from the slots
+   check_availability found, and to "goodbye" without one), in
    the vendor's format (OpenAI `tool_calls` deltas, Anthropic `tool_use` blocks, Gemini
    `functionCall` parts). The tool results then get rule 1.
 5. The system prompt holds `[fake:reply=<text>]`: exactly <text>.

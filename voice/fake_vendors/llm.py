@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 END_CALL = "end_call"
@@ -17,8 +18,10 @@ REPLY_MARKER = re.compile(r"\[fake:reply=(.*?)\]", re.DOTALL)
 # `[fake:call=<name>]`, optionally ` on=<word>` and ` args=<JSON object>` before the `]`.
 CALL_MARKER = re.compile(r"\[fake:call=(\w+)(?: on=(\w+))?(?: args=(\{.*?\}))?\]", re.DOTALL)
 STILL_THERE = "Are you still there?"
-AFTER_TOOL = "Goodbye."
 DEFAULT_REPLY = "Great, thank you for your time."
+# The reply to a tool result that is neither an error, free slots nor a booking.
+AFTER_TOOL = "Done: {result}."
+RESULT_CHARACTERS = 80
 
 _ids = itertools.count(1)
 
@@ -32,6 +35,10 @@ class Conversation:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The tools the model already called in this conversation.
     called: frozenset[str] = frozenset()
+    # Every tool result of the conversation, in order (JSON parsed where it is JSON); the final
+    # message's own are the last `last_results` of them.
+    results: tuple[Any, ...] = ()
+    last_results: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,8 @@ class Reply:
 
 def reply_to(conversation: Conversation) -> Reply:
     if conversation.after_tool_result:
-        return Reply(AFTER_TOOL)
+        fresh = conversation.results[len(conversation.results) - conversation.last_results :]
+        return Reply(after_tools(fresh, conversation.results))
     user_turn = (conversation.user_turn or "").strip()
     if not user_turn:
         return Reply(STILL_THERE)
@@ -82,19 +90,89 @@ def _scripted_calls(conversation: Conversation, user_turn: str) -> list[tuple[st
         if word and word.lower() not in user_turn.lower():
             continue
         calls.append(
-            (name, json.loads(arguments) if arguments else _arguments(conversation.tools[name]))
+            (
+                name,
+                json.loads(arguments)
+                if arguments
+                else _arguments(conversation.tools[name], conversation.results),
+            )
         )
     return calls
 
 
-def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
-    """Every required string parameter gets "goodbye"; the rest are left out."""
+def _arguments(schema: dict[str, Any], results: tuple[Any, ...] = ()) -> dict[str, Any]:
+    """Every required string parameter gets the value of the same name in the latest tool
+    result that holds one (a booking's `start` from the slots just found), else "goodbye";
+    the rest are left out."""
     properties = schema.get("properties") or {}
-    return {
-        name: "goodbye"
-        for name in schema.get("required") or []
-        if str((properties.get(name) or {}).get("type", "")).lower() == "string"
-    }
+    out = {}
+    for name in schema.get("required") or []:
+        if str((properties.get(name) or {}).get("type", "")).lower() != "string":
+            continue
+        found = next((v for r in reversed(results) if (v := _find(r, name)) is not None), None)
+        out[name] = found if isinstance(found, str) else "goodbye"
+    return out
+
+
+def _find(value: Any, key: str) -> Any:
+    """The first value named `key` in a JSON value, depth first; None without one."""
+    if isinstance(value, dict):
+        if key in value:
+            return value[key]
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = _find(item, key)
+            if found is not None:
+                return found
+    return None
+
+
+def after_tools(fresh: tuple[Any, ...], results: tuple[Any, ...]) -> str:
+    """What the model says once it has its tools' results: each read out in a sentence."""
+    return " ".join(_read_out(result, results) for result in fresh) or STILL_THERE
+
+
+def _read_out(result: Any, results: tuple[Any, ...]) -> str:
+    if isinstance(result, dict) and result.get("error"):
+        return f"Sorry, that did not work: {result['error']}."
+    if isinstance(result, dict) and isinstance(result.get("slots"), list):
+        if not result["slots"]:
+            return "I have no free time then."
+        first = result["slots"][0]
+        when = _when(str(first.get("start_local") or first.get("start") or ""))
+        return f"The first free time is {when}. Shall I book it?"
+    if isinstance(result, dict) and result.get("appointment_id"):
+        start = str(result.get("start") or "")
+        offered = [s for r in results if isinstance(r, dict) for s in r.get("slots") or []]
+        local = next((s.get("start_local") for s in offered if s.get("start") == start), start)
+        return f"You are booked for {_when(str(local))}."
+    text = result if isinstance(result, str) else json.dumps(result)
+    if len(text) > RESULT_CHARACTERS:
+        text = text[: RESULT_CHARACTERS - 3] + "..."
+    return AFTER_TOOL.format(result=text)
+
+
+def _when(moment: str) -> str:
+    """An ISO 8601 date-time as said on the phone ("Monday 1 December at 09:00"); as given
+    when it is not one."""
+    try:
+        at = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    except ValueError:
+        return moment
+    zone = " UTC" if moment.endswith("Z") else ""
+    return f"{at:%A} {at.day} {at:%B} at {at:%H:%M}{zone}"
+
+
+def _result(content: Any) -> Any:
+    """A tool result as the vendor's request carries it, JSON parsed where it is JSON."""
+    text = _text(content) if not isinstance(content, dict) else None
+    if text is None:
+        return content
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def chunks(text: str) -> list[str]:
@@ -137,7 +215,13 @@ def from_openai(body: dict[str, Any]) -> Conversation:
         if m.get("role") == "assistant"
         for call in m.get("tool_calls") or []
     )
-    return Conversation(system, user_turn, last.get("role") == "tool", tools, called)
+    results = tuple(_result(m.get("content")) for m in messages if m.get("role") == "tool")
+    trailing = len(messages) - next(
+        (i + 1 for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") != "tool"), 0
+    )
+    return Conversation(
+        system, user_turn, last.get("role") == "tool", tools, called, results, trailing
+    )
 
 
 def openai_stream(reply: Reply, model: str, include_usage: bool) -> Iterator[dict[str, Any]]:
@@ -224,7 +308,17 @@ def from_anthropic(body: dict[str, Any]) -> Conversation:
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_use"
     )
-    return Conversation(_text(body.get("system")), user_turn, after_tool, tools, called)
+    results = tuple(
+        _result(b.get("content"))
+        for m in messages
+        if m.get("role") == "user" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    )
+    fresh = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result")
+    return Conversation(
+        _text(body.get("system")), user_turn, after_tool, tools, called, results, fresh
+    )
 
 
 def anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -337,7 +431,20 @@ def from_google(body: dict[str, Any]) -> Conversation:
         for p in c.get("parts") or []
         if "functionCall" in p or "function_call" in p
     )
-    return Conversation(system, user_turn, after_tool, tools, called)
+    results = tuple(
+        r for c in contents for p in c.get("parts") or [] if (r := _google_result(p)) is not None
+    )
+    fresh = sum(1 for p in parts if _google_result(p) is not None)
+    return Conversation(system, user_turn, after_tool, tools, called, results, fresh)
+
+
+def _google_result(part: dict[str, Any]) -> Any:
+    """A functionResponse part's response (Pipecat wraps a result that is not an object as
+    `{"value": ...}`); None for any other part."""
+    response = (part.get("functionResponse") or part.get("function_response") or {}).get("response")
+    if isinstance(response, dict) and set(response) == {"value"}:
+        return _result(response["value"])
+    return response
 
 
 def google_stream(reply: Reply, model: str) -> Iterator[dict[str, Any]]:

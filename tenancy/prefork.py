@@ -6,12 +6,16 @@ every pending connection in one go: a burst of keep-alive connections all landed
 while the others idled.) The parent holds the port with a bound socket that does not listen,
 so a port taken by another program fails at once and stays ours while a child restarts. A child
 that dies is started again; SIGTERM or SIGINT is passed on to the children, which finish what
-they are serving (graceful shutdown) before the parent exits.
+they are serving (graceful shutdown) before the parent exits. A parent killed outright (SIGKILL,
+the OOM killer) cannot pass anything on: each child asks the kernel for SIGTERM when its parent
+dies (Linux `PR_SET_PDEATHSIG`), so no child outlives the parent holding the port.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -21,6 +25,16 @@ import time
 log = logging.getLogger("switchboard.prefork")
 
 RESTART_PAUSE_SECONDS = 1.0
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """In the child, before exec: SIGTERM when the parent dies; if it died already, now."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        return  # not Linux: children outlive a killed parent, as before
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _socket(host: str, port: int) -> socket.socket:
@@ -54,7 +68,12 @@ def run(child_command: list[str], host: str, port: int, workers: int, grace_seco
     signal.signal(signal.SIGINT, stop)
 
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, *child_command], stdin=subprocess.DEVNULL)
+        parent = os.getpid()
+        return subprocess.Popen(
+            [sys.executable, *child_command],
+            stdin=subprocess.DEVNULL,
+            preexec_fn=lambda: _die_with_parent(parent),
+        )
 
     children = [start() for _ in range(workers)]
     try:

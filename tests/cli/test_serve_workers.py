@@ -121,6 +121,38 @@ def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
         kill_group(process)
 
 
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_children_stop_when_the_parent_is_killed_outright(servers, migrated) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--workers", "2", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: len(children_of(process.pid)) == 2 and answers(base))
+        children = children_of(process.pid)
+        os.kill(process.pid, signal.SIGKILL)  # no handler runs: nothing is passed on
+        process.wait()
+        # Each child was told by the kernel (SIGTERM) and stopped: none holds the port.
+        wait_until(lambda: not any(alive(pid) for pid in children), seconds=30)
+        assert not answers(base)
+    finally:
+        kill_group(process)
+
+
 def test_workers_must_be_at_least_one() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "cli", "serve", "--workers", "0"],

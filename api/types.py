@@ -49,8 +49,11 @@ NON_BLANK_PATTERN = f"[^{_class_of(WHITESPACE)}]"
 NON_BLANK: dict[str, Any] = {"minLength": 1, "pattern": NON_BLANK_PATTERN}
 
 
-def _any_case(word: str) -> str:
-    return "".join(f"[{letter.lower()}{letter.upper()}]" for letter in word)
+def any_case(word: str) -> str:
+    """A pattern matching `word` in any letter case (`word` holds no regex metacharacters)."""
+    return "".join(
+        f"[{letter.lower()}{letter.upper()}]" if letter.isalpha() else letter for letter in word
+    )
 
 
 # An address email-validator accepts (no deliverability check): the format, and not under a
@@ -59,7 +62,7 @@ EMAIL_KEYWORDS: dict[str, Any] = {
     "format": "email",
     "not": {
         "pattern": "@(?:.*\\.)?(?:"
-        + "|".join(_any_case(name) for name in email_validator.SPECIAL_USE_DOMAIN_NAMES)
+        + "|".join(any_case(name) for name in email_validator.SPECIAL_USE_DOMAIN_NAMES)
         + ")\\.?$"
     },
 }

@@ -30,3 +30,13 @@ class APIError(Exception):
 
 def not_found(what: str) -> APIError:
     return APIError(404, "not_found", f"{what} not found")
+
+
+def invalid(field: str, message: str, kind: str = "value_error") -> dict[str, str]:
+    """One entry of a validation error's `details`: what is wrong with `field`."""
+    return {"field": field, "message": message, "type": kind}
+
+
+def refuse(details: list[dict[str, str]]) -> APIError:
+    """400 validation_error naming every field of `details` (made with `invalid`)."""
+    return APIError(400, "validation_error", "invalid request", details=details)

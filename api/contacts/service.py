@@ -20,11 +20,11 @@ import phonenumbers
 from api import events
 from api.companies.service import company_exists
 from api.contacts.schemas import Contact, ContactFields, UpdateContactRequest
-from api.custom_fields.service import checked_values, invalid, refuse
+from api.custom_fields.service import checked_values
 from api.tags.schemas import ZERO_WIDTH_CHARACTERS
 from api.types import normalise_email, parse_uuid
 from tenancy.db import fetch_one_or_404, where_clause
-from tenancy.errors import APIError, not_found
+from tenancy.errors import APIError, invalid, not_found, refuse
 from tenancy.scope import TenantScope
 from tenancy.tables.contacts import PHONE_BIGRAMS, TEXT_BIGRAMS
 

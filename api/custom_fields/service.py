@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from tenancy.errors import APIError
+from tenancy.errors import APIError, invalid, refuse
 
 CHOICE_TYPES = ("select", "multi_select")
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -36,14 +36,6 @@ COUNT_CUSTOM_FIELDS = "SELECT count(*) FROM custom_fields"
 SELECT_FIELDS_BY_KEY = """
 SELECT key, field_type, options, read_only, is_active FROM custom_fields WHERE key = ANY($1::text[])
 """
-
-
-def invalid(field: str, message: str, kind: str = "value_error") -> dict[str, str]:
-    return {"field": field, "message": message, "type": kind}
-
-
-def refuse(details: list[dict[str, str]]) -> APIError:
-    return APIError(400, "validation_error", "invalid request", details=details)
 
 
 def custom_field_out(row: asyncpg.Record) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from api.types import (
     Documented,
     NonBlank,
     WholeNumber,
+    any_case,
     document,
     required_one_of,
     when,
@@ -193,13 +194,7 @@ CALENDAR_TOOL_TYPES = ("check_availability", "book_appointment")
 TOOL_TYPES = ("http", "transfer_call", "send_sms", *CALENDAR_TOOL_TYPES)
 
 
-def _any_case(word: str) -> str:
-    return "".join(
-        f"[{letter.lower()}{letter.upper()}]" if letter.isalpha() else letter for letter in word
-    )
-
-
-RESERVED_HEADER_PATTERN = "^(?:" + "|".join(map(_any_case, RESERVED_HEADERS)) + ")$"
+RESERVED_HEADER_PATTERN = "^(?:" + "|".join(map(any_case, RESERVED_HEADERS)) + ")$"
 
 
 def _not_reserved_name(value: str) -> str:

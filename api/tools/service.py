@@ -36,7 +36,7 @@ from api.tools.schemas import (
 from integrations.webhooks import TargetNotAllowed, check_target, new_secret, parse_target
 from tenancy import secrets
 from tenancy.db import fetch_one_or_404, fetch_page
-from tenancy.errors import APIError
+from tenancy.errors import APIError, invalid, refuse
 from tenancy.scope import TenantScope
 
 SELECT_CALENDAR = "SELECT id FROM calendars WHERE id = $1"
@@ -88,14 +88,6 @@ JOIN tools AS t ON t.id = u.tool_id
 WHERE a.id = $1
 ORDER BY u.position
 """
-
-
-def invalid(field_name: str, message: str, kind: str = "value_error") -> dict[str, str]:
-    return {"field": field_name, "message": message, "type": kind}
-
-
-def refuse(details: list[dict[str, str]]) -> APIError:
-    return APIError(400, "validation_error", "invalid request", details=details)
 
 
 def _details(exc: ValidationError, root: str) -> list[dict[str, str]]:

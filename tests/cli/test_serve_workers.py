@@ -70,11 +70,10 @@ def answers(base: str) -> bool:
         return False
 
 
-def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
-    servers, migrated
-) -> None:
+def serve_two_workers(servers) -> tuple[int, str, subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
+    """`switchboard serve --workers 2` on a free port, in its own process group (so cleanup can
+    reach every child): its port, base URL and process."""
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
     process = subprocess.Popen(
         [sys.executable, "-m", "cli", "serve", "--workers", "2", "--port", str(port)],
@@ -83,7 +82,14 @@ def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # its own process group, so cleanup can reach every child
+    )
+    return port, f"http://127.0.0.1:{port}", process
+
+
+def test_workers_share_the_port_are_replaced_when_they_die_and_stop_on_sigterm(
+    servers, migrated
+) -> None:
+    port, base, process = serve_two_workers(servers)
     try:
         wait_until(lambda: len(children_of(process.pid)) == 2 and answers(base))
         first = children_of(process.pid)
@@ -130,17 +136,7 @@ def alive(pid: int) -> bool:
 
 
 def test_children_stop_when_the_parent_is_killed_outright(servers, migrated) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis_url}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cli", "serve", "--workers", "2", "--port", str(port)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    _, base, process = serve_two_workers(servers)
     try:
         wait_until(lambda: len(children_of(process.pid)) == 2 and answers(base))
         children = children_of(process.pid)

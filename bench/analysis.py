@@ -6,7 +6,7 @@ then a worker (the real arq worker of `switchboard worker`, in this process) ana
 against the fake OpenAI vendor answering each request after BENCH_ANALYSIS_LATENCY_MS (500).
 Measured: calls analysed per minute, from the worker's start to the last analysis recorded,
 against the ideal for that latency and the worker's analysis concurrency (cli/wiring.py
-ANALYSIS_CONCURRENCY runs at once: concurrency x 60 / latency per minute).
+SWITCHBOARD_ANALYSIS_CONCURRENCY runs at once: concurrency x 60 / latency per minute).
 Run: `python -m bench.analysis`.
 """
 
@@ -53,7 +53,7 @@ async def run(url: str, redis_url: str) -> dict[str, Any]:
     from arq.worker import Worker
 
     from api.calls.service import finish_call
-    from cli.wiring import ANALYSIS_CONCURRENCY, build_app, worker_settings
+    from cli.wiring import build_app, worker_settings
     from integrations.telephony import CallState
     from tenancy.db import create_pool, tenant_transaction
     from tenancy.scope import TenantScope
@@ -169,14 +169,15 @@ async def run(url: str, redis_url: str) -> dict[str, Any]:
         await pool.close()
         await vendors.stop()
     per_minute = CALLS / seconds * 60
-    ideal = ANALYSIS_CONCURRENCY * 60 / (LATENCY_MS / 1000)
+    concurrency = get_settings().analysis_concurrency
+    ideal = concurrency * 60 / (LATENCY_MS / 1000)
     return {
         "calls": CALLS,
         "completed": done,
         "seconds": seconds,
         "per_minute": per_minute,
         "ideal": ideal,
-        "concurrency": ANALYSIS_CONCURRENCY,
+        "concurrency": concurrency,
         "asked": len(vendors.requests_for("openai", "llm")),
     }
 

@@ -102,9 +102,6 @@ DELIVERIES_QUEUE = "arq:queue:deliveries"
 CAMPAIGNS_QUEUE = "arq:queue:campaigns"
 ANALYSIS_QUEUE = "arq:queue:analysis"
 REMINDERS_QUEUE = "arq:queue:reminders"
-# Analyses (each one model request) that run at once: the vendor's rate limits, not ours, bound
-# them.
-ANALYSIS_CONCURRENCY = 5
 
 
 def _jobs(settings: Settings) -> worker.Jobs:
@@ -158,7 +155,7 @@ def _jobs(settings: Settings) -> worker.Jobs:
             # per sub-account hold these slots (api/webhook_subscriptions/tasks.py).
             worker.Queue(DELIVERIES_QUEUE, settings.webhook_concurrency),
             worker.Queue(CAMPAIGNS_QUEUE, 10),
-            worker.Queue(ANALYSIS_QUEUE, ANALYSIS_CONCURRENCY),
+            worker.Queue(ANALYSIS_QUEUE, settings.analysis_concurrency),
             worker.Queue(REMINDERS_QUEUE, 5),
         ],
     )

@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     webhook_sub_account_concurrency: int = Field(
         default=10, ge=1, le=1000, alias="SWITCHBOARD_WEBHOOK_SUB_ACCOUNT_CONCURRENCY"
     )
+    # Post-call analyses (one model request each) one worker process runs at once: the vendors'
+    # rate limits, not ours, bound them.
+    analysis_concurrency: int = Field(
+        default=5, ge=1, le=200, alias="SWITCHBOARD_ANALYSIS_CONCURRENCY"
+    )
     # Consecutive failed runs of one due-work item before it is set aside as `failed`.
     due_work_max_failures: int = Field(
         default=10, ge=1, le=100, alias="SWITCHBOARD_DUE_WORK_MAX_FAILURES"

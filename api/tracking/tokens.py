@@ -41,7 +41,13 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """The bytes of unpadded base64url `text` written as `_b64` writes them; any other spelling
+    (padding, characters outside the alphabet, non-zero spare bits) is refused (ValueError), so
+    one token has one spelling."""
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical spelling")
+    return data
 
 
 def _mac(payload: bytes, pepper: str | None = None) -> bytes:

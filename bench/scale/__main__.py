@@ -100,6 +100,36 @@ SHARED_BUFFERS = os.environ.get("BENCH_SCALE_SHARED_BUFFERS", "2GB")
 WARMUP_PASSES = float(os.environ.get("BENCH_SCALE_WARMUP_PASSES", "10"))
 CONNECTIONS = int(os.environ.get("BENCH_SCALE_CONNECTIONS", "32"))
 PROVISION_COUNT = int(os.environ.get("BENCH_SCALE_PROVISION_COUNT", "100"))
+# The memory sweep: a load that walks over every sub-account in turn, for this long, once with
+# the connections' tenant budget off and once on (SWITCHBOARD_DB_CONNECTION_MAX_TENANTS).
+SWEEP_SECONDS = float(os.environ.get("BENCH_SCALE_SWEEP_SECONDS", "300"))
+# The tenant budgets the sweep runs with, one server each: 0 (off, the unbounded before) and
+# the product's default first, then any others to compare.
+SWEEP_BUDGETS = [
+    int(b)
+    for b in os.environ.get("BENCH_SCALE_SWEEP_BUDGETS", "0,default,500")
+    .replace("default", str(get_settings().db_connection_max_tenants))
+    .split(",")
+]
+SWEEP_MIX = {"list": 50, "tags": 20, "create": 30}  # what works on a sub-account without data
+MEMORY_SAMPLE_SECONDS = 5.0
+# The rolling migration under load: migration processes (the load keeps the rest of the CPU).
+ROLL_CONCURRENCY = int(os.environ.get("BENCH_SCALE_ROLL_CONCURRENCY", "2"))
+ROLL = os.environ.get("BENCH_SCALE_ROLL", "1") == "1"
+# A request slower than this is a stall, looked up in the server's log and wait samples.
+STALL_MS = float(os.environ.get("BENCH_SCALE_STALL_MS", "100"))
+TARGET_RELATIONS = 50
+# The memory budget of one server backend (a pooled connection) serving at most `budget`
+# tenants, stated before measuring: a fresh backend plus a catalog cache per tenant schema.
+BACKEND_BASE_MIB = 20.0
+BACKEND_KIB_PER_TENANT = 150.0
+
+
+def backend_budget_mib(budget: int) -> float:
+    return BACKEND_BASE_MIB + budget * BACKEND_KIB_PER_TENANT / 1024
+
+
+TARGET_CPU_RATIO = 1.2
 MIGRATE_RUNS = 3
 DATABASE_NAME = "sbscale"
 PREFIX = "/webhooks/inbound"
@@ -109,7 +139,7 @@ TAGS = [f"tag{n}" for n in range(10)]
 MIX = {"read": 30, "list": 15, "update": 15, "tag_add": 12, "create": 12, "note": 10, "tags": 6}
 TARGET_P99_RATIO = 1.5
 TARGET_MIGRATE_SECONDS = 30.0
-TARGET_PROVISION_P50_MS = 150.0
+TARGET_PROVISION_P50_MS = 100.0
 
 STATE_DDL = (
     "CREATE TABLE IF NOT EXISTS public.bench_scale_state (name text PRIMARY KEY, value jsonb)"
@@ -372,6 +402,7 @@ async def database_facts(
             "WHERE n.nspname = $1 AND c.reltoastrelid <> 0",
             one,
         )
+        facts["relkinds"] = await relation_kinds(conn, one)
         facts["per_tenant_bytes_files"] = await conn.fetchval(
             "SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1",
@@ -502,10 +533,12 @@ class Connection:
             self.writer = None
 
 
-def make_request(account: dict[str, Any], rng: random.Random) -> tuple[str, str, str, bytes]:
+def make_request(
+    account: dict[str, Any], rng: random.Random, mix: dict[str, int] = MIX
+) -> tuple[str, str, str, bytes]:
     """(operation, method, path, body) of one request of the mix for this sub-account."""
-    operation = rng.choices(list(MIX), weights=list(MIX.values()))[0]
-    contact = rng.choice(account["contacts"])
+    operation = rng.choices(list(mix), weights=list(mix.values()))[0]
+    contact = rng.choice(account["contacts"]) if account["contacts"] else None
     if operation == "read":
         return operation, "GET", f"{PREFIX}/contacts/{contact}", b""
     if operation == "list":
@@ -546,6 +579,11 @@ class Run:
     pg_cpu_s: float = 0.0
     wal_bytes: float = 0.0
     waits: Counter[str] = field(default_factory=Counter)  # sampled states of busy backends
+    # (wall time, state) of every busy backend sampled waiting; requests over STALL_MS as
+    # (wall time scheduled, latency ms, operation); (wall time, ms) of the API's /healthz.
+    wait_log: list[tuple[float, str]] = field(default_factory=list)
+    slow: list[tuple[float, float, str]] = field(default_factory=list)
+    loop_lag: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -553,10 +591,20 @@ class Run:
 
 
 async def open_loop(
-    port: int, accounts: list[dict[str, Any]], seconds: float, seed: int, run: Run
+    port: int,
+    accounts: list[dict[str, Any]],
+    seconds: float,
+    seed: int,
+    run: Run,
+    *,
+    mix: dict[str, int] = MIX,
+    in_order: bool = False,
+    until: asyncio.Event | None = None,
 ) -> None:
     """RATE requests per second on a fixed schedule, each on a free connection of CONNECTIONS;
-    latency from the scheduled time (a request that waits for a connection counts its wait)."""
+    latency from the scheduled time (a request that waits for a connection counts its wait).
+    `in_order` walks the accounts in turn instead of drawing them; with `until`, the load goes
+    on past `seconds` until that event is set."""
     rng = random.Random(seed)
     idle: asyncio.Queue[Connection] = asyncio.Queue()
     connections = [Connection(port) for _ in range(CONNECTIONS)]
@@ -582,19 +630,25 @@ async def open_loop(
             return
         finally:
             idle.put_nowait(connection)
-        run.latencies.append((time.perf_counter() - scheduled) * 1000)
+        latency = (time.perf_counter() - scheduled) * 1000
+        run.latencies.append(latency)
+        if latency >= STALL_MS:
+            run.slow.append((time.time() - latency / 1000, latency, operation))
         run.statuses[status] += 1
         run.operations[operation] += 1
         if status not in (200, 201) and len(run.problems) < 20:
             run.problems.append(f"{operation} {method} {path}: {status} {answer[:200]!r}")
 
-    for i in range(count):
+    i = 0
+    while i < count or (until is not None and not until.is_set()):
         scheduled = start + i / RATE
         delay = scheduled - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        account = rng.choice(accounts)
-        tasks.append(asyncio.create_task(one(scheduled, account, make_request(account, rng))))
+        account = accounts[i % len(accounts)] if in_order else rng.choice(accounts)
+        request = make_request(account, rng, mix)
+        tasks.append(asyncio.create_task(one(scheduled, account, request)))
+        i += 1
     await asyncio.gather(*tasks)
     run.seconds += max(time.perf_counter() - start, 1e-9)
     for connection in connections:
@@ -706,10 +760,32 @@ async def sample_waits(conn: asyncpg.Connection, run: Run, stop: asyncio.Event) 
     while not stop.is_set():
         for row in await conn.fetch(query):
             run.waits[row[0]] += 1
+            if row[0] != "running":
+                run.wait_log.append((time.time(), row[0]))
         try:
             await asyncio.wait_for(stop.wait(), 0.2)
         except TimeoutError:
             pass
+
+
+async def probe_loop_lag(port: int, run: Run, stop: asyncio.Event) -> None:
+    """GET /healthz (no database) every 0.1 s on a connection of its own: its latency is the
+    API process's event loop being busy elsewhere (or the machine's scheduler)."""
+    connection = Connection(port)
+    try:
+        while not stop.is_set():
+            began = time.perf_counter()
+            try:
+                await connection.request("GET", "/healthz", "")
+            except (OSError, asyncio.IncompleteReadError, TimeoutError):
+                connection.close()
+            run.loop_lag.append((time.time(), (time.perf_counter() - began) * 1000))
+            try:
+                await asyncio.wait_for(stop.wait(), 0.1)
+            except TimeoutError:
+                pass
+    finally:
+        connection.close()
 
 
 # Settings a production server with many tenants runs with (docs/operations.md, "Scale"):
@@ -717,12 +793,21 @@ async def sample_waits(conn: asyncpg.Connection, run: Run, stop: asyncio.Event) 
 # after a checkpoint logs the whole page. Compressing those images and checkpointing less often
 # keeps that WAL in proportion. Set for both loads alike; a checkpoint then starts the warm-up.
 SERVER_SETTINGS = {"wal_compression": "on", "checkpoint_timeout": "15min", "max_wal_size": "4GB"}
+# What the server logs during the load, to explain stalls: every checkpoint, every lock wait
+# longer than deadlock_timeout (lowered from 1 s so shorter waits show), and autovacuum runs
+# longer than 100 ms (of the catalog too).
+LOG_SETTINGS = {
+    "log_checkpoints": "on",
+    "log_lock_waits": "on",
+    "deadlock_timeout": "100ms",
+    "log_autovacuum_min_duration": "100ms",
+}
 
 
 async def server_settings(url: str) -> dict[str, str]:
     conn = await asyncpg.connect(url)
     try:
-        for name, value in SERVER_SETTINGS.items():
+        for name, value in {**SERVER_SETTINGS, **LOG_SETTINGS}.items():
             await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
         await conn.execute("SELECT pg_reload_conf()")
         await asyncio.sleep(1)
@@ -747,9 +832,11 @@ async def measure(
     wal_before = await monitor.fetchval("SELECT pg_current_wal_lsn()::text")
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample_waits(monitor, run, stop))
+    lag = asyncio.create_task(probe_loop_lag(port, run, stop))
     await open_loop(port, chosen, seconds, seed, run)
     stop.set()
     await sampler
+    await lag
     run.wal_bytes += float(
         await monitor.fetchval(
             "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)", wal_before
@@ -814,6 +901,288 @@ async def drive(
         sampled = await sample_backends(url)
         memory.update({label: sampled for label, _ in sets})
     return runs, memory
+
+
+# --- relations per tenant, the memory sweep, the rolling migration, stalls ---------------------
+
+RELKIND_NAMES = {"r": "tables", "i": "indexes", "S": "sequences", "v": "views", "p": "partitioned"}
+
+
+async def relation_kinds(conn: asyncpg.Connection, schema: str) -> dict[str, int]:
+    """pg_class rows one tenant schema brings: its own relations by kind, and the TOAST tables
+    (and their indexes) of its tables, which live in pg_toast."""
+    rows = await conn.fetch(
+        "SELECT c.relkind::text AS kind, count(*) AS n FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 GROUP BY 1",
+        schema,
+    )
+    kinds = {RELKIND_NAMES.get(r["kind"], r["kind"]): int(r["n"]) for r in rows}
+    toast = await conn.fetchval(
+        "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = $1 AND c.reltoastrelid <> 0",
+        schema,
+    )
+    kinds["TOAST tables"] = kinds["TOAST indexes"] = int(toast)
+    kinds["total"] = sum(kinds.values())
+    return kinds
+
+
+async def sweep_accounts(url: str) -> list[dict[str, Any]]:
+    """A sub-account key for every bench sub-account (made once, kept in the state table)."""
+    conn = await asyncpg.connect(url)
+    try:
+        state = await load_state(conn)
+        if "sweep" in state and len(state["sweep"]) >= TENANTS:
+            return list(state["sweep"])
+        organisations = [uuid.UUID(o["id"]) for o in state["organisations"]]
+        rows = await conn.fetch(
+            "SELECT id, organisation_id FROM control.sub_accounts "
+            "WHERE organisation_id = ANY($1) ORDER BY id",
+            organisations,
+        )
+        accounts = []
+        for row in rows:
+            async with conn.transaction():
+                _, key = await insert_key(conn, "sub_account", row["organisation_id"], row["id"])
+            accounts.append({"id": str(row["id"]), "key": key, "contacts": []})
+        await save_state(conn, "sweep", accounts)
+        print(f"made sweep keys for {len(accounts)} sub-accounts", flush=True)
+        return accounts
+    finally:
+        await conn.close()
+
+
+async def memory_sweep(
+    port: int, url: str, accounts: list[dict[str, Any]], label: str
+) -> dict[str, Any]:
+    """SWEEP_SECONDS of load walking over every sub-account in turn (list, tag summary, create)
+    while the private memory of the server's backends is sampled every few seconds."""
+    order = accounts[:]
+    random.Random(11).shuffle(order)
+    run = Run(label, len(order))
+    samples: list[dict[str, float]] = []
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        began = time.perf_counter()
+        while not stop.is_set():
+            memory = await sample_backends(url)
+            if memory is not None:
+                samples.append({"t": time.perf_counter() - began, **memory})
+            try:
+                await asyncio.wait_for(stop.wait(), MEMORY_SAMPLE_SECONDS)
+            except TimeoutError:
+                pass
+
+    sampler = asyncio.create_task(sample())
+    await open_loop(port, order, SWEEP_SECONDS, 5, run, mix=SWEEP_MIX, in_order=True)
+    stop.set()
+    await sampler
+    touched = min(len(run.latencies), len(order))
+    result: dict[str, Any] = {
+        "requests": len(run.latencies),
+        "passes": len(run.latencies) / len(order),
+        "touched": touched,
+        "errors": sum(c for st, c in run.statuses.items() if st not in (200, 201)),
+        "problems": run.problems[:5],
+        **summary(run.latencies),
+        "samples": samples,
+    }
+    if samples:
+        result["peak_sum_mib"] = max(x["sum_mib"] for x in samples)
+        result["peak_max_mib"] = max(x["max_mib"] for x in samples)
+        result["end_sum_mib"] = samples[-1]["sum_mib"]
+        result["peak_backends"] = max(x["backends"] for x in samples)
+    print(
+        f"  memory sweep, {label}: {result['requests']} requests ({result['passes']:.1f} passes "
+        f"over {len(order)}), p99 {result['p99']:.1f} ms, errors {result['errors']}, backends "
+        f"peak sum {result.get('peak_sum_mib', 0):.0f} MiB, largest "
+        f"{result.get('peak_max_mib', 0):.0f} MiB",
+        flush=True,
+    )
+    return result
+
+
+ROLL_REVISION = "bench_roll"
+ROLL_MIGRATION = """\"\"\"bench only: a column with a default and an index on contacts.
+
+Revision ID: {rev}
+Revises: {down}
+\"\"\"
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "{rev}"
+down_revision = "{down}"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column(
+        "contacts",
+        sa.Column("bench_score", sa.Integer(), server_default=sa.text("0"), nullable=False),
+    )
+    op.create_index("ix_contacts_bench_score", "contacts", ["bench_score"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_contacts_bench_score", table_name="contacts")
+    op.drop_column("contacts", "bench_score")
+"""
+ROLL_BACK = (
+    "DROP INDEX IF EXISTS ix_contacts_bench_score; "
+    "ALTER TABLE contacts DROP COLUMN IF EXISTS bench_score"
+)
+
+
+async def rolling_migration(
+    port: int, url: str, accounts: list[dict[str, Any]], api_pid: int
+) -> dict[str, Any]:
+    """A bench-only tenant migration (a column with a default and an index on contacts) rolled
+    over every tenant schema by `migrate_tenants` while the mixed load runs on SPREAD of them;
+    then every schema is checked at its head, and the change is taken back out again."""
+    import shutil
+
+    from tenancy.migrate import migrate_tenants, tenants_behind
+    from tenancy.schema import MIGRATIONS_DIR, head_revision
+
+    head = head_revision("tenant")
+    scripts = Path(tempfile.mkdtemp(prefix="switchboard-roll-")) / "tenant"
+    shutil.copytree(MIGRATIONS_DIR / "tenant", scripts)
+    (scripts / "versions" / f"bench_{ROLL_REVISION}.py").write_text(
+        ROLL_MIGRATION.format(rev=ROLL_REVISION, down=head)
+    )
+    run = Run("rolling migration", SPREAD)
+    done = asyncio.Event()
+
+    def migrate() -> Any:
+        return migrate_tenants(url, concurrency=ROLL_CONCURRENCY, script_location=scripts)
+
+    async def migrate_then_stop() -> Any:
+        try:
+            return await asyncio.to_thread(migrate)
+        finally:
+            done.set()
+
+    started = time.perf_counter()
+    migration = asyncio.create_task(migrate_then_stop())
+    await open_loop(port, accounts[:SPREAD], 1.0, 21, run, until=done)
+    report = await migration
+    seconds = time.perf_counter() - started
+    behind = tenants_behind(url, ROLL_REVISION)
+    facts = {
+        "tenants": report.total,
+        "migrated": len(report.migrated),
+        "failed": len(report.failed),
+        "failures": list(report.failed.values())[:3],
+        "behind": len(behind),
+        "seconds": seconds,
+        "requests": len(run.latencies),
+        "statuses": dict(run.statuses),
+        "errors_5xx": sum(c for st, c in run.statuses.items() if st >= 500 or st == 0),
+        "other": sum(c for st, c in run.statuses.items() if st not in (200, 201)),
+        "problems": run.problems[:5],
+        **summary(run.latencies),
+    }
+    print(f"  rolling migration: {facts}", flush=True)
+    facts["undo_seconds"] = await undo_rolling_migration(url, head)
+    shutil.rmtree(scripts.parent, ignore_errors=True)
+    return facts
+
+
+async def undo_rolling_migration(url: str, head: str) -> float:
+    """Take the bench migration out of every schema again (the database stays at the product's
+    head); a dropped column stays in pg_attribute as a dropped one, as after any DROP COLUMN."""
+    started = time.perf_counter()
+    pool = await create_pool(url, min_size=1, max_size=BUILD_CONCURRENCY)
+    try:
+        rows = await pool.fetch(
+            "SELECT id, schema_name FROM control.sub_accounts WHERE schema_version = $1",
+            ROLL_REVISION,
+        )
+        queue = iter(rows)
+
+        async def worker() -> None:
+            for row in queue:
+                async with tenant_transaction(pool, row["schema_name"]) as conn:
+                    await conn.execute(ROLL_BACK)
+                    await conn.execute("UPDATE alembic_version SET version_num = $1", head)
+                    await conn.execute(
+                        "UPDATE control.sub_accounts SET schema_version = $1 WHERE id = $2",
+                        head,
+                        row["id"],
+                    )
+
+        await asyncio.gather(*(worker() for _ in range(BUILD_CONCURRENCY)))
+    finally:
+        await pool.close()
+    return time.perf_counter() - started
+
+
+def server_log_lines(data_dir: str | None, since: float, until: float) -> list[str]:
+    """The embedded server's log lines between two wall times that say something about stalls:
+    checkpoints, lock waits, autovacuum, and anything at WARNING or worse."""
+    if not data_dir:
+        return []
+    path = Path(data_dir) / "postgres" / "server.log"
+    if not path.exists():
+        return []
+    wanted = ("checkpoint", "still waiting", "acquired", "automatic vacuum", "automatic analyze")
+    lines = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        if since <= stamp.timestamp() <= until and (
+            any(w in line for w in wanted) or "WARNING" in line or "ERROR" in line
+        ):
+            lines.append(line)
+    return lines
+
+
+def stall_evidence(runs: list[Run], log_lines: list[str]) -> dict[str, Any]:
+    """Each slow request with what was seen within a second of it: waits sampled on the
+    server, the API's /healthz lag, and checkpoint / lock / autovacuum log lines."""
+    waits = [w for r in runs for w in r.wait_log]
+    lags = [x for r in runs for x in r.loop_lag]
+    slow = sorted((s for r in runs for s in r.slow), key=lambda s: s[1], reverse=True)
+    stamped = []
+    for line in log_lines:
+        try:
+            logged_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
+            stamped.append((logged_at.timestamp(), line))
+        except ValueError:
+            continue
+    details = []
+    for when, latency, operation in slow[:15]:
+        near = Counter(state for t, state in waits if when - 0.5 <= t <= when + latency / 1000)
+        lag = max((ms for t, ms in lags if when - 0.5 <= t <= when + latency / 1000), default=0)
+        logged = [line[24:120] for t, line in stamped if when - 1 <= t <= when + 1 + latency / 1000]
+        details.append(
+            {
+                "at": datetime.fromtimestamp(when, UTC).strftime("%H:%M:%S.%f")[:-3],
+                "ms": latency,
+                "operation": operation,
+                "waits": dict(near.most_common(3)),
+                "healthz_ms": lag,
+                "log": logged[:3],
+            }
+        )
+    lag_values = [ms for _, ms in lags]
+    return {
+        "slow": len(slow),
+        "requests": sum(len(r.latencies) for r in runs),
+        "details": details,
+        "healthz": summary(lag_values) if lag_values else None,
+        "healthz_max": max(lag_values, default=0.0),
+        "checkpoints": sum("checkpoint complete" in line for line in log_lines),
+        "lock_waits": sum("still waiting" in line for line in log_lines),
+        "autovacuum": sum("automatic" in line for line in log_lines),
+        "log_sample": log_lines[:8],
+    }
 
 
 # --- 5. provisioning at this size ------------------------------------------------------------
@@ -905,6 +1274,7 @@ def report(facts: dict[str, Any]) -> str:
         f"create-subaccount-webhook) | p50 **{prov['p50']:.1f} ms** (p95 {prov['p95']:.1f}, "
         f"p99 {prov['p99']:.1f}) | p50 under {TARGET_PROVISION_P50_MS:.0f} ms | "
         f"{verdict(prov['p50'] < TARGET_PROVISION_P50_MS)} |",
+        *issue28_rows(facts, runs, verdict),
         "",
         "Load: open loop at a fixed offered rate of "
         f"{RATE:.0f} req/s for both (the same schedule length, at most {CONNECTIONS} keep-alive "
@@ -1010,6 +1380,7 @@ def report(facts: dict[str, Any]) -> str:
             f"memory, i.e. without shared buffers): {m['backends']} backends, max "
             f"{m['max_mib']:.0f} MiB, sum {m['sum_mib']:.0f} MiB.",
         ]
+    lines += issue28_paragraphs(facts)
     probe = facts["probe"]
     lines += [
         "",
@@ -1071,6 +1442,118 @@ def report(facts: dict[str, Any]) -> str:
         citus_paragraph(facts, ratio, prov),
     ]
     return "\n".join(lines)
+
+
+def pg_cpu_per_request(runs: list[Run], label: str) -> float:
+    mine = [r for r in runs if r.label == label]
+    return sum(r.pg_cpu_ms for r in mine) / max(1, len(mine))
+
+
+def round_ratios(runs: list[Run]) -> list[float]:
+    """p99 of the spread load over p99 of the few, round by round (runs alternate few, spread)."""
+    return [
+        summary(b.latencies)["p99"] / summary(a.latencies)["p99"]
+        for a, b in zip(runs[0::2], runs[1::2], strict=True)
+    ]
+
+
+def issue28_rows(facts: dict[str, Any], runs: list[Run], verdict: Any) -> list[str]:
+    """The table rows of issue 28's targets: relations, memory, spread cost, the rolling
+    migration."""
+    kinds = facts["db"]["relkinds"]
+    few_label, spread_label = f"{FEW} sub-accounts", f"{SPREAD} sub-accounts"
+    cpu_ratio = pg_cpu_per_request(runs, spread_label) / pg_cpu_per_request(runs, few_label)
+    worst = max(round_ratios(runs))
+    rows = [
+        f"| pg_class rows per tenant schema (its relations and their TOAST) | "
+        f"**{kinds['total']}** ("
+        + ", ".join(f"{v} {k}" for k, v in kinds.items() if k != "total")
+        + f") | at most {TARGET_RELATIONS} | {verdict(kinds['total'] <= TARGET_RELATIONS)} |",
+        f"| PostgreSQL CPU per request, {SPREAD:,} / {FEW} sub-accounts | **{cpu_ratio:.2f}x** "
+        f"| within {TARGET_CPU_RATIO}x | {verdict(cpu_ratio <= TARGET_CPU_RATIO)} |",
+        f"| worst round's p99 ratio, {SPREAD:,} / {FEW} | **{worst:.2f}x** | every round within "
+        f"{TARGET_P99_RATIO}x | {verdict(worst <= TARGET_P99_RATIO)} |",
+    ]
+    sweep = facts.get("sweep") or {}
+    off = sweep.get("recycling off")
+    for budget in SWEEP_BUDGETS:
+        on = sweep.get(f"budget {budget}")
+        if not (off and on and "peak_sum_mib" in on and "peak_sum_mib" in off):
+            continue
+        limit = backend_budget_mib(budget)
+        rows.append(
+            f"| PostgreSQL backend memory (private, summed over the server's backends) while "
+            f"the load walks all {facts['db']['sub_accounts']:,} sub-accounts for "
+            f"{SWEEP_SECONDS:.0f} s: budget {budget:,} tenants per connection / off | peak **"
+            f"{on['peak_sum_mib']:,.0f} MiB** (largest backend {on['peak_max_mib']:,.0f}) / "
+            f"{off['peak_sum_mib']:,.0f} MiB (largest {off['peak_max_mib']:,.0f}) | every backend "
+            f"under {limit:,.0f} MiB | {verdict(on['peak_max_mib'] <= limit)} |"
+        )
+    roll = facts.get("roll")
+    if roll:
+        ok = roll["errors_5xx"] == 0 and roll["behind"] == 0 and roll["failed"] == 0
+        rows.append(
+            f"| rolling migration under the load (column with a default + index on contacts) "
+            f"over {roll['tenants']:,} schemas | **{roll['seconds']:.0f} s**, "
+            f"{roll['errors_5xx']} 5xx of {roll['requests']:,} requests, {roll['behind']} "
+            f"behind, {roll['failed']} failed, p99 {roll['p99']:.1f} ms | zero 5xx, all at head "
+            f"| {verdict(ok)} |"
+        )
+    return rows
+
+
+def issue28_paragraphs(facts: dict[str, Any]) -> list[str]:
+    stalls, roll, sweep = facts["stalls"], facts.get("roll"), facts.get("sweep") or {}
+    lines = [
+        "",
+        f"Stalls (requests over {STALL_MS:.0f} ms in the rounds: {stalls['slow']} of "
+        f"{stalls['requests']:,}). While the rounds ran the server logged "
+        f"{stalls['checkpoints']} completed checkpoints, {stalls['lock_waits']} lock waits over "
+        f"deadlock_timeout ({LOG_SETTINGS['deadlock_timeout']}) and {stalls['autovacuum']} "
+        "autovacuum/autoanalyze runs over 100 ms; the API's event loop, probed with GET /healthz "
+        "every 0.1 s, answered in "
+        + (
+            f"p50 {stalls['healthz']['p50']:.1f} ms, p99 {stalls['healthz']['p99']:.1f} ms, "
+            f"max {stalls['healthz_max']:.0f} ms"
+            if stalls["healthz"]
+            else "(no samples)"
+        )
+        + ". The slowest requests, with what was seen around them (server waits sampled every "
+        "0.2 s, the /healthz lag, log lines):",
+        "",
+    ]
+    for d in stalls["details"][:8]:
+        lines.append(
+            f"- {d['at']} UTC {d['operation']} {d['ms']:.0f} ms: waits {d['waits'] or 'none'}, "
+            f"/healthz {d['healthz_ms']:.0f} ms"
+            + (f", log: {'; '.join(d['log'])}" if d["log"] else "")
+        )
+    if roll:
+        lines += [
+            "",
+            f"Rolling migration: `migrate_tenants` ({ROLL_CONCURRENCY} processes) applied a "
+            "bench-only revision (contacts gets `bench_score integer NOT NULL DEFAULT 0` and an "
+            f"index on it) to {roll['migrated']:,} of {roll['tenants']:,} schemas in "
+            f"{roll['seconds']:.0f} s while the mixed load ran over {SPREAD:,} of them at "
+            f"{RATE:.0f} req/s: {roll['requests']:,} requests, statuses {roll['statuses']}, p50 "
+            f"{roll['p50']:.1f} ms, p99 {roll['p99']:.1f} ms; {roll['behind']} schemas behind "
+            f"its head afterwards. Taken back out again in {roll['undo_seconds']:.0f} s.",
+        ]
+    for label, m in sweep.items():
+        if "samples" not in m:
+            continue
+        curve = ", ".join(
+            f"{x['t']:.0f} s {x['sum_mib']:.0f}"
+            for x in m["samples"][:: max(1, len(m["samples"]) // 8)]
+        )
+        lines += [
+            "",
+            f"Memory sweep, {label}: {m['requests']:,} requests ({m['passes']:.1f} passes over "
+            f"every sub-account, in turn), errors {m['errors']}, p99 {m['p99']:.1f} ms; the "
+            f"server's backends (private memory, MiB, summed) over time: {curve}; peak "
+            f"{m.get('peak_sum_mib', 0):.0f} MiB over {m.get('peak_backends', 0)} backends.",
+        ]
+    return lines
 
 
 def dump_paragraph(locks: dict[str, Any], sub_accounts: int) -> str:
@@ -1158,7 +1641,8 @@ def remember(url: str, facts: dict[str, Any], ratio: float) -> list[dict[str, An
     async def store() -> list[dict[str, Any]]:
         conn = await asyncpg.connect(url)
         try:
-            history = (await load_state(conn)).get("history", []) + [entry]
+            history: list[dict[str, Any]] = (await load_state(conn)).get("history", [])
+            history.append(entry)
             await save_state(conn, "history", history)
             return history
         finally:
@@ -1242,11 +1726,29 @@ def main() -> int:
             facts["load_before_load"] = os.getloadavg()[0]
             port = free_port()
             with serve(env, port) as api:
+                rounds_began = time.time()
                 runs, memory = asyncio.run(drive(port, where.url, accounts, api.pid))
                 facts["runs"], facts["memory"] = runs, memory
+                log_lines = server_log_lines(args.data_dir, rounds_began, time.time())
+                facts["stalls"] = stall_evidence(runs, log_lines)
+                print(f"stalls: {json.dumps(facts['stalls'], default=str)}", flush=True)
+                if ROLL:
+                    facts["roll"] = asyncio.run(
+                        rolling_migration(port, where.url, accounts, api.pid)
+                    )
                 timings, created = provision_over_http(port, organisation["key"])
             facts["provision"] = timings
             asyncio.run(drop_sub_accounts(where.url, created))
+            facts["sweep"] = {}
+            if SWEEP_SECONDS > 0:
+                everyone = asyncio.run(sweep_accounts(where.url))
+                for budget in SWEEP_BUDGETS:
+                    label = f"budget {budget}" if budget else "recycling off"
+                    sweep_env = {**env, "SWITCHBOARD_DB_CONNECTION_MAX_TENANTS": str(budget)}
+                    with serve(sweep_env, port):
+                        facts["sweep"][label] = asyncio.run(
+                            memory_sweep(port, where.url, everyone, label)
+                        )
             facts["load_end"] = os.getloadavg()[0]
             if args.data_dir:
                 du = subprocess.run(

@@ -112,7 +112,6 @@ custom_fields = sa.Table(
         "field_type IN ('text', 'number', 'boolean', 'date', 'select', 'multi_select')",
         name="field_type",
     ),
-    sa.Index("ix_custom_fields_created_at", sa.text("created_at DESC"), sa.text("id DESC")),
 )
 
 notes = sa.Table(

@@ -41,12 +41,6 @@ webhook_subscriptions = sa.Table(
     sa.Column("deleted_at", TIMESTAMP),
     created_at(),
     updated_at(),
-    sa.Index(
-        "ix_webhook_subscriptions_created_at",
-        sa.text("created_at DESC"),
-        sa.text("id DESC"),
-        postgresql_where=sa.text("deleted_at IS NULL"),
-    ),
     sa.Index("ix_webhook_subscriptions_events", "events", postgresql_using="gin"),
 )
 
@@ -59,8 +53,8 @@ webhook_deliveries = sa.Table(
     sa.Column(
         "subscription_id",
         UUID,
+        # Looked up (and cascaded into) through ix_webhook_deliveries_subscription_log.
         sa.ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"),
-        index=True,
     ),
     sa.Column("target_url", sa.Text),
     sa.Column("target_secret", sa.Text),

@@ -28,7 +28,9 @@ from api.campaigns.routes import blueprint as campaigns_routes
 from api.companies.routes import blueprint as companies_routes
 from api.consent.routes import blueprint as consent_routes
 from api.contacts.routes import blueprint as contacts_routes
+from api.conversations import tasks as message_tasks
 from api.conversations.routes import blueprint as conversations_routes
+from api.conversations.service import MESSAGE_SEND_WORK
 from api.custom_fields.routes import blueprint as custom_fields_routes
 from api.event_log import tasks as event_log_tasks
 from api.event_log.routes import blueprint as event_log_routes
@@ -102,6 +104,7 @@ DELIVERIES_QUEUE = "arq:queue:deliveries"
 CAMPAIGNS_QUEUE = "arq:queue:campaigns"
 ANALYSIS_QUEUE = "arq:queue:analysis"
 REMINDERS_QUEUE = "arq:queue:reminders"
+MESSAGES_QUEUE = "arq:queue:messages"
 
 
 def _jobs(settings: Settings) -> worker.Jobs:
@@ -148,6 +151,12 @@ def _jobs(settings: Settings) -> worker.Jobs:
                 lease_seconds=120,
                 queue=REMINDERS_QUEUE,
             ),
+            DueHandler(
+                MESSAGE_SEND_WORK,
+                message_tasks.send_scheduled_message,
+                lease_seconds=120,
+                queue=MESSAGES_QUEUE,
+            ),
         ],
         queues=[
             worker.Queue(CALLS_QUEUE, 20),
@@ -157,6 +166,7 @@ def _jobs(settings: Settings) -> worker.Jobs:
             worker.Queue(CAMPAIGNS_QUEUE, 10),
             worker.Queue(ANALYSIS_QUEUE, settings.analysis_concurrency),
             worker.Queue(REMINDERS_QUEUE, 5),
+            worker.Queue(MESSAGES_QUEUE, 5),
         ],
     )
 

@@ -10,7 +10,7 @@ import asyncpg
 # A message as GET /conversations/{id}/messages and message events show it (CONTRACT 9).
 MESSAGE_COLUMNS = """
 m.id, m.conversation_id, v.contact_id, m.content, m.subject, m.sender_type, m.message_type,
-m.status, m.direction, m.provider_message_id, m.created_at
+m.status, m.direction, m.provider_message_id, m.created_at, m.send_at, m.error
 """
 
 
@@ -29,6 +29,8 @@ def message_view(row: asyncpg.Record) -> dict[str, Any]:
         "delivery_status": row["status"],
         "provider_message_id": row["provider_message_id"],
         "timestamp": row["created_at"],
+        "send_at": row["send_at"],
+        "error": row["error"],
     }
 
 
@@ -64,8 +66,8 @@ APPEND_MESSAGE = f"""
 WITH {CONVERSATION_CTE}
 INSERT INTO messages
     (id, conversation_id, direction, sender_type, message_type, subject, content, status,
-     campaign_id, provider_message_id, phone_number)
-SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM conversation
+     campaign_id, provider_message_id, phone_number, send_at)
+SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM conversation
 """
 
 UPSERT_CONTACT_BY_PHONE = """
@@ -162,3 +164,32 @@ ON CONFLICT (provider_message_id, status) DO NOTHING
 TAKE_REPORTS = """
 DELETE FROM message_status_reports WHERE provider_message_id = $1 RETURNING status, error
 """
+
+# --- scheduled messages (CONTRACT 10) ---------------------------------------------------------
+
+# The message and its contact, locked: its due run and a cancel re-read it here, one at a time.
+LOCK_OUTBOUND = """
+SELECT m.id, m.status, m.message_type, m.subject, m.content, m.send_at, m.phone_number,
+       v.contact_id
+FROM messages AS m JOIN conversations AS v ON v.id = m.conversation_id
+WHERE m.id = $1 AND m.direction = 'outbound'
+FOR UPDATE OF m
+"""
+
+# Charged and on its way: from now on the message is the run's to send (or a rerun's).
+MARK_DUE = """
+UPDATE messages SET status = 'queued', phone_number = $2, updated_at = now()
+WHERE id = $1 AND status = 'scheduled'
+"""
+
+MARK_REFUSED = """
+UPDATE messages SET status = 'failed', error = $2, updated_at = now()
+WHERE id = $1 AND status = 'scheduled'
+"""
+
+MARK_CANCELLED = """
+UPDATE messages SET status = 'cancelled', updated_at = now()
+WHERE id = $1 AND status = 'scheduled'
+"""
+
+LOCK_ANY = "SELECT id, status FROM messages WHERE id = $1 FOR UPDATE"

@@ -47,7 +47,8 @@ EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
 @validate_response(SentMessageResponse, 201)
 @validate_errors(Error, 400, 402, 404, 409, 502)
 async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[str, Any], int]:
-    """Send an SMS or email to the contact, charged to the wallet, kept in its conversation."""
+    """Send an SMS or email to the contact, charged to the wallet, kept in its conversation;
+    with `send_at`, kept `scheduled` and sent (and charged) then."""
     contact_uuid = parse_uuid(contact_id)
     if data.message_type == "sms" and len(data.content) > MAX_SMS:
         raise APIError(
@@ -58,13 +59,27 @@ async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[
                 {"field": "content", "message": f"at most {MAX_SMS} characters", "type": "too_long"}
             ],
         )
-    message = await service.send_to_contact(
-        tenant_scope(),
-        principal().organisation_id,
-        contact_uuid,
-        service.Outgoing(data.message_type, data.content, data.subject),
-    )
+    outgoing = service.Outgoing(data.message_type, data.content, data.subject)
+    if data.send_at is not None:
+        message = await service.schedule_to_contact(
+            tenant_scope(), principal().organisation_id, contact_uuid, outgoing, data.send_at
+        )
+    else:
+        message = await service.send_to_contact(
+            tenant_scope(), principal().organisation_id, contact_uuid, outgoing
+        )
     return {"status": "success", "message": message}, 201
+
+
+@blueprint.post("/webhooks/inbound/messages/<message_id>/cancel")
+@tag(["Scheduled Messages"])
+@requires(SUB_ACCOUNT)
+@validate_response(SentMessageResponse, 200)
+@validate_errors(Error, 400, 404, 409)
+async def cancel_message(message_id: str) -> dict[str, Any]:
+    """Cancel a scheduled message before it is sent (409 `not_cancellable` once it started)."""
+    message = await service.cancel_message(tenant_scope(), parse_uuid(message_id))
+    return {"status": "success", "message": message}
 
 
 @blueprint.get("/functions/v1/crm-api/get-contact-messages/<contact_id>")

@@ -3,14 +3,51 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Literal
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    field_validator,
+)
 
-from api.types import HeaderText, NonBlank, document, when
+from api.types import Documented, HeaderText, NonBlank, document, when
+from tenancy.clock import utcnow
 
 MAX_CONTENT = 100_000
+# CONTRACT 10: scheduled work is at most 365 days ahead.
+MAX_AHEAD = timedelta(days=365)
+
+
+def _scheduled_time(value: Any) -> datetime:
+    if not isinstance(value, str) or len(value) > 64:
+        raise ValueError("must be an ISO 8601 datetime string")
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError("must be an ISO 8601 datetime") from None
+    if moment.utcoffset() is None:
+        raise ValueError("must include a timezone (for example Z or +02:00)")
+    now = utcnow()
+    if moment <= now:
+        raise ValueError("must be in the future")
+    if moment - now > MAX_AHEAD:
+        raise ValueError("must be at most 365 days ahead")
+    return moment
+
+
+# When scheduled work (a call's start_at, a message's send_at) is due: a future ISO 8601
+# datetime with a timezone, at most 365 days ahead.
+ScheduledTime = Annotated[
+    datetime,
+    BeforeValidator(_scheduled_time),
+    Documented(description="A future ISO 8601 datetime with a timezone, at most 365 days ahead."),
+]
 
 
 class SendMessageRequest(BaseModel):
@@ -25,6 +62,8 @@ class SendMessageRequest(BaseModel):
     message_type: Literal["sms", "email"]
     content: NonBlank = Field(max_length=MAX_CONTENT)
     subject: HeaderText | None = Field(default=None, max_length=998)
+    # Sent then (delivery_status `scheduled` until), rather than now.
+    send_at: ScheduledTime | None = None
 
 
 class SentMessage(BaseModel):
@@ -37,9 +76,21 @@ class SentMessage(BaseModel):
     message_type: str
     status: str
     direction: Literal["inbound", "outbound"]
-    delivery_status: Literal["queued", "sent", "delivered", "undelivered", "failed", "received"]
+    delivery_status: Literal[
+        "queued",
+        "sent",
+        "delivered",
+        "undelivered",
+        "failed",
+        "received",
+        "scheduled",
+        "cancelled",
+    ]
     provider_message_id: str | None
     timestamp: datetime
+    # CONTRACT 10: when a scheduled message is (or was) sent; why a message failed.
+    send_at: datetime | None
+    error: str | None
 
 
 class SentMessageResponse(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from email.message import EmailMessage
 from typing import Any
@@ -28,12 +29,16 @@ from integrations.email import (
     build_message,
     send_email,
 )
+from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404
+from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 from tenancy.invitations import email_config_for
 from tenancy.scope import TenantScope
 
 PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
+# The due work of a scheduled message (ref: the message id), run by tasks.send_scheduled_message.
+MESSAGE_SEND_WORK = "message_send"
 
 SELECT_CONTACT = "SELECT id, name, email, phone FROM contacts WHERE id = $1"
 
@@ -81,6 +86,7 @@ async def append_message(
     provider_message_id: str | None = None,
     message_id: uuid.UUID | None = None,
     phone_number: str | None = None,
+    send_at: datetime | None = None,
 ) -> None:
     """Add a message to the contact's conversation, starting the conversation if need be."""
     await conn.execute(
@@ -96,6 +102,7 @@ async def append_message(
         campaign_id,
         provider_message_id,
         phone_number,
+        send_at,
     )
 
 
@@ -148,43 +155,13 @@ async def send_to_contact(
     most once passes its own stable `message_id` and looks for that message before sending."""
     message_id = message_id or uuid.uuid4()
     price = await message_price(scope, outgoing.message_type)
-    config = (
-        await email_config_for(scope.pool, organisation_id)
-        if outgoing.message_type == "email"
-        else None
-    )
+    config = await _email_config(scope, organisation_id, outgoing)
     try:
         async with scope.transaction() as conn:
-            contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
-            await ensure_allowed(conn, contact_id, outgoing.message_type)
-            sender = (
-                await conn.fetchval(queries.SELECT_SENDER_NUMBER, contact_id)
-                if outgoing.message_type == "sms"
-                else None
-            )
-            envelope = _envelope(
-                config, _address(contact, outgoing.message_type), outgoing, message_id, sender
-            )
-            if price > 0:
-                await wallet.debit(
-                    conn,
-                    price,
-                    f"{outgoing.message_type}_message",
-                    "message to a contact",
-                    "message",
-                    message_id,
-                )
-            await append_message(
-                conn,
-                contact_id,
-                direction="outbound",
-                sender_type="agent",
-                message_type=outgoing.message_type,
-                content=outgoing.content,
-                subject=outgoing.subject,
-                status="queued",
-                message_id=message_id,
-                phone_number=sender,
+            envelope = await _ready(conn, config, contact_id, outgoing, message_id)
+            await _charge(conn, price, outgoing.message_type, message_id)
+            await _append_outgoing(
+                conn, contact_id, outgoing, message_id, "queued", phone_number=envelope.from_number
             )
     except wallet.InsufficientFunds:
         await wallet.record_declined(
@@ -197,10 +174,183 @@ async def send_to_contact(
         )
         raise
     provider_id = await _deliver_or_refund(scope, envelope, message_id, price)
+    return await _mark_sent(scope, message_id, provider_id, outgoing.message_type)
+
+
+async def _append_outgoing(
+    conn: asyncpg.Connection,
+    contact_id: uuid.UUID,
+    outgoing: Outgoing,
+    message_id: uuid.UUID,
+    status: str,
+    *,
+    phone_number: str | None = None,
+    send_at: datetime | None = None,
+) -> None:
+    await append_message(
+        conn,
+        contact_id,
+        direction="outbound",
+        sender_type="agent",
+        message_type=outgoing.message_type,
+        content=outgoing.content,
+        subject=outgoing.subject,
+        status=status,
+        message_id=message_id,
+        phone_number=phone_number,
+        send_at=send_at,
+    )
+
+
+async def _email_config(
+    scope: TenantScope, organisation_id: uuid.UUID, outgoing: Outgoing
+) -> SMTPConfig | None:
+    if outgoing.message_type != "email":
+        return None
+    return await email_config_for(scope.pool, organisation_id)
+
+
+async def _ready(
+    conn: asyncpg.Connection,
+    config: SMTPConfig | None,
+    contact_id: uuid.UUID,
+    outgoing: Outgoing,
+    message_id: uuid.UUID,
+) -> Envelope:
+    """The message built for its provider under POST /contacts/{id}/messages's rules: a contact
+    of the sub-account (404) that allows the channel (409) and has an address (400), from the
+    conversation's sender number. Raises APIError, having written nothing."""
+    contact = await fetch_one_or_404(conn, SELECT_CONTACT, contact_id, what="contact")
+    await ensure_allowed(conn, contact_id, outgoing.message_type)
+    sender = (
+        await conn.fetchval(queries.SELECT_SENDER_NUMBER, contact_id)
+        if outgoing.message_type == "sms"
+        else None
+    )
+    return _envelope(config, _address(contact, outgoing.message_type), outgoing, message_id, sender)
+
+
+async def _charge(
+    conn: asyncpg.Connection, price: Decimal, message_type: str, message_id: uuid.UUID
+) -> None:
+    if price > 0:
+        await wallet.debit(
+            conn, price, f"{message_type}_message", "message to a contact", "message", message_id
+        )
+
+
+async def _mark_sent(
+    scope: TenantScope, message_id: uuid.UUID, provider_id: str, message_type: str
+) -> dict[str, Any]:
     async with scope.transaction() as conn:
         await conn.execute(MARK_SENT, message_id, provider_id)
-        if outgoing.message_type == "sms":
+        if message_type == "sms":
             await statuses.apply_early_reports(conn, scope.sub_account_id, provider_id)
+        row = await conn.fetchrow(queries.SELECT_MESSAGE, message_id)
+    return queries.message_view(row)
+
+
+# --- a message sent later (CONTRACT 10) -------------------------------------------------------
+
+
+async def schedule_to_contact(
+    scope: TenantScope,
+    organisation_id: uuid.UUID,
+    contact_id: uuid.UUID,
+    outgoing: Outgoing,
+    send_at: datetime,
+) -> dict[str, Any]:
+    """Keep the message `scheduled` in the contact's conversation and its due work at
+    `send_at`, when `send_scheduled` charges and sends it. Refused now as a message sent now
+    would be (contact, consent, address, an email that cannot be built); nothing is charged."""
+    message_id = uuid.uuid4()
+    config = await _email_config(scope, organisation_id, outgoing)
+    async with scope.transaction() as conn:
+        await _ready(conn, config, contact_id, outgoing, message_id)
+        await _append_outgoing(conn, contact_id, outgoing, message_id, "scheduled", send_at=send_at)
+        await schedule_due(conn, scope.sub_account_id, MESSAGE_SEND_WORK, message_id, send_at)
+        row = await conn.fetchrow(queries.SELECT_MESSAGE, message_id)
+    return queries.message_view(row)
+
+
+async def send_scheduled(
+    scope: TenantScope, organisation_id: uuid.UUID, message_id: uuid.UUID
+) -> datetime | None:
+    """The due run of a scheduled message: at its time, under POST /contacts/{id}/messages's
+    rules as they stand then, charge it and mark it `queued` (one transaction, the message row
+    locked, so a cancel goes first or finds it started), then send it with its own id as the
+    provider's message id and mark it sent. A refusal then (consent revoked, no funds) leaves
+    it `failed` with the code as its error and nothing charged. A message a run charged and
+    did not record as sent (a worker killed mid-send) is sent again with the same id. Returns
+    when to look again, or None once settled."""
+    async with scope.transaction() as conn:
+        message = await conn.fetchrow(queries.LOCK_OUTBOUND, message_id)
+        if message is None or message["send_at"] is None:
+            return None
+        send_at: datetime = message["send_at"]
+        if message["status"] == "scheduled" and send_at > utcnow():
+            return send_at
+        if message["status"] not in ("scheduled", "queued"):
+            return None
+        outgoing = Outgoing(message["message_type"], message["content"], message["subject"])
+        price = await message_price(scope, outgoing.message_type)
+        config = await _email_config(scope, organisation_id, outgoing)
+        try:
+            envelope = await _taken(conn, config, message, outgoing, price)
+        except APIError as exc:
+            if message["status"] == "scheduled":
+                await conn.execute(queries.MARK_REFUSED, message_id, exc.code)
+                return None
+            envelope = None
+    if envelope is None:
+        await _fail(scope, message_id, price, "not sent: the contact has no address any more")
+        return None
+    try:
+        provider_id = await _deliver(scope, envelope)
+    except (EmailDeliveryError, SmsError) as exc:
+        await _fail(scope, message_id, price, str(exc))
+        return None
+    await _mark_sent(scope, message_id, provider_id, outgoing.message_type)
+    return None
+
+
+async def _taken(
+    conn: asyncpg.Connection,
+    config: SMTPConfig | None,
+    message: asyncpg.Record,
+    outgoing: Outgoing,
+    price: Decimal,
+) -> Envelope:
+    """The envelope of a due message: a `scheduled` one checked and charged now (APIError when
+    refused, nothing charged), a `queued` one (charged by an earlier run) rebuilt as it was."""
+    if message["status"] == "scheduled":
+        envelope = await _ready(conn, config, message["contact_id"], outgoing, message["id"])
+        await _charge(conn, price, outgoing.message_type, message["id"])
+        await conn.execute(queries.MARK_DUE, message["id"], envelope.from_number)
+        return envelope
+    contact = await conn.fetchrow(SELECT_CONTACT, message["contact_id"])
+    return _envelope(
+        config,
+        _address(contact, outgoing.message_type),
+        outgoing,
+        message["id"],
+        message["phone_number"],
+    )
+
+
+async def cancel_message(scope: TenantScope, message_id: uuid.UUID) -> dict[str, Any]:
+    """Cancel a scheduled message before its run takes it: 200 `cancelled`; 409
+    `not_cancellable` once it is on its way or settled."""
+    async with scope.transaction() as conn:
+        message = await fetch_one_or_404(conn, queries.LOCK_ANY, message_id, what="message")
+        if message["status"] != "scheduled":
+            raise APIError(
+                409,
+                "not_cancellable",
+                f"the message is {message['status']}; only a scheduled message can be cancelled",
+            )
+        await conn.execute(queries.MARK_CANCELLED, message_id)
+        await cancel_due(conn, MESSAGE_SEND_WORK, message_id)
         row = await conn.fetchrow(queries.SELECT_MESSAGE, message_id)
     return queries.message_view(row)
 
@@ -250,20 +400,25 @@ def _envelope(
     return Envelope(address, header_id, email=(config, message))
 
 
+async def _deliver(scope: TenantScope, envelope: Envelope) -> str:
+    """Hand the message to its provider; its id there (an email's own Message-ID)."""
+    if envelope.email is None:
+        return await sms_provider().send_sms(
+            envelope.address,
+            envelope.text,
+            envelope.header_id,
+            envelope.from_number,
+            str(scope.sub_account_id),
+        )
+    await send_email(*envelope.email)
+    return envelope.header_id
+
+
 async def _deliver_or_refund(
     scope: TenantScope, envelope: Envelope, message_id: uuid.UUID, price: Decimal
 ) -> str:
     try:
-        if envelope.email is None:
-            return await sms_provider().send_sms(
-                envelope.address,
-                envelope.text,
-                envelope.header_id,
-                envelope.from_number,
-                str(scope.sub_account_id),
-            )
-        await send_email(*envelope.email)
-        return envelope.header_id
+        return await _deliver(scope, envelope)
     except (EmailDeliveryError, SmsError) as exc:
         await _fail(scope, message_id, price, str(exc))
         if isinstance(exc, EmailDeliveryError):

@@ -26,6 +26,9 @@ MESSAGE_FIELDS = {
     "delivery_status",
     "provider_message_id",
     "timestamp",
+    # CONTRACT 10: a scheduled message's time, and why a message failed.
+    "send_at",
+    "error",
 }
 
 

@@ -134,6 +134,12 @@ def _jobs(settings: Settings) -> worker.Jobs:
                 lease_seconds=settings.campaign_lease_seconds,
                 queue=CAMPAIGNS_QUEUE,
             ),
+            DueHandler(
+                campaign_tasks.CAMPAIGN_CALLS_WORK,
+                campaign_tasks.dial_call_campaign,
+                lease_seconds=60,
+                queue=CAMPAIGNS_QUEUE,
+            ),
             DueHandler(CALL_WORK, call_tasks.advance_call, lease_seconds=60, queue=CALLS_QUEUE),
             DueHandler(RENEWAL_WORK, phone_number_tasks.renew_phone_number, lease_seconds=60),
             DueHandler(

@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     campaign_provider_retry_seconds: float = Field(
         default=60.0, gt=0, alias="SWITCHBOARD_CAMPAIGN_PROVIDER_RETRY_SECONDS"
     )
+    # Multiplies a call campaign's retry delay (delay_minutes), as the webhook retry scale does
+    # webhook delays: tests and demos retry in seconds; 1.0 in production.
+    campaign_retry_scale: float = Field(
+        default=1.0, gt=0, le=1.0, alias="SWITCHBOARD_CAMPAIGN_RETRY_SCALE"
+    )
 
     rate_limit_requests: int = Field(default=100, alias="SWITCHBOARD_RATE_LIMIT_REQUESTS")
     rate_limit_window_seconds: int = Field(

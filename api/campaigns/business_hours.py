@@ -46,16 +46,15 @@ class BusinessHours:
         raise AssertionError("a week always has an opening")
 
 
-def _problem(field: str, message: str) -> dict[str, str]:
-    return {"field": f"business_hours_config.{field}", "message": message, "type": "value_error"}
-
-
-def validate_config(config: Any) -> list[dict[str, str]]:
-    """The problems with a business_hours_config object (empty when it is valid)."""
+def validate_config(config: Any, name: str = "business_hours_config") -> list[dict[str, str]]:
+    """The problems with an hours object (a campaign's business_hours_config, or the calling
+    window of a call campaign, named `name` in the problems), empty when it is valid."""
     if not isinstance(config, dict):
-        return [
-            {"field": "business_hours_config", "message": "must be an object", "type": "dict_type"}
-        ]
+        return [{"field": name, "message": "must be an object", "type": "dict_type"}]
+
+    def _problem(field: str, message: str) -> dict[str, str]:
+        return {"field": f"{name}.{field}", "message": message, "type": "value_error"}
+
     problems = [_problem(key, "unknown field") for key in sorted(set(config) - FIELDS)]
     problems += [_problem(key, "field required") for key in sorted(FIELDS - set(config))]
     zone = config.get("timezone")

@@ -30,11 +30,11 @@ from typing import Any
 
 import asyncpg
 
-from api import events
 from api.campaigns import business_hours
 from api.campaigns.content import message_id, render
 from api.campaigns.mime import CampaignHeaders, message_bytes
-from api.campaigns.service import read_campaign
+from api.campaigns.queries import MARK_MATERIALISED, MATERIALISE, PAUSE, START
+from api.campaigns.service import complete_if_done
 from api.conversations.queries import SELECT_SENDER_NUMBER
 from api.conversations.service import message_price
 from api.conversations.sms import SmsError, sms_provider
@@ -69,11 +69,6 @@ FROM campaigns WHERE id = $1
 FOR UPDATE
 """
 
-START = """
-UPDATE campaigns
-SET status = 'sending', started_at = COALESCE(started_at, now()), updated_at = now()
-WHERE id = $1
-"""
 
 DEFER = """
 UPDATE campaigns
@@ -81,15 +76,6 @@ SET status = 'scheduled', start_date = $2, version = version + 1, updated_at = n
 WHERE id = $1 AND status IN ('scheduled', 'sending')
 """
 
-MATERIALISE = """
-INSERT INTO campaign_recipients (campaign_id, contact_id)
-SELECT $1, id FROM contacts
-WHERE id = ANY($2::uuid[])
-   OR tags && COALESCE((SELECT tags FROM smart_lists WHERE id = $3), '{}'::text[])
-ON CONFLICT (campaign_id, contact_id) DO NOTHING
-"""
-
-MARK_MATERIALISED = "UPDATE campaigns SET recipients_materialised_at = now() WHERE id = $1"
 
 RESET_ORPHANS = """
 UPDATE campaign_recipients SET state = 'pending'
@@ -127,10 +113,6 @@ FROM unnest($1::uuid[], $2::text[]) AS s(id, reason)
 WHERE r.id = s.id
 """
 
-PAUSE = """
-UPDATE campaigns SET status = 'paused', paused_reason = $2, updated_at = now()
-WHERE id = $1 AND status = 'sending'
-"""
 
 # One statement: the recipient is sent and the message joins the contact's conversation.
 RECORD_SENT = """
@@ -160,13 +142,6 @@ RETURNING charged_amount
 
 RELEASE = "UPDATE campaign_recipients SET state = 'pending' WHERE id = $1 AND state = 'sending'"
 
-COMPLETE = """
-UPDATE campaigns SET status = 'completed', completed_at = now(), updated_at = now()
-WHERE id = $1 AND status = 'sending'
-  AND NOT EXISTS (SELECT 1 FROM campaign_recipients
-                  WHERE campaign_id = $1 AND state IN ('pending', 'sending'))
-RETURNING id
-"""
 
 WORK_LEFT = """
 SELECT EXISTS (SELECT 1 FROM campaign_recipients
@@ -322,15 +297,7 @@ async def _finish(run: Run) -> datetime | None:
     if run.halted in ("paused", "stopped"):
         return None
     async with run.scope.transaction() as conn:
-        if await conn.fetchval(COMPLETE, run.campaign_id) is not None:
-            await events.emit(
-                conn,
-                "campaign.completed",
-                {
-                    "sub_account_id": str(run.scope.sub_account_id),
-                    "campaign": await read_campaign(conn, run.campaign_id),
-                },
-            )
+        if await complete_if_done(conn, run.scope.sub_account_id, run.campaign_id):
             log.info("campaign %s completed", run.campaign_id)
             return None
         left = await conn.fetchval(WORK_LEFT, run.campaign_id)

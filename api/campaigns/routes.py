@@ -1,4 +1,5 @@
-"""Campaigns under /webhooks/inbound: create (draft), read, schedule, cancel, resume."""
+"""Campaigns under /webhooks/inbound: create (draft), read, schedule, cancel, resume, and the
+recipients of one."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ from quart_schema import tag, validate_querystring, validate_request
 from api.auth import SUB_ACCOUNT, requires, tenant_scope
 from api.campaigns import service
 from api.campaigns.schemas import (
+    CALL_FIELDS,
     MAX_SMS_CONTENT,
+    MESSAGE_FIELDS,
     CampaignFilters,
     CampaignList,
     CampaignResponse,
     CreateCampaignRequest,
+    RecipientList,
     ResumeRequest,
+    RetryPolicy,
     ScheduleRequest,
 )
+from api.campaigns.service import CAMPAIGN_CALLS_AT_ONCE
 from api.contacts.body import validate_optional_body
 from api.schemas import InboundError as Error
 from api.types import page_body, pagination, parse_uuid
@@ -51,7 +57,46 @@ def future_start_date(raw: str) -> datetime:
     return value
 
 
+def _call_settings(data: CreateCampaignRequest) -> service.CallSettings | None:
+    """A call campaign's own fields, checked; None for email and SMS (which may not set them)."""
+    sent = data.model_fields_set
+    if data.campaign_type != "call":
+        for field in CALL_FIELDS:
+            if field in sent and getattr(data, field) is not None:
+                raise _invalid(field, "is only for call campaigns")
+        return None
+    for field in MESSAGE_FIELDS:
+        if field in sent and getattr(data, field) is not None:
+            raise _invalid(field, "is not for call campaigns")
+    if data.business_hours_enabled:
+        raise _invalid("business_hours_enabled", "is not for call campaigns (use calling_window)")
+    if data.agent_id is None:
+        raise APIError(
+            400,
+            "validation_error",
+            "agent_id is required for a call campaign",
+            details=[{"field": "agent_id", "message": "field required", "type": "missing"}],
+        )
+    window = None
+    if data.calling_window is not None:
+        window = service.checked_hours(data.calling_window, "calling_window")
+    retry = data.retry or RetryPolicy()
+    return service.CallSettings(
+        agent_id=parse_uuid(data.agent_id, "agent_id"),
+        pool_id=parse_uuid(data.pool_id, "pool_id") if data.pool_id is not None else None,
+        variables=data.variables or {},
+        calling_window=window,
+        max_concurrent_calls=data.max_concurrent_calls or CAMPAIGN_CALLS_AT_ONCE,
+        retry={
+            "max_attempts": retry.max_attempts,
+            "delay_minutes": retry.delay_minutes,
+            "on": list(dict.fromkeys(retry.on)),
+        },
+    )
+
+
 def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
+    calling = _call_settings(data)
     if (
         data.campaign_type == "sms"
         and data.message_content is not None
@@ -77,6 +122,7 @@ def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
         smart_list_id=smart_list_id,
         business_hours_enabled=data.business_hours_enabled,
         business_hours_config=config,
+        calling=calling,
     )
 
 
@@ -138,7 +184,8 @@ async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict[str
 @validate_response(CampaignResponse, 200)
 @validate_errors(Error, 400, 404, 409)
 async def cancel_campaign(campaign_id: str) -> dict[str, Any]:
-    """Cancel a draft or scheduled campaign; nothing of it is sent."""
+    """Cancel a draft or scheduled campaign (nothing of it is sent), or a call campaign that is
+    calling or paused (its calls on the line finish, no new one starts)."""
     campaign = await service.cancel_campaign(tenant_scope(), parse_uuid(campaign_id))
     return {"status": "success", "campaign": campaign}
 
@@ -155,3 +202,17 @@ async def resume_campaign(campaign_id: str, data: ResumeRequest) -> dict[str, An
     start_date = future_start_date(data.start_date) if data.start_date is not None else None
     campaign = await service.resume_campaign(tenant_scope(), campaign_uuid, start_date)
     return {"status": "success", "campaign": campaign}
+
+
+@blueprint.get("/campaigns/<campaign_id>/recipients")
+@tag(["Campaigns"])
+@requires(SUB_ACCOUNT)
+@validate_response(RecipientList, 200)
+@validate_errors(Error, 400, 404)
+async def list_recipients(campaign_id: str) -> dict[str, Any]:
+    """List a campaign's recipients (fixed when it starts) with each one's status, attempts,
+    calls or message, outcome and error."""
+    campaign_uuid = parse_uuid(campaign_id)
+    limit, offset = pagination(request.args)
+    recipients, total = await service.list_recipients(tenant_scope(), campaign_uuid, limit, offset)
+    return page_body("recipients", recipients, total, limit, offset)

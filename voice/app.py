@@ -39,6 +39,7 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
         try:
             yield
         finally:
+            await state["runtime"].close()
             await pool.close()
 
     async def stream(websocket: WebSocket) -> None:

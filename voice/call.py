@@ -71,13 +71,7 @@ from voice.processors import AfterHangUp, Backchannel, FirstMessage, VoicemailMe
 from voice.silero import SharedSileroVAD
 from voice.tools import MESSAGE_SECONDS, CallFacts, CallTools, FunctionEntry
 from voice.transport import MediaStreamSerializer, MediaStreamTransport
-from voice.vendors import (
-    VendorMissing,
-    llm_service,
-    stt_service,
-    tts_service,
-    vendor_session,
-)
+from voice.vendors import VendorClients, VendorMissing, llm_service, stt_service, tts_service
 
 log = logging.getLogger("switchboard.voice")
 
@@ -207,9 +201,15 @@ class CallRuntime:
     def __init__(self, settings: Settings, pool: asyncpg.Pool) -> None:
         self.settings = settings
         self.pool = pool
+        # The process's connections to the vendors, shared by its calls.
+        self.vendors = VendorClients()
         self.active: set[object] = set()
         self._pending: dict[object, asyncio.Timeout] = {}
         self._evicted: set[object] = set()
+
+    async def close(self) -> None:
+        """The runtime stops: its vendor connections are closed."""
+        await self.vendors.aclose()
 
     def full(self) -> bool:
         """This process runs SWITCHBOARD_VOICE_MAX_CALLS calls (of streams that named a call)."""
@@ -307,7 +307,9 @@ class CallRuntime:
     async def _take_call(
         self, websocket: WebSocket, start: StreamStart, tenant: uuid.UUID, call_id: uuid.UUID
     ) -> None:
-        await CallSession(self.settings, self.pool, websocket, start, tenant, call_id).take()
+        await CallSession(
+            self.settings, self.pool, self.vendors, websocket, start, tenant, call_id
+        ).take()
 
 
 class CallSession:
@@ -332,6 +334,7 @@ class CallSession:
         self,
         settings: Settings,
         pool: asyncpg.Pool,
+        vendors: VendorClients,
         websocket: WebSocket,
         start: StreamStart,
         tenant: uuid.UUID,
@@ -339,6 +342,7 @@ class CallSession:
     ) -> None:
         self.settings = settings
         self.pool = pool
+        self.vendors = vendors
         self.websocket = websocket
         self.start = start
         self.tenant = tenant
@@ -415,14 +419,13 @@ class CallSession:
             self.conversation.end("voicemail")
             await self.websocket.close()
             return
-        async with vendor_session() as http:
-            tts = tts_service(self.settings, self.agent, keys, http)
-            if machine:
-                await self.leave_message(tts)
-                return
-            llm = llm_service(self.settings, self.agent, keys)
-            stt = stt_service(self.settings, self.agent, keys)
-            await self.talk(llm, stt, tts)
+        tts = tts_service(self.settings, self.agent, keys, self.vendors)
+        if machine:
+            await self.leave_message(tts)
+            return
+        llm = llm_service(self.settings, self.agent, keys, self.vendors)
+        stt = stt_service(self.settings, self.agent, keys, self.vendors)
+        await self.talk(llm, stt, tts)
 
     def functions(self) -> list[FunctionEntry]:
         """The functions the model is offered, each with what runs when it calls one and how

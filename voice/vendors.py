@@ -1,12 +1,15 @@
 """The agent's vendors as Pipecat services: its LLM, transcriber and voice, at the base URLs of
-the settings and with the sub-account's own keys (CONTRACT 6, 9)."""
+the settings and with the sub-account's own keys (CONTRACT 6, 9), over HTTP connections the
+process's calls share (`VendorClients`)."""
 
 from __future__ import annotations
 
+from http.cookiejar import Cookie, CookieJar
 from typing import Any
 
 import aiohttp
 import anthropic
+import httpx2
 import openai
 from anthropic import AsyncAnthropic
 from google.genai.types import HttpOptions
@@ -48,27 +51,102 @@ OPENAI_SPEECH_RATE = 24000
 VENDOR_READ_SECONDS = 15.0
 VENDOR_CONNECT_SECONDS = 5.0
 VENDOR_TIMEOUT = openai.Timeout(VENDOR_READ_SECONDS, connect=VENDOR_CONNECT_SECONDS)
+# An idle connection to a vendor stays open this long for the process's next request (below the
+# idle timeouts of the vendors' own front ends, so it is not closed under a request).
+KEEPALIVE_SECONDS = 30.0
+MAX_CONNECTIONS = 1000
 
 
-def vendor_session() -> aiohttp.ClientSession:
-    """The HTTP session of a call's aiohttp-based vendors, with the same bound on a read."""
-    return aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(
-            total=None, sock_connect=VENDOR_CONNECT_SECONDS, sock_read=VENDOR_READ_SECONDS
-        )
-    )
+class _NoCookies(CookieJar):
+    """A cookie jar that keeps nothing: a vendor's cookie is never sent again."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def set_cookie(self, cookie: Cookie) -> None:
+        return None
 
 
-def _openai_http() -> openai.DefaultAsyncHttpxClient:
-    return openai.DefaultAsyncHttpxClient(timeout=VENDOR_TIMEOUT)
+class VendorClients:
+    """One voice process's HTTP clients to the vendors, shared by all its calls: a call's first
+    request to a vendor goes out on a connection an earlier call left open, instead of a new
+    TCP (and, with the real vendors, TLS) handshake in its first turn. Nothing of a sub-account
+    stays in them: its key travels in each request's own headers (from the SDK client or
+    service made for its call), and a cookie a vendor sets is never kept. Made on first use, on
+    the running loop; `aclose` when the runtime stops."""
+
+    def __init__(self) -> None:
+        self._http: httpx2.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def http(self) -> httpx2.AsyncClient:
+        """For the OpenAI-format and Anthropic SDKs and Deepgram's transcription."""
+        if self._http is None or self._http.is_closed:
+            self._http = httpx2.AsyncClient(
+                timeout=VENDOR_TIMEOUT,
+                limits=httpx2.Limits(
+                    max_connections=MAX_CONNECTIONS,
+                    max_keepalive_connections=100,
+                    keepalive_expiry=KEEPALIVE_SECONDS,
+                ),
+                cookies=_NoCookies(),
+                follow_redirects=True,
+            )
+        return self._http
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """For the aiohttp-based speech services and Google's SDK, with the same bound on a
+        read."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=VENDOR_CONNECT_SECONDS, sock_read=VENDOR_READ_SECONDS
+                ),
+                connector=aiohttp.TCPConnector(
+                    limit=MAX_CONNECTIONS, keepalive_timeout=KEEPALIVE_SECONDS
+                ),
+                cookie_jar=aiohttp.DummyCookieJar(),
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
 
 class _Bounded:
-    """An OpenAI-compatible LLM service whose client waits VENDOR_TIMEOUT at most, once."""
+    """An OpenAI-compatible LLM service whose client waits VENDOR_TIMEOUT at most, once, over
+    the process's shared connections (`http`, set before Pipecat makes its client)."""
 
-    def create_client(self, *args: Any, **kwargs: Any) -> Any:
-        client = super().create_client(*args, **kwargs)  # type: ignore[misc]
-        return client.with_options(timeout=VENDOR_TIMEOUT, max_retries=0)
+    http: httpx2.AsyncClient
+
+    def __init__(self, *, http: httpx2.AsyncClient, **kwargs: Any) -> None:
+        self.http = http
+        super().__init__(**kwargs)
+
+    def create_client(
+        self,
+        api_key: Any = None,
+        base_url: Any = None,
+        organization: Any = None,
+        project: Any = None,
+        default_headers: Any = None,
+        **_: Any,
+    ) -> Any:
+        return openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            organization=organization,
+            project=project,
+            default_headers=default_headers,
+            http_client=self.http,
+            timeout=VENDOR_TIMEOUT,
+            max_retries=0,
+        )
 
 
 class _OpenAILLM(_Bounded, OpenAILLMService):
@@ -85,13 +163,13 @@ class _GrokLLM(_Bounded, GrokLLMService):
 
 class _OpenAISTT(OpenAISTTService):
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(http_client=_openai_http(), **kwargs)
+        super().__init__(**kwargs)
         without_retries(self)
 
 
 class _OpenAITTS(OpenAITTSService):
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(http_client=_openai_http(), **kwargs)
+        super().__init__(**kwargs)
         without_retries(self)
 
 
@@ -106,7 +184,9 @@ def _key(keys: dict[str, str], vendor: str, error: str) -> str:
     return key
 
 
-def llm_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) -> Any:
+def llm_service(
+    settings: Settings, agent: AgentConfig, keys: dict[str, str], clients: VendorClients
+) -> Any:
     vendor = PROVIDER_OF_MODEL.get(agent.llm_model, "openai")
     key = _key(keys, vendor, f"llm_error: the {vendor} integration is not connected")
     base_url = settings.vendor_base_url(vendor)
@@ -118,7 +198,13 @@ def llm_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
             system_instruction=prompt,
         )
         timeout = anthropic.Timeout(VENDOR_READ_SECONDS, connect=VENDOR_CONNECT_SECONDS)
-        client = AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+        client = AsyncAnthropic(
+            api_key=key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=clients.http,
+        )
         return AnthropicLLMService(api_key=key, settings=anthropic_settings, client=client)
     if vendor == "google":
         google_settings = GoogleLLMService.Settings(
@@ -127,10 +213,15 @@ def llm_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
         return GoogleLLMService(
             api_key=key,
             settings=google_settings,
-            http_options=HttpOptions(base_url=base_url, timeout=int(VENDOR_READ_SECONDS * 1000)),
+            http_options=HttpOptions(
+                base_url=base_url,
+                timeout=int(VENDOR_READ_SECONDS * 1000),
+                aiohttp_client=clients.session,
+            ),
         )
     kind: Any = {"deepseek": _DeepSeekLLM, "grok": _GrokLLM}.get(vendor, _OpenAILLM)
     return kind(
+        http=clients.http,
         api_key=key,
         base_url=base_url,
         settings=kind.Settings(
@@ -139,7 +230,9 @@ def llm_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
     )
 
 
-def stt_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) -> STTService:
+def stt_service(
+    settings: Settings, agent: AgentConfig, keys: dict[str, str], clients: VendorClients
+) -> STTService:
     vendor = agent.transcriber or ("openai" if "openai" in keys else "deepgram")
     key = _key(keys, vendor, "speech_provider_not_connected")
     if vendor == "deepgram":
@@ -147,11 +240,13 @@ def stt_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
 
         return DeepgramHttpSTTService(
             api_key=key,
+            http=clients.http,
             base_url=settings.vendor_base_url("deepgram"),
             language=deepgram_language(agent.language),
         )
     return _OpenAISTT(
         api_key=key,
+        http_client=clients.http,
         base_url=settings.vendor_base_url("openai"),
         settings=OpenAISTTService.Settings(
             model=OPENAI_TRANSCRIPTION_MODEL, language=iso_639_1(agent.language)
@@ -160,9 +255,10 @@ def stt_service(settings: Settings, agent: AgentConfig, keys: dict[str, str]) ->
 
 
 def tts_service(
-    settings: Settings, agent: AgentConfig, keys: dict[str, str], http: Any
+    settings: Settings, agent: AgentConfig, keys: dict[str, str], clients: VendorClients
 ) -> TTSService:
     vendor, voice = speech_vendor_of(agent.voice_id)
+    http = clients.session
     key = _key(keys, vendor, "speech_provider_not_connected")
     base_url = settings.vendor_base_url(vendor)
     # ElevenLabs (`language_code`, for the models that take one) and Cartesia (`language`) are
@@ -193,6 +289,7 @@ def tts_service(
     # OpenAI speaks 24 kHz PCM; the output resamples it to the line's rate.
     return _OpenAITTS(
         api_key=key,
+        http_client=clients.http,
         base_url=base_url,
         sample_rate=OPENAI_SPEECH_RATE,
         settings=OpenAITTSService.Settings(

@@ -52,6 +52,9 @@ class FakeConfig:
     # Keyed by "vendor.kind" ("openai.tts"), vendor ("anthropic") or kind ("stt"); the most
     # specific wins. A status code to answer with, or "hang" to never answer.
     failures: dict[str, Failure] = field(default_factory=dict)
+    # A `Set-Cookie` header value every answer carries ("" for none), as a vendor's front end
+    # may set one: what a client keeps and sends back shows in the recorded headers.
+    set_cookie: str = ""
 
     def failure(self, vendor: str, kind: Kind) -> Failure | None:
         for key in (f"{vendor}.{kind}", vendor, kind):
@@ -75,9 +78,15 @@ class RecordedRequest:
     # What the fake answered: reply text, "end_call({...})", transcript or the spoken text.
     answer: str = ""
     status: int = 200
+    # The LLM reply's tool calls, [name, arguments] each.
+    tool_calls: list[list[Any]] = field(default_factory=list)
+    # The client's address and port: requests on one kept-alive connection share it.
+    peer: str = ""
 
 
 Handler = Callable[[web.Request, RecordedRequest, Any], Awaitable[web.StreamResponse]]
+# The key under which a vendor request carries its RecordedRequest (for middlewares).
+RECORD = web.RequestKey("fake_record", RecordedRequest)
 
 
 class FakeVendors:
@@ -178,7 +187,12 @@ class FakeVendors:
                 )
             )
         app.add_routes(routes)
+        app.on_response_prepare.append(self._set_cookie)
         return app
+
+    async def _set_cookie(self, _request: web.Request, response: web.StreamResponse) -> None:
+        if self.config.set_cookie:
+            response.headers["Set-Cookie"] = self.config.set_cookie
 
     # --- the shared part of every vendor endpoint: record, fail if told to, answer ------------
 
@@ -193,7 +207,9 @@ class FakeVendors:
                 dict(request.query),
                 {k.lower(): v for k, v in request.headers.items()},
                 body,
+                peer=_peer(request),
             )
+            request[RECORD] = record
             self.requests.append(record)
             failure = self.config.failure(vendor, kind)
             if failure == "hang":
@@ -235,7 +251,7 @@ class FakeVendors:
         self, request: web.Request, record: RecordedRequest, body: Any
     ) -> web.StreamResponse:
         reply = llm.structured_reply("openai", body) or llm.reply_to(llm.from_openai(body))
-        record.answer = reply.summary
+        _answered(record, reply)
         model = str(body.get("model", ""))
         if not body.get("stream"):
             await self._delay(self.config.llm_first_token_ms)
@@ -248,7 +264,7 @@ class FakeVendors:
         self, request: web.Request, record: RecordedRequest, body: Any
     ) -> web.StreamResponse:
         reply = llm.structured_reply("anthropic", body) or llm.reply_to(llm.from_anthropic(body))
-        record.answer = reply.summary
+        _answered(record, reply)
         model = str(body.get("model", ""))
         if not body.get("stream"):
             await self._delay(self.config.llm_first_token_ms)
@@ -264,7 +280,7 @@ class FakeVendors:
     ) -> web.StreamResponse:
         model, _, method = request.match_info["call"].partition(":")
         reply = llm.structured_reply("google", body) or llm.reply_to(llm.from_google(body))
-        record.answer = reply.summary
+        _answered(record, reply)
         if method == "generateContent":
             await self._delay(self.config.llm_first_token_ms)
             return web.json_response(llm.google_response(reply, model))
@@ -478,6 +494,16 @@ class FakeVendors:
             await asyncio.sleep(0)
         await response.write_eof()
         return response
+
+
+def _answered(record: RecordedRequest, reply: llm.Reply) -> None:
+    record.answer = reply.summary
+    record.tool_calls = [[name, arguments] for name, arguments in reply.tool_calls]
+
+
+def _peer(request: web.Request) -> str:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return f"{peer[0]}:{peer[1]}" if peer else ""
 
 
 async def _read_body(request: web.Request) -> tuple[Any, Any]:

@@ -320,3 +320,83 @@ async def test_model_checks_availability_books_the_contact_and_hears_of_a_taken_
     # GET /calls/{id} shows the same record.
     shown = await client.get(f"{CALLS}/{call['id']}", headers=tenant.headers)
     assert (await shown.get_json())["call"]["tool_calls"] == call["tool_calls"]
+
+
+@pytest.mark.parametrize(
+    ("vendor", "model"), [("anthropic", "claude-3.5-haiku"), ("google", "gemini-2.5-flash")]
+)
+async def test_anthropic_and_gemini_models_find_a_slot_and_book_the_one_they_offered(
+    client, pool, tenant, worker, vendors, vendor, model
+) -> None:
+    await connect(client, tenant, vendor)
+    # An hour's notice: the slot offered is still free when the contact agrees to it.
+    calendar = await create_calendar(client, tenant, min_notice_minutes=60)
+    tools = [
+        await make_tool(
+            client,
+            tenant,
+            name=kind,
+            type=kind,
+            description="Calendar work.",
+            parameters=...,
+            config={"calendar_id": calendar["id"]},
+        )
+        for kind in ("check_availability", "book_appointment")
+    ]
+    agent_id = await ready(
+        client,
+        tenant,
+        llm_model=model,
+        voice_id="openai/nova",
+        tool_ids=[tool["id"] for tool in tools],
+        # No arguments scripted: the model books the first slot of the result it was sent.
+        prompt="[fake:call=check_availability on=minute] [fake:call=book_appointment on=good]",
+    )
+    call, contact_id = await call_contact(client, tenant, agent_id)
+    assert call["status"] == "completed" and call["ended_reason"] == "customer_hangup"
+    assert [(e["name"], e["status"]) for e in call["tool_calls"]] == [
+        ("check_availability", "succeeded"),
+        ("book_appointment", "succeeded"),
+    ]
+    first = tool_call(call, "check_availability")["result"]["slots"][0]
+    booked = tool_call(call, "book_appointment")
+    assert booked["arguments"] == {"start": first["start"]}
+    # What the contact heard: the slot offered, then the booking confirmed.
+    said = [m["text"] for m in call["messages"] if m["role"] == "agent"]
+    assert any(t.startswith("The first free time is ") for t in said), said
+    assert any(t.startswith("You are booked for ") for t in said), said
+    response = await client.get(
+        f"{APPOINTMENTS}/{booked['result']['appointment_id']}", headers=tenant.headers
+    )
+    appointment = (await response.get_json())["appointment"]
+    assert (appointment["status"], appointment["source"]) == ("booked", "agent")
+    assert (appointment["call_id"], appointment["contact_id"]) == (call["id"], contact_id)
+    assert appointment["start"] == first["start"]
+    # Offered, and answered, in the vendor's own format.
+    chats = vendors.requests_for(vendor=vendor, kind="llm")
+    if vendor == "anthropic":
+        offered = {t["name"]: t["input_schema"] for t in chats[0].body["tools"]}
+        results = [
+            b
+            for c in chats
+            for m in c.body["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
+    else:
+        offered = {
+            f["name"]: f.get("parameters") or f.get("parametersJsonSchema")
+            for t in chats[0].body["tools"]
+            for f in t.get("functionDeclarations") or []
+        }
+        results = [
+            part["functionResponse"]
+            for c in chats
+            for content in c.body["contents"]
+            for part in content.get("parts") or []
+            if "functionResponse" in part
+        ]
+    assert set(offered) == {"end_call", "check_availability", "book_appointment"}
+    assert offered["book_appointment"]["required"] == ["start"]
+    assert first["start"] in json.dumps(results)

@@ -49,17 +49,19 @@ RECORDING_HEADERS = {
 @validate_errors(Error, 400, 402, 404, 409)
 async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
     """Place an outbound AI call to the contact's phone on file; `variables` fill the agent's
-    placeholders."""
+    placeholders; with `start_at`, the call is `scheduled` and placed then."""
     contact_uuid = parse_uuid(contact_id)
     agent_id = parse_uuid(data.agent_id, "agent_id")
     pool_id = parse_uuid(data.pool_id, "pool_id") if data.pool_id is not None else None
     call_id = await service.place_call(
-        tenant_scope(), contact_uuid, agent_id, pool_id, data.variables
+        tenant_scope(), contact_uuid, agent_id, pool_id, data.variables, data.start_at
     )
     return {
         "status": "success",
         "call_id": call_id,
-        "message": "the call is queued and will be placed shortly",
+        "message": "the call is queued and will be placed shortly"
+        if data.start_at is None
+        else "the call is scheduled and will be placed at its start_at",
     }
 
 
@@ -90,6 +92,17 @@ async def list_calls(query_args: CallFilters) -> dict[str, Any]:
 async def get_call(call_id: str) -> dict[str, Any]:
     """Read a call: its status and, once ended, its duration, transcript and recording."""
     call = await service.get_call(tenant_scope(), parse_uuid(call_id))
+    return {"status": "success", "call": call}
+
+
+@blueprint.post("/inbound/calls/<call_id>/cancel")
+@tag(["Scheduled Calls"])
+@requires(SUB_ACCOUNT)
+@validate_response(CallResponse, 200)
+@validate_errors(Error, 400, 404, 409)
+async def cancel_call(call_id: str) -> dict[str, Any]:
+    """Cancel a call not yet placed (scheduled or queued); 409 `not_cancellable` once placed."""
+    call = await service.cancel_call(tenant_scope(), parse_uuid(call_id))
     return {"status": "success", "call": call}
 
 

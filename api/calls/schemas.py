@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, StringConstraints
 
+from api.conversations.schemas import ScheduledTime
 from api.schemas import Page
 from api.types import UUID_KEYWORDS, Money, UUIDQuery, document
 
@@ -45,6 +46,8 @@ class PlaceCallRequest(BaseModel):
     agent_id: Annotated[StrictStr, Field(max_length=64)]
     pool_id: Annotated[StrictStr, Field(max_length=64)] | None = None
     variables: Variables | None = None
+    # CONTRACT 10: placed then (status `scheduled` until), rather than now.
+    start_at: ScheduledTime | None = None
 
 
 class CallPlaced(BaseModel):
@@ -96,6 +99,8 @@ class Call(BaseModel):
     tool_calls: list[dict[str, Any]]
     transferred_to: str | None
     analysis: dict[str, Any] | None
+    # When a scheduled call is (or was) placed; null for a call placed at once.
+    start_at: datetime | None
 
 
 class CallResponse(BaseModel):
@@ -111,7 +116,10 @@ class CallFilters(BaseModel):
 
     contact_id: UUIDQuery | None = None
     agent_id: UUIDQuery | None = None
-    status: Literal["queued", "ringing", "in_progress", "completed", "failed"] | None = None
+    status: (
+        Literal["scheduled", "queued", "ringing", "in_progress", "completed", "failed", "cancelled"]
+        | None
+    ) = None
     direction: Literal["outbound", "inbound"] | None = None
 
 

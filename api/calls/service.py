@@ -33,7 +33,7 @@ from tenancy import secrets
 from tenancy.call_tokens import stream_parameters
 from tenancy.clock import utcnow
 from tenancy.db import fetch_newest_page, fetch_one_or_404
-from tenancy.due import schedule_due
+from tenancy.due import cancel_due, schedule_due
 from tenancy.errors import APIError, not_found
 from tenancy.recording_links import recording_url
 from tenancy.recordings import RecordingsMisconfigured, recording_store
@@ -60,7 +60,7 @@ SLOT_POLL = timedelta(seconds=1)
 CALL_COLUMNS = """
 id, contact_id, agent_id, from_number, to_number, status, started_at, ended_at,
 duration_seconds, transcript, recording_url, recording_key, direction, ended_reason,
-answered_by, messages, cost, error, variables, tool_calls, transferred_to, analysis
+answered_by, messages, cost, error, variables, tool_calls, transferred_to, analysis, start_at
 """
 
 SELECT_CONTACT = "SELECT id, phone FROM contacts WHERE id = $1"
@@ -85,8 +85,9 @@ LOCK_BALANCE = "SELECT balance FROM wallet WHERE id = 1 FOR UPDATE"
 
 INSERT_CALL = """
 INSERT INTO calls (contact_id, agent_id, phone_number_id, pool_id, from_number, to_number,
-                   provider, variables, campaign_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                   provider, variables, campaign_id, start_at, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+        CASE WHEN $10::timestamptz IS NULL THEN 'queued' ELSE 'scheduled' END)
 RETURNING id
 """
 
@@ -95,11 +96,21 @@ SELECT_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE id = $1"
 LOCK_OPEN_CALL = """
 SELECT c.id, c.status, c.provider, c.provider_call_id, c.from_number, c.to_number, c.agent_id,
        c.started_at, c.created_at, a.language, a.max_duration, a.recording,
-       c.direction, c.answered_by, a.voicemail_detection
+       c.direction, c.answered_by, a.voicemail_detection, c.contact_id, c.start_at
 FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
-WHERE c.id = $1 AND c.status IN ('queued', 'ringing', 'in_progress')
+WHERE c.id = $1 AND c.status IN ('scheduled', 'queued', 'ringing', 'in_progress')
 FOR UPDATE OF c
 """
+
+# A scheduled call whose start_at has come waits for a free place as any queued call does.
+MARK_DUE = "UPDATE calls SET status = 'queued', updated_at = now() WHERE id = $1"
+
+# The number to dial is the contact's phone as it is when the call is placed.
+SET_CALLEE = "UPDATE calls SET to_number = $2, updated_at = now() WHERE id = $1"
+
+LOCK_CALL = "SELECT id, status, provider_call_id, campaign_id FROM calls WHERE id = $1 FOR UPDATE"
+
+MARK_CANCELLED = "UPDATE calls SET status = 'cancelled', updated_at = now() WHERE id = $1"
 
 MARK_PLACED = """
 UPDATE calls SET status = 'ringing', provider_call_id = $2, started_at = now(),
@@ -179,6 +190,7 @@ def call_out(row: asyncpg.Record | dict[str, Any], sub_account_id: uuid.UUID) ->
             "tool_calls",
             "transferred_to",
             "analysis",
+            "start_at",
         )
     }
     # A recording we keep is shown as a freshly signed link; one the carrier keeps (Twilio's
@@ -224,15 +236,15 @@ async def place_call(
     agent_id: uuid.UUID,
     pool_id: uuid.UUID | None,
     variables: dict[str, str] | None = None,
+    start_at: datetime | None = None,
 ) -> uuid.UUID:
-    """Queue an outbound call; `variables` (checked by the caller) fill the placeholders of
-    the agent's prompt and first_message (CONTRACT 10)."""
+    """Queue an outbound call, or schedule it for `start_at`; `variables` (checked by the
+    caller) fill the placeholders of the agent's prompt and first_message (CONTRACT 10)."""
     per_minute = await wallet.plan_price(scope, "call_per_minute")
+    call = NewCall(contact_id, agent_id, pool_id, variables or {}, start_at=start_at)
     try:
         async with scope.transaction() as conn:
-            return await insert_call(
-                conn, scope, NewCall(contact_id, agent_id, pool_id, variables or {}), per_minute
-            )
+            return await insert_call(conn, scope, call, per_minute)
     except APIError as exc:
         if exc.code == "insufficient_funds":
             await wallet.record_declined(
@@ -244,19 +256,22 @@ async def place_call(
 @dataclass(frozen=True)
 class NewCall:
     """An outbound call to write: to `contact_id` by `agent_id`, its caller id from `pool_id`
-    (round-robin) or else the agent's own number; `campaign_id` when a call campaign places it."""
+    (round-robin) or else the agent's own number; `campaign_id` when a call campaign places it;
+    `start_at` when it is placed later (`scheduled` until then, CONTRACT 10)."""
 
     contact_id: uuid.UUID
     agent_id: uuid.UUID
     pool_id: uuid.UUID | None
     variables: dict[str, str]
     campaign_id: uuid.UUID | None = None
+    start_at: datetime | None = None
 
 
 async def insert_call(
     conn: asyncpg.Connection, scope: TenantScope, call: NewCall, per_minute: Decimal
 ) -> uuid.UUID:
-    """Write a `queued` call and its due-work row in the caller's transaction under POST
+    """Write a `queued` (or `scheduled`) call and its due-work row (due at once, or at
+    start_at) in the caller's transaction under POST
     /contacts/{id}/call's rules (contact with a phone and call consent, active agent, a caller
     id, funds for a first minute at `per_minute`), so a caller that records more in the same
     transaction (a campaign's recipient) either has both or neither. Raises APIError (nothing
@@ -267,12 +282,7 @@ async def insert_call(
         if call.pool_id is not None
         else await _agent_number(conn, call.agent_id)
     )
-    if per_minute > 0 and await conn.fetchval(SELECT_BALANCE) < per_minute:
-        raise APIError(
-            402,
-            "insufficient_funds",
-            "the wallet balance cannot cover a minute of this call",
-        )
+    await _ensure_funds(conn, per_minute)
     call_id: uuid.UUID = await conn.fetchval(
         INSERT_CALL,
         call.contact_id,
@@ -284,9 +294,19 @@ async def insert_call(
         number["provider"],
         call.variables,
         call.campaign_id,
+        call.start_at,
     )
-    await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, utcnow())
+    await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, call.start_at or utcnow())
     return call_id
+
+
+async def _ensure_funds(conn: asyncpg.Connection, per_minute: Decimal) -> None:
+    if per_minute > 0 and await conn.fetchval(SELECT_BALANCE) < per_minute:
+        raise APIError(
+            402,
+            "insufficient_funds",
+            "the wallet balance cannot cover a minute of this call",
+        )
 
 
 async def _callee(conn: asyncpg.Connection, contact_id: uuid.UUID, agent_id: uuid.UUID) -> str:
@@ -362,9 +382,18 @@ async def advance_call(
         call = await conn.fetchrow(LOCK_OPEN_CALL, call_id)
         if call is None:
             return None
+        refusal = None
+        if call["start_at"] is not None and call["provider_call_id"] is None:
+            start_at: datetime = call["start_at"]
+            if start_at > utcnow():
+                return start_at
+            refusal = await _due_refusal(conn, scope, call)
+            call = await conn.fetchrow(LOCK_OPEN_CALL, call_id)
         # The provider that holds the caller ID places the call and reports on it.
         provider = providers.get(call["provider"])
-        if call["status"] == "queued" and call["provider_call_id"] is not None:
+        if refusal is not None:
+            never_connected = CallState("failed", ended_reason="failed", error=refusal)
+        elif call["status"] == "queued" and call["provider_call_id"] is not None:
             given_up = await _held_given_up(provider, call)
             if given_up is None:
                 return utcnow() + SLOT_POLL
@@ -414,6 +443,50 @@ async def advance_call(
     # Nor is the carrier's "in progress": the call is in_progress once the runtime admitted its
     # stream (answer_call).
     return _poll_after(started)
+
+
+async def _due_refusal(
+    conn: asyncpg.Connection, scope: TenantScope, call: asyncpg.Record
+) -> str | None:
+    """A scheduled call whose start_at has come is `queued`, under POST /contacts/{id}/call's
+    rules as they stand now (they may have changed since it was scheduled): why it may not be
+    placed (the call's `error`), or None, with the contact's phone now as the number to dial."""
+    await conn.execute(MARK_DUE, call["id"])
+    try:
+        to_number = await _callee(conn, call["contact_id"], call["agent_id"])
+        await _ensure_funds(conn, await wallet.plan_price(scope, "call_per_minute"))
+    except APIError as exc:
+        if exc.status == 404:
+            return "agent_deleted: the agent was deleted before the call was placed"
+        return f"{exc.code}: {exc.message}"
+    if to_number != call["to_number"]:
+        await conn.execute(SET_CALLEE, call["id"], to_number)
+    return None
+
+
+async def cancel_call(scope: TenantScope, call_id: uuid.UUID) -> dict[str, Any]:
+    """Cancel an outbound call not yet placed (`scheduled`, or `queued` and never dialled):
+    `cancelled`, with no started_at and no ended_reason. 409 `not_cancellable` once it was
+    placed or ended. The call row's lock orders a cancel and the call's due run: the run
+    re-reads the status under it, so exactly one of them wins."""
+    async with scope.transaction() as conn:
+        call = await fetch_one_or_404(conn, LOCK_CALL, call_id, what="call")
+        placed = call["provider_call_id"] is not None
+        if call["status"] not in ("scheduled", "queued") or placed:
+            raise APIError(
+                409,
+                "not_cancellable",
+                f"the call is {'placed' if placed else call['status']}; only a call not yet "
+                "placed can be cancelled",
+            )
+        await conn.execute(MARK_CANCELLED, call_id)
+        await cancel_due(conn, CALL_WORK, call_id)
+        if call["campaign_id"] is not None:
+            await schedule_due(
+                conn, scope.sub_account_id, CAMPAIGN_CALLS_WORK, call["campaign_id"], utcnow()
+            )
+        row = await conn.fetchrow(SELECT_CALL, call_id)
+    return call_out(row, scope.sub_account_id)
 
 
 async def _held_given_up(provider: Any, call: asyncpg.Record) -> CallState | None:

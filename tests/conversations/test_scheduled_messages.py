@@ -360,26 +360,31 @@ async def test_another_sub_accounts_message_is_404_and_unchanged(
 # --- bad send_at ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "send_at",
-    [
-        "2020-01-01T10:00:00Z",
-        "2030-01-01T10:00:00",
-        "in 366 days",
-        "tomorrow at ten",
-        "2026-13-45T99:00:00Z",
-        12345,
-        "",
-    ],
-)
+# Times scheduled work refuses (CONTRACT 10): past, without a timezone, more than 365 days ahead
+# (named: test ids must not depend on the clock), malformed, not a string, empty.
+BAD_TIMES = [
+    "2020-01-01T10:00:00Z",
+    "2030-01-01T10:00:00",
+    "in 366 days",
+    "tomorrow at ten",
+    "2026-13-45T99:00:00Z",
+    "2026-02-30T10:00:00Z",
+    1767225600,
+    "",
+]
+
+
+def bad_time(value: Any) -> Any:
+    return at(366 * 24 * 3600) if value == "in 366 days" else value
+
+
+@pytest.mark.parametrize("send_at", BAD_TIMES)
 async def test_bad_send_at_is_400_naming_it_and_nothing_is_written(client, pool, tenant, send_at):
-    if send_at == "in 366 days":
-        send_at = at(366 * 24 * 3600)
     contact_id = await add_contact(client, tenant, phone=PHONE)
     before = await snapshot(pool, tenant)
 
     body = await expect_error(
-        await schedule(client, tenant, contact_id, send_at), 400, "validation_error"
+        await schedule(client, tenant, contact_id, bad_time(send_at)), 400, "validation_error"
     )
 
     assert "send_at" in [detail["field"] for detail in body["error"]["details"]], body

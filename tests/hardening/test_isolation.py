@@ -122,7 +122,8 @@ async def number_pool(client: Any, b: Tenant) -> Record:
     return record
 
 
-async def call(client: Any, b: Tenant) -> Record:
+async def _placed_call(client: Any, b: Tenant, **extra: Any) -> Record:
+    """B's call from B's agent (with a number) to B's contact, placed with `extra` too."""
     from tests.factories import assign
 
     record = await phone_number(client, b)
@@ -134,12 +135,17 @@ async def call(client: Any, b: Tenant) -> Record:
         client,
         b,
         f"{BASE}/contacts/{person.params['contact_id']}/call",
-        {"agent_id": record.params["agent_id"]},
+        {"agent_id": record.params["agent_id"], **extra},
         status=200,
     )
     record.params |= {"call_id": body["call_id"], **person.params}
     record.secrets |= person.secrets | {body["call_id"]}
-    await _call_ended(client, b, body["call_id"])
+    return record
+
+
+async def call(client: Any, b: Tenant) -> Record:
+    record = await _placed_call(client, b)
+    await _call_ended(client, b, record.params["call_id"])
     return record
 
 
@@ -153,6 +159,27 @@ async def _call_ended(client: Any, b: Tenant, call_id: str) -> None:
             if (await response.get_json())["call"]["status"] in ("completed", "failed"):
                 return
             await asyncio.sleep(0.1)
+
+
+async def scheduled_call(client: Any, b: Tenant) -> Record:
+    """B's call scheduled a day ahead (CONTRACT 10 start_at): still cancellable by B."""
+    return await _placed_call(client, b, start_at=(utcnow() + timedelta(days=1)).isoformat())
+
+
+async def scheduled_message(client: Any, b: Tenant) -> Record:
+    """B's text scheduled a day ahead (CONTRACT 10 send_at): still cancellable by B."""
+    record = await contact(client, b)
+    send_at = (utcnow() + timedelta(days=1)).isoformat()
+    body = await _post(
+        client,
+        b,
+        f"{BASE}/contacts/{record.params['contact_id']}/messages",
+        {"message_type": "sms", "content": "B's scheduled message", "send_at": send_at},
+    )
+    message_id = body["message"]["id"]
+    record.params["message_id"] = message_id
+    record.secrets |= {message_id, body["message"]["conversation_id"], "B's scheduled message"}
+    return record
 
 
 async def contact_with_agent(client: Any, b: Tenant) -> Record:
@@ -407,6 +434,12 @@ ROUTES: dict[str, Entry] = {
         "sub_account", agent, bodies={"PATCH": {"name": "Mallory"}}, worker=True
     ),
     f"{BASE}/calls/<call_id>": Entry("sub_account", call, worker=True),
+    f"{BASE}/calls/<call_id>/cancel": Entry(
+        "sub_account", scheduled_call, bodies={"POST": {}}, worker=True
+    ),
+    f"{BASE}/messages/<message_id>/cancel": Entry(
+        "sub_account", scheduled_message, bodies={"POST": {}}
+    ),
     f"{BASE}/campaigns/<campaign_id>": Entry("sub_account", campaign),
     f"{BASE}/campaigns/<campaign_id>/cancel": Entry("sub_account", campaign, bodies={"POST": {}}),
     f"{BASE}/campaigns/<campaign_id>/resume": Entry(

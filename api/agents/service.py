@@ -91,10 +91,15 @@ WHERE id = $1
 RETURNING {AGENT_COLUMNS}
 """
 
+# Numbers assigned, a call not ended (a scheduled one included), or a call campaign that can
+# still place calls with it.
 AGENT_IN_USE = """
 SELECT EXISTS (SELECT 1 FROM phone_numbers WHERE agent_id = $1 AND is_active)
     OR EXISTS (SELECT 1 FROM calls
-               WHERE agent_id = $1 AND status IN ('queued', 'ringing', 'in_progress'))
+               WHERE agent_id = $1
+                 AND status IN ('scheduled', 'queued', 'ringing', 'in_progress'))
+    OR EXISTS (SELECT 1 FROM campaigns
+               WHERE agent_id = $1 AND status IN ('draft', 'scheduled', 'sending', 'paused'))
 """
 
 DELETE_AGENT = "UPDATE agents SET deleted_at = now(), updated_at = now() WHERE id = $1"
@@ -384,8 +389,9 @@ async def delete_agent(scope: TenantScope, agent_id: uuid.UUID) -> None:
             raise APIError(
                 409,
                 "agent_in_use",
-                "the agent has numbers assigned or calls not ended; unassign the "
-                "numbers and wait for the calls first",
+                "the agent has numbers assigned, calls not ended (scheduled ones included) "
+                "or call campaigns not finished; unassign the numbers, wait for or cancel "
+                "the calls and campaigns first",
             )
         await conn.execute(DELETE_AGENT, agent_id)
 

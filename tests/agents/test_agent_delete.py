@@ -106,11 +106,37 @@ async def test_delete_agent_whose_number_was_released_is_200(client, pool, tenan
 
 
 async def test_delete_agent_with_a_call_not_ended_is_409(client, pool, tenant):
-    for status in ("queued", "ringing", "in_progress"):
+    for status in ("scheduled", "queued", "ringing", "in_progress"):
         agent_id = await make_agent(client, tenant)
         await insert_call(pool, tenant, agent_id, status)
         await expect_error(await delete(client, tenant, agent_id), 409, "agent_in_use")
         assert await deleted_at(pool, tenant, agent_id) is None
+
+
+async def test_delete_agent_of_an_unfinished_call_campaign_is_409_until_it_is_cancelled(
+    client, pool, tenant
+):
+    agent_id = await make_agent(client, tenant)
+    contact_id = await make_contact(client, tenant)
+    created = await client.post(
+        "/webhooks/inbound/campaigns",
+        headers=tenant.headers,
+        json={
+            "name": "Follow-up",
+            "campaign_type": "call",
+            "agent_id": agent_id,
+            "contact_ids": [contact_id],
+        },
+    )
+    assert created.status_code == 201, await created.get_data(as_text=True)
+    campaign_id = (await created.get_json())["campaign"]["id"]
+    await expect_error(await delete(client, tenant, agent_id), 409, "agent_in_use")
+    assert await deleted_at(pool, tenant, agent_id) is None
+    cancelled = await client.post(
+        f"/webhooks/inbound/campaigns/{campaign_id}/cancel", headers=tenant.headers
+    )
+    assert cancelled.status_code == 200, await cancelled.get_data(as_text=True)
+    assert (await delete(client, tenant, agent_id)).status_code == 200
 
 
 async def test_deleted_agent_calls_keep_their_agent_id(client, pool, tenant):

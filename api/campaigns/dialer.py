@@ -208,11 +208,14 @@ async def _call(conn: asyncpg.Connection, run: Dispatch, recipient: asyncpg.Reco
         campaign["variables"] or {},
         run.id,
     )
+    # A refusal leaves nothing of this attempt (a pool's turn taken, say). The tenant
+    # transaction is begun by hand (tenancy.db), so the savepoint is too.
+    await conn.execute("SAVEPOINT attempt")
     try:
-        async with conn.transaction():  # a refusal leaves nothing of this attempt
-            call_id = await insert_call(conn, run.scope, call, run.per_minute)
-            await conn.execute(q.MARK_CALLED, recipient["id"], call_id)
+        call_id = await insert_call(conn, run.scope, call, run.per_minute)
+        await conn.execute(q.MARK_CALLED, recipient["id"], call_id)
     except APIError as refused:
+        await conn.execute("ROLLBACK TO SAVEPOINT attempt")
         if refused.code in SKIPPED_FOR:
             await conn.execute(q.MARK_SKIPPED, recipient["id"], refused.code)
         else:
@@ -220,4 +223,5 @@ async def _call(conn: asyncpg.Connection, run: Dispatch, recipient: asyncpg.Reco
             run.paused = True
             log.info("call campaign %s paused: %s", run.id, refused.code)
         return False
+    await conn.execute("RELEASE SAVEPOINT attempt")
     return True

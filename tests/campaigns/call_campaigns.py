@@ -113,3 +113,12 @@ async def wait_for(
             if campaign["status"] in statuses:
                 return campaign
             await asyncio.sleep(0.1)
+
+
+async def until_on_the_line(pool: Any, tenant: Any, campaign_id: str, count: int) -> None:
+    """Wait until `count` calls of the campaign are queued, ringing or in progress."""
+    async with asyncio.timeout(30):
+        while True:
+            if await open_calls(pool, tenant, campaign_id) >= count:
+                return
+            await asyncio.sleep(0.05)

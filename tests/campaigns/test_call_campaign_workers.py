@@ -1,0 +1,70 @@
+"""Two `switchboard worker` processes dispatch one call campaign at once, and one of them is
+killed mid-campaign: no recipient is called twice, none is missed, the limit holds throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+from tests.campaigns.call_campaigns import (
+    callees,
+    calling_agent,
+    calls_per_contact,
+    campaign_calls,
+    create_call_campaign,
+    open_calls,
+    recipients_of,
+)
+from tests.helpers import get_campaign, schedule, soon
+
+RECIPIENTS = 16
+AT_ONCE = 4
+
+
+def start_worker() -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SWITCHBOARD_SANDBOX_RING_SECONDS": "2"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def test_two_workers_one_killed_mid_campaign_call_each_recipient_once(client, pool, tenant):
+    first, second = start_worker(), start_worker()
+    samples: list[int] = []
+    try:
+        await asyncio.sleep(3)  # both listening (they also run the number's import)
+        agent_id = await calling_agent(client, tenant)
+        contacts = await callees(client, tenant, RECIPIENTS)
+        campaign = await create_call_campaign(
+            client, tenant, agent_id, contacts, max_concurrent_calls=AT_ONCE
+        )
+        assert (await schedule(client, tenant, campaign["id"], soon(1))).status_code == 200
+        async with asyncio.timeout(60):
+            while len(await campaign_calls(pool, tenant, campaign["id"])) < RECIPIENTS // 2:
+                samples.append(await open_calls(pool, tenant, campaign["id"]))
+                await asyncio.sleep(0.02)
+        first.send_signal(signal.SIGKILL)  # mid-campaign, calls on the line
+        first.wait(timeout=10)
+        async with asyncio.timeout(240):
+            while (await get_campaign(client, tenant, campaign["id"]))["status"] != "completed":
+                samples.append(await open_calls(pool, tenant, campaign["id"]))
+                await asyncio.sleep(0.05)
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=30)
+
+    assert max(samples) <= AT_ONCE, samples
+    assert await calls_per_contact(pool, tenant, campaign["id"]) == {c: 1 for c in contacts}
+    recipients = await recipients_of(client, tenant, campaign["id"])
+    assert {(r["status"], r["attempts"], r["outcome"]) for r in recipients} == {
+        ("failed", 1, "no_answer")
+    }

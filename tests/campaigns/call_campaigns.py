@@ -122,3 +122,15 @@ async def until_on_the_line(pool: Any, tenant: Any, campaign_id: str, count: int
             if await open_calls(pool, tenant, campaign_id) >= count:
                 return
             await asyncio.sleep(0.05)
+
+
+async def sampled_until_completed(
+    client: Any, pool: Any, tenant: Any, campaign_id: str
+) -> list[int]:
+    """The campaign's calls on the line, sampled every 20 ms until it completes."""
+    samples: list[int] = []
+    async with asyncio.timeout(120):
+        while (await get_campaign(client, tenant, campaign_id))["status"] != "completed":
+            samples.append(await open_calls(pool, tenant, campaign_id))
+            await asyncio.sleep(0.02)
+    return samples

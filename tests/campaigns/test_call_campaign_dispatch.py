@@ -19,8 +19,8 @@ from tests.campaigns.call_campaigns import (
     calls_per_contact,
     campaign_calls,
     create_call_campaign,
-    open_calls,
     recipients_of,
+    sampled_until_completed,
     until_on_the_line,
     wait_for,
 )
@@ -98,11 +98,7 @@ async def test_calls_in_progress_never_exceed_max_concurrent_calls(client, pool,
     )
     await start(client, tenant, campaign["id"])
 
-    samples: list[int] = []
-    async with asyncio.timeout(120):
-        while (await get_campaign(client, tenant, campaign["id"]))["status"] != "completed":
-            samples.append(await open_calls(pool, tenant, campaign["id"]))
-            await asyncio.sleep(0.02)
+    samples = await sampled_until_completed(client, pool, tenant, campaign["id"])
 
     assert max(samples) == 3, samples  # the limit is reached, never passed
     assert await calls_per_contact(pool, tenant, campaign["id"]) == {c: 1 for c in contacts}
@@ -118,11 +114,7 @@ async def test_plans_limit_caps_the_campaign_without_queueing_calls(client, pool
     )
     await start(client, tenant, campaign["id"])
 
-    samples: list[int] = []
-    async with asyncio.timeout(120):
-        while (await get_campaign(client, tenant, campaign["id"]))["status"] != "completed":
-            samples.append(await open_calls(pool, tenant, campaign["id"]))
-            await asyncio.sleep(0.02)
+    samples = await sampled_until_completed(client, pool, tenant, campaign["id"])
     assert max(samples) == 2, samples
 
 

@@ -442,6 +442,7 @@ ROUTES: dict[str, Entry] = {
     ),
     f"{BASE}/campaigns/<campaign_id>": Entry("sub_account", campaign),
     f"{BASE}/campaigns/<campaign_id>/cancel": Entry("sub_account", campaign, bodies={"POST": {}}),
+    f"{BASE}/campaigns/<campaign_id>/recipients": Entry("sub_account", campaign),
     f"{BASE}/campaigns/<campaign_id>/resume": Entry(
         "sub_account", paused_campaign, bodies={"POST": {}}
     ),
@@ -863,6 +864,41 @@ async def _campaign_with_b_contacts(
     )
 
 
+async def _call_campaign_with_b_agent(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
+    b_agent = await agent(client, b)
+    a_contact = await contact(client, a)
+    return (
+        f"{BASE}/campaigns",
+        {
+            "name": "A",
+            "campaign_type": "call",
+            "agent_id": b_agent.params["agent_id"],
+            "contact_ids": [a_contact.params["contact_id"]],
+        },
+        b_agent.secrets,
+    )
+
+
+async def _call_campaign_with_b_pool(
+    client: Any, a: Tenant, b: Tenant
+) -> tuple[str, dict[str, Any], set[str]]:
+    b_pool = await number_pool(client, b)
+    a_contact = await contact_with_agent(client, a)
+    return (
+        f"{BASE}/campaigns",
+        {
+            "name": "A",
+            "campaign_type": "call",
+            "agent_id": a_contact.params["agent_id"],
+            "pool_id": b_pool.params["pool_id"],
+            "contact_ids": [a_contact.params["contact_id"]],
+        },
+        b_pool.secrets,
+    )
+
+
 async def _campaign_with_b_list(
     client: Any, a: Tenant, b: Tenant
 ) -> tuple[str, dict[str, Any], set[str]]:
@@ -1011,6 +1047,8 @@ BODY_CASES = [
     ),
     BodyCase("POST", f"{BASE}/campaigns", "contact_ids", _campaign_with_b_contacts),
     BodyCase("POST", f"{BASE}/campaigns", "smart_list_id", _campaign_with_b_list),
+    BodyCase("POST", f"{BASE}/campaigns", "agent_id", _call_campaign_with_b_agent),
+    BodyCase("POST", f"{BASE}/campaigns", "pool_id", _call_campaign_with_b_pool, worker=True),
     BodyCase(
         "POST",
         f"{BASE}/contacts",

@@ -41,6 +41,22 @@ Measured (all times on the system monotonic clock, shared by the processes):
 - Memory per call: (peak RSS of the runtime's processes together during the round - their RSS
   just before the round) / N;
   RSS after the round's calls have ended is reported beside it.
+
+`--tool-ms D` (section "Voice runtime: tool calls"): the agent also has three http tools whose
+target (`POST /_bench/tool` of the fake vendors' process, on loopback) answers after D ms, and its
+prompt has the fake model call one on each of the contact's first three lines (arguments naming
+the contact and the turn). Per tool call, on the shared monotonic clock: the fake LLM's end of
+streaming the call (S), the target's receipt of the runtime's signed POST (R) and its answer
+(A), and the arrival at the fake LLM of the first request carrying the result (F). The runtime's
+own added time per tool call = (F - S) - (A - R): parsing the streamed call, running the
+handler, signing, connecting and posting (S to R), reading the answer, handing it to the model
+and sending the next request (A to F). The turn's added latency there also subtracts D and a
+second LLM first-token latency.
+
+`--baseline-tree DIR` (section "Voice runtime: first turn"): a second `switchboard voice` runs
+from DIR (another commit's tree, `git archive <commit> | tar -x -C DIR`) against the same
+database and fakes; each round runs once against each runtime, their order alternating, so the
+two are compared in one run on the same machine.
 """
 
 from __future__ import annotations
@@ -70,6 +86,7 @@ import numpy as np
 import psutil
 
 from bench.common import bench_servers, free_port, percentile, serve, write_section
+from bench.voice.processes import TOOL_PATH
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] in ("vendors", "contacts"):
     from bench.voice.processes import main as role_main
@@ -117,6 +134,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="SWITCHBOARD_VOICE_MAX_CALLS: calls per voice process",
     )
     parser.add_argument(
+        "--tool-ms",
+        type=int,
+        default=0,
+        help="give the agent http tools whose target answers after this long (0: none)",
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        default="",
+        help="also run each round against `switchboard voice` from this directory's code",
+    )
+    parser.add_argument(
         "--no-write",
         action="store_true",
         help="print the section instead of writing bench/RESULTS.md",
@@ -143,6 +171,8 @@ def vendors_process(
             str(args.stt_ms),
             "--tts-ms",
             str(args.tts_ms),
+            "--tool-ms",
+            str(args.tool_ms),
         ],
         env=env,
         stdin=subprocess.DEVNULL,
@@ -165,7 +195,7 @@ def vendors_process(
 
 @contextlib.contextmanager
 def voice_process(
-    env: dict[str, str], port: int, log_path: Path, processes: int
+    env: dict[str, str], port: int, log_path: Path, processes: int, tree: str = ""
 ) -> Iterator[subprocess.Popen[bytes]]:
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -183,6 +213,7 @@ def voice_process(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            cwd=tree or None,
         )
         try:
             deadline = time.monotonic() + 60
@@ -246,7 +277,48 @@ def phone(rng: random.Random) -> str:
             return number
 
 
-def provision(env: dict[str, str], api: str, contacts: int, pause_ms: int) -> Setup:
+TOOLS = ("lookup_1", "lookup_2", "lookup_3")
+# The contact's lines each tool is called on (the person script: "Hello?", "Yes, I have a
+# minute.", "That sounds good.").
+TOOL_WORDS = ("hello", "minute", "sounds")
+
+
+def tool_prompt() -> str:
+    """The fake model calls lookup_k on the contact's k-th line, its arguments naming the contact
+    (a placeholder rendered per call) and the turn, so each call of a round is told apart."""
+    return " ".join(
+        f'[fake:call={name} on={word} args={{"contact": "{{{{ contact.name }}}}", "turn": {k}}}]'
+        for k, (name, word) in enumerate(zip(TOOLS, TOOL_WORDS, strict=True), start=1)
+    )
+
+
+def make_tools(client: httpx.Client, headers: dict[str, str], origin: str) -> list[str]:
+    ids = []
+    for name in TOOLS:
+        response = client.post(
+            f"{BASE}/tools",
+            headers=headers,
+            json={
+                "name": name,
+                "type": "http",
+                "description": "Look the contact up.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"contact": {"type": "string"}, "turn": {"type": "integer"}},
+                    "required": ["contact", "turn"],
+                },
+                "config": {"url": origin + TOOL_PATH},
+            },
+        )
+        assert response.status_code == 201, (response.status_code, response.text)
+        ids.append(str(response.json()["tool"]["id"]))
+    return ids
+
+
+def provision(
+    env: dict[str, str], api: str, contacts: int, pause_ms: int, tools_origin: str = ""
+) -> Setup:
+    """With `tools_origin`, the agent gets the three http tools on it (tool_prompt)."""
     created = subprocess.run(
         [sys.executable, "-m", "cli", "create-organisation", "--name", "Bench voice"],
         env=env,
@@ -283,6 +355,8 @@ def provision(env: dict[str, str], api: str, contacts: int, pause_ms: int) -> Se
                 f"{BASE}/integrations/openai", headers=headers, json={"api_key": "sk-bench-voice"}
             )
         )
+        tool_ids = make_tools(client, headers, tools_origin) if tools_origin else []
+        prompt = "You are a friendly sales agent." + (f" {tool_prompt()}" if tool_ids else "")
         agent = ok(
             client.post(
                 "/functions/v1/crm-api/create-agent",
@@ -303,7 +377,8 @@ def provision(env: dict[str, str], api: str, contacts: int, pause_ms: int) -> Se
                     "sub_account_id": str(sub_account_id),
                     "webhook": False,
                     "recording": True,
-                    "prompt": "You are a friendly sales agent.",
+                    "prompt": prompt,
+                    "tool_ids": tool_ids,
                     "transcriber": "openai",
                 },
             ),
@@ -501,6 +576,23 @@ class Round:
     # The runtime's own stamps (its log): turn end as the VAD decided it to the first audio
     # frame sent, minus the fake vendors' latencies.
     runtime_added_ms: list[float]
+    # With --tool-ms, per tool call: streamed, received, answered, arrived (processes.py).
+    tool_stamps: list[dict[str, float]] = field(default_factory=list)
+
+    def tool_ms(self, start: str, end: str) -> list[float]:
+        """Per fully stamped tool call, `end` - `start` in ms."""
+        return [
+            (stamps[end] - stamps[start]) * 1000
+            for stamps in self.tool_stamps
+            if {"streamed", "received", "answered", "arrived"} <= set(stamps)
+        ]
+
+    @property
+    def tool_added_ms(self) -> list[float]:
+        """The runtime's own time per tool call: (F - S) - (A - R)."""
+        whole = self.tool_ms("streamed", "arrived")
+        target = self.tool_ms("received", "answered")
+        return [w - t for w, t in zip(whole, target, strict=True)]
 
 
 STAGES = (
@@ -648,7 +740,9 @@ def run_round(
     results = contacts["calls"]
     records = read_calls(api, setup, call_ids)
 
-    fixed_ms = args.pause_ms + args.stt_ms + args.llm_ms + args.tts_ms
+    # With tools, each turn also waits for the tool's target and a second LLM first token.
+    tool_extra = args.tool_ms + args.llm_ms if args.tool_ms else 0
+    fixed_ms = args.pause_ms + args.stt_ms + args.llm_ms + args.tts_ms + tool_extra
     ends = {name: clip_speech_end(name) for name in ("hello", "minute", "sounds_good", "goodbye")}
     responses: list[float] = []
     beyond_vad: list[float] = []
@@ -681,7 +775,8 @@ def run_round(
         full_cpu, full_wall, full_busy = sampler.cpu_between(full_start, full_end)
         full = (full_wall, full_cpu / full_wall / len(ok), full_busy)
     peak = max(row[2] for row in sampler.samples)
-    stages = decompose(ok[0], vendor_stats["spans"], ends, args) if count == 1 else {}
+    alone = count == 1 and not args.tool_ms
+    stages = decompose(ok[0], vendor_stats["spans"], ends, args) if alone else {}
     return Round(
         calls=count,
         call_results=results,
@@ -712,9 +807,10 @@ def run_round(
         log_bytes=voice_log.stat().st_size - log_before,
         stages=stages,
         runtime_added_ms=[
-            ms - args.stt_ms - args.llm_ms - args.tts_ms
+            ms - args.stt_ms - args.llm_ms - args.tts_ms - tool_extra
             for ms in runtime_responses(voice_log, log_before)
         ],
+        tool_stamps=list(vendor_stats["tools"].values()),
     )
 
 
@@ -866,13 +962,188 @@ def report(
     return "\n".join(lines)
 
 
+TOOL_TARGET_CALLS = 10
+TOOL_TARGET_P50_MS = 20.0
+TOOL_TARGET_P99_MS = 60.0
+
+
+def setting_line(args: argparse.Namespace, load: tuple[float, float, float], started: str) -> str:
+    """The command, the fakes' latencies, when and where it ran."""
+    flags = f"--calls {args.calls} --ramp {args.ramp:g} --processes {args.processes} " + (
+        f"--max-calls {args.max_calls}"
+    )
+    if args.tool_ms:
+        flags += f" --tool-ms {args.tool_ms}"
+    if args.baseline_tree:
+        flags += f" --baseline-tree {args.baseline_tree}"
+    return (
+        f"Command: `python -m bench.voice {flags}` (voice_activity_timeout {args.pause_ms} ms; "
+        f"fake vendors: STT {args.stt_ms} ms, LLM first token {args.llm_ms} ms, TTS first byte "
+        f"{args.tts_ms} ms). Run {started}. Machine: {os.cpu_count()} cores, load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start; the contacts, the fake "
+        "vendors, `switchboard serve`, PostgreSQL and Redis run on the same cores."
+    )
+
+
+def tool_report(
+    runtimes: list[Runtime],
+    args: argparse.Namespace,
+    load: tuple[float, float, float],
+    started: str,
+) -> str:
+    fixed = args.pause_ms + args.stt_ms + 2 * args.llm_ms + args.tts_ms + args.tool_ms
+    lines = [
+        setting_line(args, load, started),
+        "",
+        f"Each call: three http tools, one called on each of the contact's first three lines; "
+        f"the tools' target answers after {args.tool_ms} ms. Per tool call on the shared "
+        "monotonic clock: S the fake LLM's end of streaming the call, R and A the target's "
+        "receipt of the signed POST and its answer, F the arrival of the first LLM request "
+        "carrying the result. The runtime's own time = (F - S) - (A - R). Turn added = the "
+        f"contact's end of speech to the first agent audio, minus {fixed} ms (the pause, STT, "
+        "two LLM first tokens, the target, TTS).",
+        "",
+        "| runtime | calls | tool calls stamped / streamed | **runtime's own per tool call p50 / "
+        "p99 / max ms** | S to R p50 / p99 ms | A to F p50 / p99 ms | target's own (A - R) p50 "
+        "/ max ms | turn added p50 / p99 ms | late messages / all | max lateness ms | fakes' "
+        "loop lag p99 / max ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for runtime in runtimes:
+        lines += [tool_row(runtime.name, r) for r in runtime.rounds]
+    for runtime in runtimes:
+        lines += ["", tool_verdict(runtime)]
+    anomalies = [a for runtime in runtimes for r in runtime.rounds for a in r.anomalies]
+    if anomalies:
+        lines += ["", "Anomalies: " + "; ".join(anomalies[:10])]
+    return "\n".join(lines)
+
+
+def tool_row(name: str, r: Round) -> str:
+    own = r.tool_added_ms
+    streamed = sum(1 for stamps in r.tool_stamps if "streamed" in stamps)
+    before, after = r.tool_ms("streamed", "received"), r.tool_ms("answered", "arrived")
+    target = r.tool_ms("received", "answered")
+    return (
+        f"| {name} | {r.calls} | {len(own)} / {streamed} | **{p(own, 50)} / {p(own, 99)} / "
+        f"{max(own, default=math.nan):.0f}** | {p(before, 50)} / {p(before, 99)} | "
+        f"{p(after, 50)} / {p(after, 99)} | {p(target, 50)} / "
+        f"{max(target, default=math.nan):.0f} | {p(r.added_ms, 50)} / {p(r.added_ms, 99)} | "
+        f"{r.late} / {r.chunks} | {r.max_lateness_ms:.0f} | {r.vendor_lag['p99_ms']:.0f} / "
+        f"{r.vendor_lag['max_ms']:.0f} |"
+    )
+
+
+def tool_verdict(runtime: Runtime) -> str:
+    at_target = [r for r in runtime.rounds if r.calls == TOOL_TARGET_CALLS]
+    own = [ms for r in at_target for ms in r.tool_added_ms]
+    if not own:
+        return f"{runtime.name}: no round of {TOOL_TARGET_CALLS} calls with stamped tool calls."
+    late = sum(r.late for r in at_target)
+    p50, p99 = percentile(own, 50), percentile(own, 99)
+    met = p50 < TOOL_TARGET_P50_MS and p99 < TOOL_TARGET_P99_MS and late == 0
+    return (
+        f"{runtime.name}: target at {TOOL_TARGET_CALLS} calls (the runtime's own time per tool "
+        f"call p50 under {TOOL_TARGET_P50_MS:.0f} ms, p99 under {TOOL_TARGET_P99_MS:.0f} ms, no "
+        f"late messages), over its {len(at_target)} round(s) of {TOOL_TARGET_CALLS} calls, "
+        f"{len(own)} tool calls: {'met' if met else 'NOT met'} (p50 {p50:.1f}, p99 {p99:.1f} "
+        f"ms, late messages {late})."
+    )
+
+
+def first_turn_report(
+    runtimes: list[Runtime],
+    args: argparse.Namespace,
+    load: tuple[float, float, float],
+    started: str,
+) -> str:
+    lines = [
+        setting_line(args, load, started),
+        "",
+        "Added latency per turn (the contact's end of speech to the first agent audio, minus "
+        f"{args.pause_ms + args.stt_ms + args.llm_ms + args.tts_ms} ms of pause and vendors). "
+        "Each round ran against both runtimes, in alternating order; the first turn is each "
+        "call's first transcription, LLM and TTS requests.",
+        "",
+        '| runtime | round | calls | first turn ("Hello?") p50 / p99 ms | later turns p50 / '
+        "p99 ms | all turns p50 / p99 ms | late messages / all |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for runtime in runtimes:
+        rows = [*enumerate(runtime.rounds, start=1), ("all", None)]
+        for label, r in rows:
+            chosen = runtime.rounds if r is None else [r]
+            first = [ms for c in chosen for ms in c.added_by_turn.get("hello", [])]
+            later = [
+                ms
+                for c in chosen
+                for turn in ("minute", "sounds_good")
+                for ms in c.added_by_turn.get(turn, [])
+            ]
+            every = [ms for c in chosen for ms in c.added_ms]
+            calls = "-" if r is None else str(r.calls)
+            bold = "**" if r is None else ""
+            lines.append(
+                f"| {runtime.name} | {bold}{label}{bold} | {calls} | {bold}{p(first, 50)} / "
+                f"{p(first, 99)}{bold} | {p(later, 50)} / {p(later, 99)} | {p(every, 50)} / "
+                f"{p(every, 99)} | {sum(c.late for c in chosen)} / "
+                f"{sum(c.chunks for c in chosen)} |"
+            )
+    return "\n".join(lines)
+
+
+@dataclass
+class Runtime:
+    """One `switchboard voice` under test: this tree's, or --baseline-tree's."""
+
+    name: str
+    url: str
+    pid: int
+    log: Path
+    rounds: list[Round] = field(default_factory=list)
+
+
+def run_rounds(
+    args: argparse.Namespace,
+    counts: list[int],
+    api: str,
+    origin: str,
+    setup: Setup,
+    runtimes: list[Runtime],
+    folder: Path,
+    vad: dict[str, float],
+) -> None:
+    """A warm-up call per runtime, then each round once per runtime, their order alternating."""
+    for runtime in runtimes:
+        # A warm-up call (imports, first model load, first connections): not reported.
+        warm = run_round(
+            1, args, api, runtime.url, origin, setup, runtime.pid, runtime.log, folder, vad
+        )
+        print(f"{runtime.name} warm-up: added {[round(v) for v in warm.added_ms]} ms", flush=True)
+    for index, count in enumerate(counts):
+        for runtime in runtimes if index % 2 == 0 else runtimes[::-1]:
+            done = run_round(
+                count, args, api, runtime.url, origin, setup, runtime.pid, runtime.log, folder, vad
+            )
+            runtime.rounds.append(done)
+            print(
+                f"{runtime.name} N={count}: added p50 {p(done.added_ms, 50)} p99 "
+                f"{p(done.added_ms, 99)} ms, first turn p99 "
+                f"{p(done.added_by_turn.get('hello', []), 99)} ms, late "
+                f"{done.late}/{done.chunks}, cores/call {done.cores_per_call:.3f}, MiB/call "
+                f"{(done.rss_peak - done.rss_before) / 2**20 / count:.1f}, tool calls "
+                f"{len(done.tool_added_ms)} (own p50 {p(done.tool_added_ms, 50)} p99 "
+                f"{p(done.tool_added_ms, 99)} ms), anomalies {len(done.anomalies)}",
+                flush=True,
+            )
+
+
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     counts = [int(n) for n in args.calls.split(",")]
     load = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     folder = Path(tempfile.mkdtemp(prefix="switchboard-bench-voice-"))
-    rounds: list[Round] = []
     vad = vad_decision_ms(args.pause_ms)
     print("Silero alone, ms beyond the pause:", {k: round(v) for k, v in vad.items()}, flush=True)
     with bench_servers() as (url, redis_url, _):
@@ -882,61 +1153,50 @@ def main(argv: list[str]) -> None:
             "REDIS_URL": redis_url,
             "SWITCHBOARD_TELEPHONY": "sandbox",
             "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+            # The tools' target is on loopback, as every process of the bench.
+            "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOKS": "true" if args.tool_ms else "false",
         }
         get_settings.cache_clear()
         subprocess.run(
             [sys.executable, "-m", "cli", "migrate"], env=env, check=True, capture_output=True
         )
-        with vendors_process(args, env) as (origin, _vendors):
+        with vendors_process(args, env) as (origin, _vendors), contextlib.ExitStack() as stack:
             from voice.fake_vendors import env_for
 
             voice_port, api_port = free_port(), free_port()
-            voice_url = f"ws://127.0.0.1:{voice_port}"
             env = {
                 **env,
                 **env_for(origin),
-                "SWITCHBOARD_VOICE_URL": voice_url,
+                "SWITCHBOARD_VOICE_URL": f"ws://127.0.0.1:{voice_port}",
                 "SWITCHBOARD_VOICE_MAX_CALLS": str(args.max_calls),
             }
             api = f"http://127.0.0.1:{api_port}"
-            voice_log = folder / "voice.log"
-            with (
-                serve(env, api_port),
-                voice_process(env, voice_port, voice_log, args.processes) as voice,
-            ):
-                setup = provision(env, api, max(counts) + 1, args.pause_ms)
-                # A warm-up call (imports, first model load, first connections): not reported.
-                warm = run_round(
-                    1, args, api, voice_url, origin, setup, voice.pid, voice_log, folder, vad
-                )
-                print(f"warm-up: added {[round(v) for v in warm.added_ms]} ms", flush=True)
-                for count in counts:
-                    done = run_round(
-                        count,
-                        args,
-                        api,
-                        voice_url,
-                        origin,
-                        setup,
-                        voice.pid,
-                        voice_log,
-                        folder,
-                        vad,
-                    )
-                    rounds.append(done)
-                    print(
-                        f"N={count}: added p50 {p(done.added_ms, 50)} p99 "
-                        f"{p(done.added_ms, 99)} ms, late {done.late}/{done.chunks}, "
-                        f"cores/call {done.cores_per_call:.3f}, MiB/call "
-                        f"{(done.rss_peak - done.rss_before) / 2**20 / count:.1f}, "
-                        f"anomalies {len(done.anomalies)}",
-                        flush=True,
-                    )
-    body = report(rounds, args, load, started, vad)
+            stack.enter_context(serve(env, api_port))
+            sides = [("this tree", voice_port, "")]
+            if args.baseline_tree:
+                sides.append((f"baseline ({args.baseline_tree})", free_port(), args.baseline_tree))
+            runtimes = []
+            for n, (name, port, tree) in enumerate(sides):
+                log = folder / f"voice-{n}.log"
+                voice = stack.enter_context(voice_process(env, port, log, args.processes, tree))
+                runtimes.append(Runtime(name, f"ws://127.0.0.1:{port}", voice.pid, log))
+            setup = provision(
+                env, api, max(counts) + 1, args.pause_ms, origin if args.tool_ms else ""
+            )
+            run_rounds(args, counts, api, origin, setup, runtimes, folder, vad)
+    if args.tool_ms:
+        title, body = (
+            "Voice runtime: tool calls",
+            tool_report(runtimes, args, load, started),
+        )
+    elif args.baseline_tree:
+        title, body = "Voice runtime: first turn", first_turn_report(runtimes, args, load, started)
+    else:
+        title, body = "Voice runtime", report(runtimes[0].rounds, args, load, started, vad)
     print(body)
     print(f"(work files in {folder})")
     if not args.no_write:
-        write_section("Voice runtime", body)
+        write_section(title, body)
 
 
 if __name__ == "__main__":

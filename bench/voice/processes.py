@@ -3,7 +3,11 @@
 - `vendors`: the fake vendors (voice/fake_vendors) with fixed latencies, plus what the bench needs
   to see how much time the fakes themselves take beyond those latencies: every vendor request's
   handler time minus its configured latency (`GET /_bench/stats`, `POST /_bench/reset`) and the
-  lag of this process's event loop.
+  lag of this process's event loop. With `--tool-ms`, also the agents' http tool's target,
+  `POST /_bench/tool`, answering after that long, and the moments of each tool call (`tools` in
+  the stats, keyed by the tool's name and arguments): the fake LLM's end of streaming the call,
+  the target's receipt of the runtime's POST and its answer, and the arrival of the first LLM
+  request carrying the result.
 - `contacts`: N sandbox contacts (integrations/telephony/sandbox_media.py) on the runtime's
   Media Streams WebSocket, each started at its own offset, in a process of their own so their
   CPU is not the runtime's. Writes, per call, the contact's lines, every agent chunk (arrival,
@@ -29,7 +33,29 @@ from integrations.telephony.sandbox_audio import SAMPLE_RATE
 from integrations.telephony.sandbox_media import SPEECH_RMS, ContactSession, _Stream, dial
 from voice.fake_vendors import FakeVendors, RecordedRequest
 from voice.fake_vendors import audio as fake_audio
-from voice.fake_vendors.server import _encode, _split
+from voice.fake_vendors.server import RECORD, _encode, _split
+
+TOOL_PATH = "/_bench/tool"
+
+
+def tool_key(name: str, arguments: Any) -> str:
+    """One tool call of a round: its tool's name and its arguments (which name the contact)."""
+    return f"{name} {json.dumps(arguments, sort_keys=True)}"
+
+
+def results_in(body: dict[str, Any]) -> list[str]:
+    """The tool calls whose results an OpenAI-format chat request carries (tool_key each)."""
+    answered = {
+        m.get("tool_call_id") for m in body.get("messages") or [] if m.get("role") == "tool"
+    }
+    keys = []
+    for message in body.get("messages") or []:
+        for call in message.get("tool_calls") or []:
+            if call.get("id") in answered:
+                function = call.get("function") or {}
+                arguments = json.loads(function.get("arguments") or "{}")
+                keys.append(tool_key(function.get("name", ""), arguments))
+    return keys
 
 
 class LoopLag:
@@ -81,8 +107,11 @@ class TimedVendors(FakeVendors):
     Answers are the same as FakeVendors'; what time is left over is measured and reported.
     """
 
-    def __init__(self, **latency: int) -> None:
+    def __init__(self, tool_ms: int = 0, **latency: Any) -> None:
         super().__init__(**latency)
+        self.tool_ms = tool_ms
+        # tool_key -> {"streamed", "received", "answered", "arrived"}: monotonic seconds.
+        self.tools: dict[str, dict[str, float]] = {}
         self.overheads: dict[str, list[float]] = {"llm": [], "stt": [], "tts": []}
         # (kind, start, end) of every vendor request, on the monotonic clock.
         self.spans: list[tuple[str, float, float]] = []
@@ -150,13 +179,25 @@ class TimedVendors(FakeVendors):
                 ended = time.monotonic()
                 self.overheads[kind].append((ended - started) * 1000 - configured[kind])
                 self.spans.append((kind, started, ended))
+            record = request.get(RECORD)
+            if kind == "llm" and record is not None:
+                self._stamp_tools(record, started, time.monotonic())
             return response
+
+        async def tool(request: web.Request) -> web.Response:
+            received = time.monotonic()
+            body = await request.json()
+            await asyncio.sleep(self.tool_ms / 1000)
+            stamps = self.tools.setdefault(tool_key(body["tool"], body["arguments"]), {})
+            stamps.update(received=received, answered=time.monotonic())
+            return web.json_response({"status": "ok", "checked": body["arguments"]})
 
         async def stats(_request: web.Request) -> web.Response:
             return web.json_response(
                 {
                     "overheads_ms": self.overheads,
                     "spans": self.spans,
+                    "tools": self.tools,
                     "loop_lag": self.lag.summary(),
                 }
             )
@@ -166,18 +207,31 @@ class TimedVendors(FakeVendors):
                 values.clear()
             self.lag.samples.clear()
             self.spans.clear()
+            self.tools.clear()
             self.requests.clear()
             return web.json_response({"status": "ok"})
 
         app.middlewares.append(timed)
         app.router.add_get("/_bench/stats", stats)
         app.router.add_post("/_bench/reset", reset)
+        app.router.add_post(TOOL_PATH, tool)
         return app
+
+    def _stamp_tools(self, record: RecordedRequest, arrived: float, streamed: float) -> None:
+        """An LLM request: the first to carry a tool call's result arrived at `arrived`; the
+        tool calls of its reply were streamed by `streamed` (the end of the response)."""
+        for key in results_in(record.body if isinstance(record.body, dict) else {}):
+            self.tools.setdefault(key, {}).setdefault("arrived", arrived)
+        for name, arguments in record.tool_calls:
+            self.tools.setdefault(tool_key(name, arguments), {}).setdefault("streamed", streamed)
 
 
 async def run_vendors(args: argparse.Namespace) -> None:
     vendors = TimedVendors(
-        llm_first_token_ms=args.llm_ms, stt_ms=args.stt_ms, tts_first_byte_ms=args.tts_ms
+        tool_ms=args.tool_ms,
+        llm_first_token_ms=args.llm_ms,
+        stt_ms=args.stt_ms,
+        tts_first_byte_ms=args.tts_ms,
     )
     origin = await vendors.start("127.0.0.1", args.port)
     vendors.lag.start()
@@ -261,6 +315,7 @@ def main(argv: list[str]) -> None:
     vendors.add_argument("--llm-ms", type=int, required=True)
     vendors.add_argument("--stt-ms", type=int, required=True)
     vendors.add_argument("--tts-ms", type=int, required=True)
+    vendors.add_argument("--tool-ms", type=int, default=0)
     contacts = sub.add_parser("contacts")
     contacts.add_argument("--sessions", required=True)
     contacts.add_argument("--out", required=True)

@@ -9,7 +9,8 @@ the wallet ledger holds exactly one posted charge per recipient.
 Baseline in the same run: one ready-made message pushed the same number of times straight into
 the same sink with aiosmtplib over the same number of connections, from a process of its own: no
 rendering, no database, no queue.
-Run: `python -m bench.campaigns` (BENCH_CAMPAIGN_RECIPIENTS, default 10000).
+Run: `python -m bench.campaigns` (BENCH_CAMPAIGN_RECIPIENTS, default 10000); its `call` mode
+(`python -m bench.campaigns call`, bench/campaigns/calls.py) runs a call campaign instead.
 """
 
 from __future__ import annotations
@@ -311,7 +312,15 @@ def report(
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["baseline"]:
+    if sys.argv[1:2] == ["call"]:
+        from bench.campaigns import calls
+
+        calls.main()
+    elif sys.argv[1:2] == ["call-worker"]:
+        from bench.campaigns import calls
+
+        calls.run_metered_worker(sys.argv[2])
+    elif sys.argv[1:2] == ["baseline"]:
         print(asyncio.run(baseline("127.0.0.1", int(sys.argv[2]), RECIPIENTS, CONCURRENCY)))
     else:
         main()

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -43,7 +43,7 @@ from api.calendars.service import next_free_slots, slot_out
 from api.conversations.service import Outgoing, send_to_contact
 from integrations.telephony import Providers, TelephonyError
 from integrations.webhooks import post_for_answer
-from tenancy.clock import iso
+from tenancy.clock import iso, utcnow
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings
@@ -59,6 +59,10 @@ END_CALL = FunctionSchema(
 OFFERED_TYPES = ("http", "transfer_call", "send_sms", "check_availability", "book_appointment")
 # The most free slots check_availability answers with.
 SLOT_LIMIT = 10
+# check_availability offers only slots still bookable this long after it answers: the contact
+# needs a moment to choose, and a slot at the edge of the calendar's minimum notice would be
+# refused (slot_unavailable) by the time the model books it.
+OFFER_MARGIN = timedelta(minutes=5)
 RESULT_LIMIT = 16 * 1024
 DEFAULT_TIMEOUT_SECONDS = 10
 # How long past its own timeout the model's wait for a tool may last (Pipecat cancels it then).
@@ -285,7 +289,11 @@ class CallTools:
         calendar_id = uuid.UUID(str((tool.get("config") or {})["calendar_id"]))
         try:
             calendar, found = await next_free_slots(
-                self.facts.scope, calendar_id, from_day=from_day, now=None, limit=SLOT_LIMIT
+                self.facts.scope,
+                calendar_id,
+                from_day=from_day,
+                now=utcnow() + OFFER_MARGIN,
+                limit=SLOT_LIMIT,
             )
         except APIError as exc:
             return {"error": exc.code}

@@ -400,3 +400,40 @@ async def test_anthropic_and_gemini_models_find_a_slot_and_book_the_one_they_off
     assert set(offered) == {"end_call", "check_availability", "book_appointment"}
     assert offered["book_appointment"]["required"] == ["start"]
     assert first["start"] in json.dumps(results)
+
+
+async def test_check_availability_offers_only_slots_still_bookable_five_minutes_later(
+    client, pool, tenant, worker, vendors
+) -> None:
+    # 5-minute slots, no notice: the API's free slots start within the next 5 minutes.
+    calendar = await create_calendar(client, tenant, slot_minutes=5)
+    today = datetime.now(UTC).date()
+    listed = await free_slots(
+        client, tenant, calendar["id"], today.isoformat(), (today + timedelta(days=1)).isoformat()
+    )
+    tool = await make_tool(
+        client,
+        tenant,
+        name="check_availability",
+        type="check_availability",
+        description="Free times.",
+        parameters=...,
+        config={"calendar_id": calendar["id"]},
+    )
+    agent_id = await ready(
+        client,
+        tenant,
+        llm_model="gpt-4o-mini",
+        voice_id="openai/nova",
+        tool_ids=[tool["id"]],
+        prompt="[fake:call=check_availability on=hello]",
+    )
+    call, _ = await call_contact(client, tenant, agent_id)
+    check = tool_call(call, "check_availability")
+    asked = datetime.fromisoformat(check["at"])
+    offered = [datetime.fromisoformat(slot["start"]) for slot in check["result"]["slots"]]
+    assert len(offered) == 10
+    # The API listed a slot the tool left out: it starts too soon to be chosen and booked.
+    assert datetime.fromisoformat(listed[0]["start"]) < asked + timedelta(minutes=5)
+    assert min(offered) >= asked + timedelta(minutes=5) - timedelta(seconds=1)
+    assert min(offered) <= asked + timedelta(minutes=10)

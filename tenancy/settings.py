@@ -110,9 +110,9 @@ class Settings(BaseSettings):
     )
     # A pooled connection is closed (and replaced) once it has worked in this many distinct
     # tenant schemas: its PostgreSQL backend keeps the catalog entries of every schema it
-    # touched, about 100 KiB each (0: never; bench/RESULTS.md "Scale", docs/operations.md).
+    # touched, about 120 KiB each (0: never; bench/RESULTS.md "Scale II", docs/operations.md).
     db_connection_max_tenants: int = Field(
-        default=500, ge=0, alias="SWITCHBOARD_DB_CONNECTION_MAX_TENANTS"
+        default=2000, ge=0, alias="SWITCHBOARD_DB_CONNECTION_MAX_TENANTS"
     )
     # A pooled connection idle this long is closed (asyncpg's max_inactive_connection_lifetime).
     db_connection_max_idle_seconds: float = Field(

@@ -24,7 +24,18 @@
    over HTTP, one at a time after 10 warm-up ones, as bench/provisioning.py does; the sub-accounts
    they create are dropped again afterwards so a kept database stays at its size.
 
-The build takes a while, so the database can be kept and reused:
+6. Issue 28: relations per tenant schema by kind (TOAST included); stall evidence for the rounds
+   (requests over BENCH_SCALE_STALL_MS with the server's wait events sampled around them, the
+   API's /healthz lag and the checkpoint, lock-wait and autovacuum lines of the server's log);
+   a rolling bench-only migration (a column with a default and an index on contacts) over every
+   schema while the mixed load runs (BENCH_SCALE_ROLL=0 skips it), taken out again afterwards;
+   and a memory sweep: BENCH_SCALE_SWEEP_SECONDS (300) of load walking every sub-account in
+   turn against a fresh `switchboard serve` per tenant budget in BENCH_SCALE_SWEEP_BUDGETS
+   ("0,default,500": off, the product default, 500), the summed private memory of the server's
+   backends sampled every few seconds.
+
+`--build-only` builds (or finishes building) and stops. The build takes a while, so the
+database can be kept and reused:
 - `python -m bench.scale --data-dir DIR`: an embedded PostgreSQL cluster kept in DIR (started
   again on the next run; only the measurements run when the build is complete there);
 - `BENCH_SCALE_DATABASE_URL=postgresql://.../sbscale python -m bench.scale`: that database on any
@@ -953,7 +964,7 @@ async def sweep_accounts(url: str) -> list[dict[str, Any]]:
 
 
 async def memory_sweep(
-    port: int, url: str, accounts: list[dict[str, Any]], label: str
+    port: int, url: str, accounts: list[dict[str, Any]], label: str, data_dir: str | None
 ) -> dict[str, Any]:
     """SWEEP_SECONDS of load walking over every sub-account in turn (list, tag summary, create)
     while the private memory of the server's backends is sampled every few seconds."""
@@ -974,10 +985,18 @@ async def memory_sweep(
             except TimeoutError:
                 pass
 
-    sampler = asyncio.create_task(sample())
+    began = time.time()
+    monitor = await asyncpg.connect(url)
+    watchers = [
+        asyncio.create_task(sample()),
+        asyncio.create_task(sample_waits(monitor, run, stop)),
+        asyncio.create_task(probe_loop_lag(port, run, stop)),
+    ]
     await open_loop(port, order, SWEEP_SECONDS, 5, run, mix=SWEEP_MIX, in_order=True)
     stop.set()
-    await sampler
+    await asyncio.gather(*watchers)
+    await monitor.close()
+    stalls = stall_evidence([run], server_log_lines(data_dir, began, time.time()))
     touched = min(len(run.latencies), len(order))
     result: dict[str, Any] = {
         "requests": len(run.latencies),
@@ -987,6 +1006,8 @@ async def memory_sweep(
         "problems": run.problems[:5],
         **summary(run.latencies),
         "samples": samples,
+        "stalls": stalls,
+        "loadavg": os.getloadavg()[0],
     }
     if samples:
         result["peak_sum_mib"] = max(x["sum_mib"] for x in samples)
@@ -1551,9 +1572,30 @@ def issue28_paragraphs(facts: dict[str, Any]) -> list[str]:
             f"Memory sweep, {label}: {m['requests']:,} requests ({m['passes']:.1f} passes over "
             f"every sub-account, in turn), errors {m['errors']}, p99 {m['p99']:.1f} ms; the "
             f"server's backends (private memory, MiB, summed) over time: {curve}; peak "
-            f"{m.get('peak_sum_mib', 0):.0f} MiB over {m.get('peak_backends', 0)} backends.",
+            f"{m.get('peak_sum_mib', 0):.0f} MiB over {m.get('peak_backends', 0)} backends, load "
+            f"average {m.get('loadavg', 0):.1f} at its end. " + sweep_stalls(m["stalls"]),
         ]
     return lines
+
+
+def sweep_stalls(stalls: dict[str, Any]) -> str:
+    worst = stalls["details"][:3]
+    return (
+        f"Requests over {STALL_MS:.0f} ms: {stalls['slow']}; logged meanwhile: "
+        f"{stalls['checkpoints']} checkpoints, {stalls['lock_waits']} lock waits, "
+        f"{stalls['autovacuum']} autovacuum runs; /healthz max {stalls['healthz_max']:.0f} ms"
+        + (
+            "; the slowest: "
+            + "; ".join(
+                f"{d['ms']:.0f} ms ({d['operation']}, waits {d['waits'] or 'none'}, /healthz "
+                f"{d['healthz_ms']:.0f} ms{', log: ' + d['log'][0] if d['log'] else ''})"
+                for d in worst
+            )
+            if worst
+            else ""
+        )
+        + "."
+    )
 
 
 def dump_paragraph(locks: dict[str, Any], sub_accounts: int) -> str:
@@ -1747,7 +1789,7 @@ def main() -> int:
                     sweep_env = {**env, "SWITCHBOARD_DB_CONNECTION_MAX_TENANTS": str(budget)}
                     with serve(sweep_env, port):
                         facts["sweep"][label] = asyncio.run(
-                            memory_sweep(port, where.url, everyone, label)
+                            memory_sweep(port, where.url, everyone, label, args.data_dir)
                         )
             facts["load_end"] = os.getloadavg()[0]
             if args.data_dir:

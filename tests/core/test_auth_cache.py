@@ -93,21 +93,23 @@ async def test_suspend_and_delete_reach_every_listening_cache_at_once(
     started = asyncio.get_running_loop().time()
 
     await tenant_ops.suspend(pool, tenant.id)
-    # Gone long before the 2 s (let alone 60 s) an entry would otherwise live.
-    await _wait_for(lambda: _gone(cache, pool, tenant.key), seconds=1.5)
-    assert asyncio.get_running_loop().time() - started < 1.5
+    # Gone long before the 60 s an entry lives while the cache listens: the notice reached it
+    # (the bound is loose so that a loaded machine does not fail it; the listener stayed up, so
+    # the 2 s of a cache without one never applied).
+    await _wait_for(lambda: _gone(cache, pool, tenant.key), seconds=20)
+    assert asyncio.get_running_loop().time() - started < 20
+    assert cache.listening
     assert (await cache.resolve(pool, tenant_second.key)).sub_account_id == tenant_second.id
 
     await tenant_ops.resume(pool, tenant.id)
     assert (await cache.resolve(pool, tenant.key)).sub_account_id == tenant.id  # cached again
-    started = asyncio.get_running_loop().time()
     await tenant_ops.delete(pool, tenant.id)
-    await _wait_for(lambda: _gone(cache, pool, tenant.key), seconds=1.5)
+    await _wait_for(lambda: _gone(cache, pool, tenant.key), seconds=20)
 
     # A suspend of an already suspended sub-account changes nothing and tells no one.
     before = cache._generation
     await tenant_ops.suspend(pool, tenant_second.id)
-    await _wait_for(lambda: _gone(cache, pool, tenant_second.key), seconds=1.5)
+    await _wait_for(lambda: _gone(cache, pool, tenant_second.key), seconds=20)
     after = cache._generation
     await tenant_ops.suspend(pool, tenant_second.id)
     await asyncio.sleep(0.3)

@@ -56,6 +56,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -704,6 +705,14 @@ PROBE_QUERIES = [
 ]
 
 
+async def probe_transaction(conn: asyncpg.Connection, schema: str) -> None:
+    """The probe's four tenant queries in one transaction on `schema`."""
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL search_path TO {schema}, public")
+        for query, with_id in PROBE_QUERIES:
+            await conn.fetch(query, *([uuid.uuid4()] if with_id else []))
+
+
 async def catalog_cache_probe(url: str, schemas: list[str]) -> dict[str, float]:
     """One new connection runs the same four tenant queries in each schema, twice: the first
     pass loads every relation's catalog entries into the backend's cache, the second finds them.
@@ -716,10 +725,7 @@ async def catalog_cache_probe(url: str, schemas: list[str]) -> dict[str, float]:
         for _ in range(2):
             started = time.perf_counter()
             for schema in schemas:
-                async with conn.transaction():
-                    await conn.execute(f"SET LOCAL search_path TO {schema}, public")
-                    for query, with_id in PROBE_QUERIES:
-                        await conn.fetch(query, *([uuid.uuid4()] if with_id else []))
+                await probe_transaction(conn, schema)
             timings.append((time.perf_counter() - started) * 1000 / len(schemas))
         after = await conn.fetchval(size)
     finally:
@@ -730,6 +736,56 @@ async def catalog_cache_probe(url: str, schemas: list[str]) -> dict[str, float]:
         "cold_ms": timings[0],
         "warm_ms": timings[1],
     }
+
+
+WARM_SETS = (10, 250, 1000, 2000)
+WARM_TRANSACTIONS = 2000
+WARM_ROUNDS = 5
+
+
+async def warm_cost_probe(url: str) -> dict[int, dict[str, float]]:
+    """What a transaction of the probe's four queries costs a backend that has every schema it
+    serves cached already, by how many schemas it serves: one connection per set, warmed with
+    two passes over it; then WARM_ROUNDS rounds, each timing WARM_TRANSACTIONS round-robin
+    transactions on every connection in turn (so other work on the machine lands on all),
+    by the backend's own CPU time; the median round. Tells whether fewer schemas per
+    connection (tenant affinity) would cut the spread load's cost."""
+    conns = {size: await asyncpg.connect(url) for size in WARM_SETS}
+    try:
+        first = conns[WARM_SETS[0]]
+        schemas = [
+            row[0]
+            for row in await first.fetch(
+                "SELECT schema_name FROM control.sub_accounts ORDER BY id LIMIT $1", max(WARM_SETS)
+            )
+        ]
+        backends = {}
+        for size, conn in conns.items():
+            for schema in schemas[:size] * 2:
+                await probe_transaction(conn, schema)
+            backends[size] = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
+        cpu: dict[int, list[float]] = {size: [] for size in WARM_SETS}
+        wall: dict[int, list[float]] = {size: [] for size in WARM_SETS}
+        for _ in range(WARM_ROUNDS):
+            for size, conn in conns.items():
+                before, began = sum(backends[size].cpu_times()[:2]), time.perf_counter()
+                for n in range(WARM_TRANSACTIONS):
+                    await probe_transaction(conn, schemas[n % size])
+                spent = sum(backends[size].cpu_times()[:2]) - before
+                cpu[size].append(spent * 1000 / WARM_TRANSACTIONS)
+                wall[size].append((time.perf_counter() - began) * 1000 / WARM_TRANSACTIONS)
+        size_sql = "SELECT sum(total_bytes) FROM pg_backend_memory_contexts"
+        return {
+            size: {
+                "cpu_ms": statistics.median(cpu[size]),
+                "wall_ms": statistics.median(wall[size]),
+                "cache_mib": float(await conn.fetchval(size_sql)) / 2**20,
+            }
+            for size, conn in conns.items()
+        }
+    finally:
+        for conn in conns.values():
+            await conn.close()
 
 
 async def backend_pids(url: str) -> list[int]:
@@ -1402,6 +1458,21 @@ def report(facts: dict[str, Any]) -> str:
             f"{m['max_mib']:.0f} MiB, sum {m['sum_mib']:.0f} MiB.",
         ]
     lines += issue28_paragraphs(facts)
+    if facts.get("warm"):
+        lines += [
+            "",
+            "What a warm transaction costs by the number of schemas its connection serves "
+            f"(the probe's four queries, {WARM_TRANSACTIONS:,} transactions round-robin over the "
+            "set after two warming passes, the backend's own CPU time; its memory contexts): "
+            + "; ".join(
+                f"{size:,} schemas {w['cpu_ms']:.3f} ms CPU ({w['wall_ms']:.3f} ms wall, "
+                f"{w['cache_mib']:.0f} MiB)"
+                for size, w in facts["warm"].items()
+            )
+            + ". Everything is cached in each case: the difference is the working set's "
+            "locality (catalog entries, plans and pages of many schemas), which fewer schemas "
+            "per connection would recover only near the concentrated load's count.",
+        ]
     probe = facts["probe"]
     lines += [
         "",
@@ -1736,6 +1807,8 @@ def main() -> int:
                 )
             )
             print(f"catalog cache probe: {facts['probe']}", flush=True)
+            facts["warm"] = asyncio.run(warm_cost_probe(where.url))
+            print(f"warm cost probe: {facts['warm']}", flush=True)
             facts["dump_locks"] = asyncio.run(dump_lock_check(where.url))
             print(f"pg_dump lock check: {facts['dump_locks']}", flush=True)
             plan = facts["db"]["count_plan"]

@@ -1020,7 +1020,12 @@ async def sweep_accounts(url: str) -> list[dict[str, Any]]:
 
 
 async def memory_sweep(
-    port: int, url: str, accounts: list[dict[str, Any]], label: str, data_dir: str | None
+    port: int,
+    url: str,
+    accounts: list[dict[str, Any]],
+    label: str,
+    data_dir: str | None,
+    api_pid: int,
 ) -> dict[str, Any]:
     """SWEEP_SECONDS of load walking over every sub-account in turn (list, tag summary, create)
     while the private memory of the server's backends is sampled every few seconds."""
@@ -1042,6 +1047,8 @@ async def memory_sweep(
                 pass
 
     began = time.time()
+    api = psutil.Process(api_pid)
+    api_cpu = sum(api.cpu_times()[:2])
     monitor = await asyncpg.connect(url)
     watchers = [
         asyncio.create_task(sample()),
@@ -1064,6 +1071,8 @@ async def memory_sweep(
         "samples": samples,
         "stalls": stalls,
         "loadavg": os.getloadavg()[0],
+        # The API process's CPU over the sweep, as a share of one core.
+        "api_cpu_share": (sum(api.cpu_times()[:2]) - api_cpu) / max(1e-9, time.time() - began),
     }
     if samples:
         result["peak_sum_mib"] = max(x["sum_mib"] for x in samples)
@@ -1078,6 +1087,21 @@ async def memory_sweep(
         flush=True,
     )
     return result
+
+
+def run_sweeps(
+    env: dict[str, str], port: int, url: str, data_dir: str | None
+) -> dict[str, dict[str, Any]]:
+    """One memory sweep per tenant budget of SWEEP_BUDGETS, each against a fresh server."""
+    everyone = asyncio.run(sweep_accounts(url))
+    results = {}
+    for budget in SWEEP_BUDGETS:
+        label = f"budget {budget}" if budget else "recycling off"
+        with serve({**env, "SWITCHBOARD_DB_CONNECTION_MAX_TENANTS": str(budget)}, port) as api:
+            results[label] = asyncio.run(
+                memory_sweep(port, url, everyone, label, data_dir, api.pid)
+            )
+    return results
 
 
 ROLL_REVISION = "bench_roll"
@@ -1616,7 +1640,7 @@ def issue28_paragraphs(facts: dict[str, Any]) -> list[str]:
     ]
     for d in stalls["details"][:8]:
         lines.append(
-            f"- {d['at']} UTC {d['operation']} {d['ms']:.0f} ms: waits {d['waits'] or 'none'}, "
+            f"- {d['at']} UTC {d['operation']} {d['ms']:.0f} ms: waits {d['waits'] or 'none sampled'}, "
             f"/healthz {d['healthz_ms']:.0f} ms"
             + (f", log: {'; '.join(d['log'])}" if d["log"] else "")
         )
@@ -1631,6 +1655,12 @@ def issue28_paragraphs(facts: dict[str, Any]) -> list[str]:
             f"{roll['p50']:.1f} ms, p99 {roll['p99']:.1f} ms; {roll['behind']} schemas behind "
             f"its head afterwards. Taken back out again in {roll['undo_seconds']:.0f} s.",
         ]
+    lines += sweep_lines(sweep)
+    return lines
+
+
+def sweep_lines(sweep: dict[str, dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
     for label, m in sweep.items():
         if "samples" not in m:
             continue
@@ -1644,7 +1674,8 @@ def issue28_paragraphs(facts: dict[str, Any]) -> list[str]:
             f"every sub-account, in turn), errors {m['errors']}, p99 {m['p99']:.1f} ms; the "
             f"server's backends (private memory, MiB, summed) over time: {curve}; peak "
             f"{m.get('peak_sum_mib', 0):.0f} MiB over {m.get('peak_backends', 0)} backends, load "
-            f"average {m.get('loadavg', 0):.1f} at its end. " + sweep_stalls(m["stalls"]),
+            f"average {m.get('loadavg', 0):.1f} at its end, the API process used "
+            f"{m.get('api_cpu_share', 0):.0%} of a core. " + sweep_stalls(m["stalls"]),
         ]
     return lines
 
@@ -1658,7 +1689,7 @@ def sweep_stalls(stalls: dict[str, Any]) -> str:
         + (
             "; the slowest: "
             + "; ".join(
-                f"{d['ms']:.0f} ms ({d['operation']}, waits {d['waits'] or 'none'}, /healthz "
+                f"{d['ms']:.0f} ms ({d['operation']}, waits {d['waits'] or 'none sampled'}, /healthz "
                 f"{d['healthz_ms']:.0f} ms{', log: ' + d['log'][0] if d['log'] else ''})"
                 for d in worst
             )
@@ -1777,6 +1808,9 @@ def main() -> int:
     parser.add_argument(
         "--build-only", action="store_true", help="build (or finish building) and stop"
     )
+    parser.add_argument(
+        "--sweep-only", action="store_true", help="build if needed, then only the memory sweeps"
+    )
     args = parser.parse_args()
     facts: dict[str, Any] = {"load_start": os.getloadavg()[0]}
     sink = Sink()
@@ -1792,6 +1826,19 @@ def main() -> int:
             facts["build"] = built["build"]
             if args.build_only:
                 print(f"built: {built['build']}", flush=True)
+                return 0
+            env = {
+                **os.environ,
+                "DATABASE_URL": where.url,
+                "REDIS_URL": where.redis_url,
+                "SMTP_HOST": "127.0.0.1",
+                "SMTP_PORT": str(smtp.port),
+                "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
+                "SWITCHBOARD_LOG_FORMAT": "text",
+            }
+            if args.sweep_only:
+                sweeps = run_sweeps(env, free_port(), where.url, args.data_dir)
+                print("\n".join(sweep_lines(sweeps)), flush=True)
                 return 0
             accounts = built["accounts"]
             organisation = built["organisations"][0]
@@ -1820,15 +1867,6 @@ def main() -> int:
                 flush=True,
             )
 
-            env = {
-                **os.environ,
-                "DATABASE_URL": where.url,
-                "REDIS_URL": where.redis_url,
-                "SMTP_HOST": "127.0.0.1",
-                "SMTP_PORT": str(smtp.port),
-                "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
-                "SWITCHBOARD_LOG_FORMAT": "text",
-            }
             facts["migrate"] = migrate_runs(env)
             print(f"migrate no-op: {facts['migrate']}", flush=True)
 
@@ -1856,14 +1894,7 @@ def main() -> int:
             asyncio.run(drop_sub_accounts(where.url, created))
             facts["sweep"] = {}
             if SWEEP_SECONDS > 0:
-                everyone = asyncio.run(sweep_accounts(where.url))
-                for budget in SWEEP_BUDGETS:
-                    label = f"budget {budget}" if budget else "recycling off"
-                    sweep_env = {**env, "SWITCHBOARD_DB_CONNECTION_MAX_TENANTS": str(budget)}
-                    with serve(sweep_env, port):
-                        facts["sweep"][label] = asyncio.run(
-                            memory_sweep(port, where.url, everyone, label, args.data_dir)
-                        )
+                facts["sweep"] = run_sweeps(env, port, where.url, args.data_dir)
             facts["load_end"] = os.getloadavg()[0]
             if args.data_dir:
                 du = subprocess.run(

@@ -96,7 +96,8 @@ SELECT_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE id = $1"
 LOCK_OPEN_CALL = """
 SELECT c.id, c.status, c.provider, c.provider_call_id, c.from_number, c.to_number, c.agent_id,
        c.started_at, c.created_at, a.language, a.max_duration, a.recording,
-       c.direction, c.answered_by, a.voicemail_detection, c.contact_id, c.start_at
+       c.direction, c.answered_by, a.voicemail_detection, c.contact_id, c.start_at,
+       c.campaign_id
 FROM calls AS c JOIN agents AS a ON a.id = c.agent_id
 WHERE c.id = $1 AND c.status IN ('scheduled', 'queued', 'ringing', 'in_progress')
 FOR UPDATE OF c
@@ -147,11 +148,12 @@ FROM control.sub_accounts AS s LEFT JOIN control.plans AS p ON p.id = s.plan_id
 WHERE s.id = $1
 """
 
-# Calls on the line, and calls queued before this one (oldest first).
+# Calls on the line, calls queued before this one (oldest first), and a call campaign's queued
+# calls, whose places their dispatcher has taken already.
 COUNT_CALLS_AHEAD = """
 SELECT count(*) FROM calls
 WHERE status IN ('ringing', 'in_progress')
-   OR (status = 'queued' AND (created_at, id) < ($1, $2))
+   OR (status = 'queued' AND ((created_at, id) < ($1, $2) OR campaign_id IS NOT NULL))
 """
 
 RECORD_CHARGE = "UPDATE calls SET billed_minutes = $2, cost = $3 WHERE id = $1"
@@ -399,7 +401,12 @@ async def advance_call(
                 return utcnow() + SLOT_POLL
             never_connected = given_up
         elif call["status"] == "queued":
-            if not await place_free(conn, scope.sub_account_id, call):
+            # A call campaign's call had its place counted when its dispatcher wrote it, under
+            # the lock place_free takes (api/campaigns/dialer.py): it is placed at once, not
+            # after every other call of the round has taken that lock in turn.
+            if call["campaign_id"] is None and not await place_free(
+                conn, scope.sub_account_id, call
+            ):
                 return utcnow() + SLOT_POLL
             try:
                 provider_call_id = await provider.place_call(

@@ -32,7 +32,7 @@ from tests.factories import (
     make_tenant,
     priced_tenant,
 )
-from tests.helpers import get_campaign, schedule, soon, stored_events
+from tests.helpers import get_campaign, schedule, soon, stored_events, tenant_sql
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -116,6 +116,67 @@ async def test_plans_limit_caps_the_campaign_without_queueing_calls(client, pool
 
     samples = await sampled_until_completed(client, pool, tenant, campaign["id"])
     assert max(samples) == 2, samples
+
+
+async def test_plans_limit_holds_with_single_and_scheduled_calls_beside_the_campaign(
+    client, pool, agency, worker
+):
+    # A call scheduled before the campaign starts comes due during it (older than the
+    # campaign's calls), and a single call is placed in the middle: the sub-account never has
+    # more than its plan's 2 calls on the line, and every call is placed in the end.
+    plan = await create_plan(client, agency.headers, name="Two lines", max_concurrent_calls=2)
+    tenant = await make_tenant(client, agency, plan=plan["slug"])
+    agent_id = await calling_agent(client, tenant)
+    single, scheduled, *contacts = await callees(client, tenant, 8)
+    placed = await client.post(
+        f"/webhooks/inbound/contacts/{scheduled}/call",
+        json={"agent_id": agent_id, "start_at": soon(2).isoformat()},
+        headers=tenant.headers,
+    )
+    assert placed.status_code == 200, await placed.get_data(as_text=True)
+    campaign = await create_call_campaign(
+        client, tenant, agent_id, contacts, max_concurrent_calls=10
+    )
+    await start(client, tenant, campaign["id"])
+
+    on_the_line: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            rows = await tenant_sql(
+                pool,
+                tenant,
+                "SELECT count(*) AS n FROM calls WHERE status IN ('ringing', 'in_progress')",
+            )
+            on_the_line.append(int(rows[0]["n"]))
+            await asyncio.sleep(0.02)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        await asyncio.sleep(1)
+        response = await client.post(
+            f"/webhooks/inbound/contacts/{single}/call",
+            json={"agent_id": agent_id},
+            headers=tenant.headers,
+        )
+        assert response.status_code == 200, await response.get_data(as_text=True)
+        await wait_for(client, tenant, campaign["id"], "completed")
+        async with asyncio.timeout(60):
+            while True:
+                rows = await tenant_sql(
+                    pool,
+                    tenant,
+                    "SELECT count(*) AS n FROM calls"
+                    " WHERE status IN ('scheduled', 'queued', 'ringing', 'in_progress')",
+                )
+                if rows[0]["n"] == 0:
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        sampler.cancel()
+    assert max(on_the_line) == 2, on_the_line
+    ended = await tenant_sql(pool, tenant, "SELECT status, started_at FROM calls")
+    assert len(ended) == 8 and all(row["started_at"] is not None for row in ended)
 
 
 async def test_no_answer_and_busy_are_retried_after_the_delay(
@@ -311,3 +372,40 @@ async def test_a_campaign_of_another_type_is_untouched_by_the_dispatcher(client,
     campaign = await create_campaign(client, tenant)
     assert await dial_campaign(scope_of(pool, tenant), uuid.UUID(campaign["id"])) is None
     assert await dial_campaign(scope_of(pool, tenant), uuid.uuid4()) is None
+
+
+async def test_a_campaigns_queued_call_holds_its_place_against_an_older_queued_call(
+    client, pool, agency, worker
+):
+    # A call scheduled long ago comes due (queued, older) while a campaign's call, whose place
+    # its dispatcher took, is queued and about to be placed without asking again: with one
+    # line, the older call must wait for it.
+    from api.calls.service import place_free
+    from tenancy.db import tenant_transaction
+
+    plan = await create_plan(client, agency.headers, name="One line", max_concurrent_calls=1)
+    tenant = await make_tenant(client, agency, plan=plan["slug"])
+    agent_id = await calling_agent(client, tenant)
+    first, second = await callees(client, tenant, 2)
+    campaign = await create_call_campaign(client, tenant, agent_id, [first])
+    insert = (
+        "INSERT INTO calls (contact_id, agent_id, from_number, to_number, provider, status,"
+        " campaign_id, created_at) VALUES ($1, $2, '+14155550123', '+14155552671', 'sandbox',"
+        " 'queued', $3, now() - make_interval(mins => $4)) RETURNING id, created_at"
+    )
+    await tenant_sql(
+        pool, tenant, insert, uuid.UUID(first), uuid.UUID(agent_id), uuid.UUID(campaign["id"]), 0
+    )
+    [older] = await tenant_sql(
+        pool, tenant, insert, uuid.UUID(second), uuid.UUID(agent_id), None, 60
+    )
+    async with tenant_transaction(pool, tenant.schema) as conn:
+        assert not await place_free(conn, tenant.id, older)
+    await tenant_sql(
+        pool,
+        tenant,
+        "UPDATE calls SET status = 'failed' WHERE campaign_id = $1",
+        uuid.UUID(campaign["id"]),
+    )
+    async with tenant_transaction(pool, tenant.schema) as conn:
+        assert await place_free(conn, tenant.id, older)

@@ -40,6 +40,8 @@ RECIPIENTS = int(os.environ.get("BENCH_CALL_RECIPIENTS", "2000"))
 AT_ONCE = int(os.environ.get("BENCH_CALL_CONCURRENCY", "50"))
 RING_SECONDS = float(os.environ.get("SWITCHBOARD_SANDBOX_RING_SECONDS", "1"))
 TARGET_RATIO = 1.3
+# `switchboard worker` processes serving the queues (each with its dispatcher metered).
+WORKERS = int(os.environ.get("BENCH_CALL_WORKERS", "1"))
 # arq's poll delay for the worker (its default, 0.5 s, unless set): how a run measures what the
 # queues' polling costs.
 POLL_DELAY = (
@@ -304,7 +306,7 @@ async def proof(url: str, schema: str, campaign_id: str) -> dict[str, Any]:
 
 def main() -> None:
     load = os.getloadavg()[0]
-    report = Path(tempfile.mkdtemp(prefix="switchboard-bench-")) / "dispatcher.json"
+    reports = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
     with bench_servers() as (url, redis_url, _):
         upgrade_control(url)
         sub_account_id, schema, key = asyncio.run(prepare(url))
@@ -316,13 +318,22 @@ def main() -> None:
             "SWITCHBOARD_RATE_LIMIT_REQUESTS": "1000000",
             "SWITCHBOARD_SANDBOX_RING_SECONDS": str(RING_SECONDS),
         }
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "bench.campaigns", "call-worker", str(report)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.campaigns",
+                    "call-worker",
+                    str(reports / f"{n}.json"),
+                ],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for n in range(WORKERS)
+        ]
         try:
             with (
                 serve(env, port),
@@ -335,7 +346,7 @@ def main() -> None:
                 time.sleep(5)  # the worker's due-work listener is up
                 organisation = asyncio.run(_organisation(url, sub_account_id))
                 campaign_id = set_up_campaign(client, sub_account_id, organisation)
-                cpu_before = psutil.Process(worker.pid).cpu_times()
+                cpu_before = [psutil.Process(w.pid).cpu_times() for w in workers]
                 start = time.time() + 3
                 response = client.post(
                     f"/webhooks/inbound/campaigns/{campaign_id}/schedule",
@@ -353,15 +364,25 @@ def main() -> None:
                         break
                     assert time.monotonic() < deadline, campaign
                     time.sleep(0.5)
-                cpu_after = psutil.Process(worker.pid).cpu_times()
+                cpu_after = [psutil.Process(w.pid).cpu_times() for w in workers]
                 sampler.stop.set()
                 sampler.thread.join(10)
         finally:
-            worker.terminate()
-            worker.wait(60)
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                w.wait(60)
         result = asyncio.run(proof(url, schema, campaign_id))
-    meter = json.loads(report.read_text()) if report.exists() else {"cpu": None, "runs": None}
-    worker_cpu = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
+    meters = [json.loads(path.read_text()) for path in sorted(reports.glob("*.json"))]
+    meter = (
+        {"cpu": sum(m["cpu"] for m in meters), "runs": sum(m["runs"] for m in meters)}
+        if len(meters) == WORKERS
+        else {"cpu": None, "runs": None}
+    )
+    worker_cpu = sum(
+        (after.user + after.system) - (before.user + before.system)
+        for before, after in zip(cpu_before, cpu_after, strict=True)
+    )
     write_report(campaign, result, sampler.samples, meter, worker_cpu, load)
 
 
@@ -379,7 +400,8 @@ async def _organisation(url: str, sub_account_id: uuid.UUID) -> str:
 
 def _command() -> str:
     poll = f"BENCH_WORKER_POLL_DELAY={POLL_DELAY:g} " if POLL_DELAY is not None else ""
-    return f"{poll}python -m bench.campaigns call"
+    workers = f"BENCH_CALL_WORKERS={WORKERS} " if WORKERS != 1 else ""
+    return f"{poll}{workers}python -m bench.campaigns call"
 
 
 def _iso(moment: float) -> str:
@@ -415,7 +437,8 @@ def write_report(
         f"never answer (`...0186`), `SWITCHBOARD_SANDBOX_RING_SECONDS={RING_SECONDS:g}`, one call "
         f"campaign from a smart list with max_concurrent_calls {AT_ONCE} on a plan of 100 calls at "
         "once, created and scheduled 3 s ahead over HTTP with `switchboard serve`, dispatched by "
-        "one worker (cli.wiring's, its call campaign handler metered). Machine: "
+        f"{'one worker' if WORKERS == 1 else f'{WORKERS} worker processes'} (cli.wiring's, its "
+        "call campaign handler metered). Machine: "
         f"{os.cpu_count()} cores, 1-minute load average {load:.1f} at the start.\n\n"
         "| measure | value |\n|---|---|\n"
         f"| started_at to completed | {seconds:.1f} s |\n"
@@ -431,15 +454,17 @@ def write_report(
         f"next call created | {stages['placing']:.2f} s / {stages['ringing']:.2f} s / "
         f"{stages['waking']:.2f} s |\n"
         f"| dispatcher CPU per call | {dispatcher} |\n"
-        f"| whole worker CPU per call (dispatch, placing and following calls, queue) | "
+        f"| the workers' whole CPU per call (dispatch, placing and following calls, queue) | "
         f"{worker_cpu / max(calls, 1) * 1000:.2f} ms ({worker_cpu:.1f} s) |\n\n"
         f"Campaign {campaign['status']}; exactly one call per recipient: "
         f"{'yes' if once else 'NO'}; limit of {AT_ONCE} never exceeded: "
         f"{'yes' if peak <= AT_ONCE else 'NO'}; within {TARGET_RATIO}x of the ideal: "
         f"{'met' if within else 'NOT met'}.\n"
     )
-    if POLL_DELAY is None:
-        write_section("Call campaigns", body)
-    else:
-        write_section(f"Call campaigns: the worker polling every {POLL_DELAY:g} s", body)
+    title = "Call campaigns"
+    if WORKERS != 1:
+        title += f": {WORKERS} worker processes"
+    if POLL_DELAY is not None:
+        title += f": the worker polling every {POLL_DELAY:g} s"
+    write_section(title, body)
     print(body)

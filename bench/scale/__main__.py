@@ -519,9 +519,12 @@ class Connection:
             f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
         )
         self.writer.write(head.encode() + body)
-        return await asyncio.wait_for(self._response(), TIMEOUT)
+        status, answer, close = await asyncio.wait_for(self._response(), TIMEOUT)
+        if close:  # the server ends the connection (hypercorn: after 1,000 requests on it)
+            self.close()
+        return status, answer
 
-    async def _response(self) -> tuple[int, bytes]:
+    async def _response(self) -> tuple[int, bytes, bool]:
         assert self.reader is not None
         lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
@@ -529,14 +532,15 @@ class Connection:
             n.strip().lower(): v.strip()
             for n, _, v in (line.partition(":") for line in lines[1:] if line)
         }
+        close = headers.get("connection", "").lower() == "close"
         if "content-length" in headers:
-            return status, await self.reader.readexactly(int(headers["content-length"]))
+            return status, await self.reader.readexactly(int(headers["content-length"])), close
         chunks = b""
         while True:
             size = int((await self.reader.readuntil(b"\r\n")).strip(), 16)
             chunk = await self.reader.readexactly(size + 2)
             if size == 0:
-                return status, chunks
+                return status, chunks, close
             chunks += chunk[:-2]
 
     def close(self) -> None:
@@ -1640,8 +1644,8 @@ def issue28_paragraphs(facts: dict[str, Any]) -> list[str]:
     ]
     for d in stalls["details"][:8]:
         lines.append(
-            f"- {d['at']} UTC {d['operation']} {d['ms']:.0f} ms: waits {d['waits'] or 'none sampled'}, "
-            f"/healthz {d['healthz_ms']:.0f} ms"
+            f"- {d['at']} UTC {d['operation']} {d['ms']:.0f} ms: waits "
+            f"{d['waits'] or 'none sampled'}, /healthz {d['healthz_ms']:.0f} ms"
             + (f", log: {'; '.join(d['log'])}" if d["log"] else "")
         )
     if roll:
@@ -1675,7 +1679,9 @@ def sweep_lines(sweep: dict[str, dict[str, Any]]) -> list[str]:
             f"server's backends (private memory, MiB, summed) over time: {curve}; peak "
             f"{m.get('peak_sum_mib', 0):.0f} MiB over {m.get('peak_backends', 0)} backends, load "
             f"average {m.get('loadavg', 0):.1f} at its end, the API process used "
-            f"{m.get('api_cpu_share', 0):.0%} of a core. " + sweep_stalls(m["stalls"]),
+            f"{m.get('api_cpu_share', 0):.0%} of a core. "
+            + sweep_stalls(m["stalls"])
+            + (f" Failed: {'; '.join(m['problems'])}." if m["problems"] else ""),
         ]
     return lines
 
@@ -1689,8 +1695,8 @@ def sweep_stalls(stalls: dict[str, Any]) -> str:
         + (
             "; the slowest: "
             + "; ".join(
-                f"{d['ms']:.0f} ms ({d['operation']}, waits {d['waits'] or 'none sampled'}, /healthz "
-                f"{d['healthz_ms']:.0f} ms{', log: ' + d['log'][0] if d['log'] else ''})"
+                f"{d['ms']:.0f} ms ({d['operation']}, waits {d['waits'] or 'none sampled'}, "
+                f"/healthz {d['healthz_ms']:.0f} ms{', log: ' + d['log'][0] if d['log'] else ''})"
                 for d in worst
             )
             if worst

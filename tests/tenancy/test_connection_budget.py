@@ -1,6 +1,9 @@
 """A pooled connection is replaced once it has served its budget of tenants (issue 28 point 1).
 
 Against the real PostgreSQL: which server backend ran each transaction is `pg_backend_pid()`.
+The pools under test connect to PostgreSQL itself (`servers.direct_url`, the database URL
+unless it names PgBouncer): behind PgBouncer a connection the pool closes leaves its server
+backend to PgBouncer, whose `server_lifetime` bounds it (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -46,9 +49,15 @@ async def schemas(pool: asyncpg.Pool) -> list[str]:
 
 
 @pytest.fixture
-async def one_connection(migrated: str, budget: Callable[[int], None]) -> AsyncIterator[Any]:
+def direct(servers: Any, migrated: str) -> str:
+    """The migrated test database on PostgreSQL itself."""
+    return str(servers.direct_url)
+
+
+@pytest.fixture
+async def one_connection(direct: str, budget: Callable[[int], None]) -> AsyncIterator[Any]:
     budget(BUDGET)
-    pool = await create_pool(migrated, min_size=1, max_size=1)
+    pool = await create_pool(direct, min_size=1, max_size=1)
     yield pool
     await pool.close()
 
@@ -91,10 +100,10 @@ async def test_same_tenant_again_does_not_spend_the_budget(
 
 
 async def test_budget_zero_never_replaces(
-    migrated: str, budget: Callable[[int], None], schemas: list[str]
+    direct: str, budget: Callable[[int], None], schemas: list[str]
 ) -> None:
     budget(0)
-    unbounded = await create_pool(migrated, min_size=1, max_size=1)
+    unbounded = await create_pool(direct, min_size=1, max_size=1)
     try:
         pids = {await _backend(unbounded, s) for s in schemas}
     finally:
@@ -136,11 +145,11 @@ async def test_a_failed_transaction_that_spends_the_budget_rolls_back_and_retire
 
 
 async def test_no_transaction_fails_while_connections_are_replaced_under_load(
-    migrated: str, budget: Callable[[int], None], schemas: list[str]
+    direct: str, budget: Callable[[int], None], schemas: list[str]
 ) -> None:
     # given a pool of 3 connections with a budget of 3 tenants, and 8 tenants
     budget(BUDGET)
-    small = await create_pool(migrated, min_size=1, max_size=3)
+    small = await create_pool(direct, min_size=1, max_size=3)
     pids: set[int] = set()
 
     async def work(n: int) -> None:

@@ -52,10 +52,23 @@ async def test_two_workers_one_killed_mid_campaign_call_each_recipient_once(clie
                 await asyncio.sleep(0.02)
         first.send_signal(signal.SIGKILL)  # mid-campaign, calls on the line
         first.wait(timeout=10)
-        async with asyncio.timeout(240):
-            while (await get_campaign(client, tenant, campaign["id"]))["status"] != "completed":
-                samples.append(await open_calls(pool, tenant, campaign["id"]))
-                await asyncio.sleep(0.05)
+        try:
+            async with asyncio.timeout(240):
+                while (await get_campaign(client, tenant, campaign["id"]))["status"] != "completed":
+                    samples.append(await open_calls(pool, tenant, campaign["id"]))
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            # What was left, so that a run that does not finish says where it stopped.
+            left = await pool.fetch(
+                "SELECT kind, due_at, attempts, failures, claimed_until, last_error, status"
+                " FROM control.due_work WHERE sub_account_id = $1",
+                tenant.id,
+            )
+            raise AssertionError(
+                f"not completed: {await get_campaign(client, tenant, campaign['id'])}; "
+                f"recipients {await recipients_of(client, tenant, campaign['id'])}; "
+                f"due work {[dict(row) for row in left]}"
+            ) from None
     finally:
         for process in (first, second):
             if process.poll() is None:

@@ -4,7 +4,7 @@ line that tells the model which language to speak."""
 from __future__ import annotations
 
 from voice.agent import AgentConfig
-from voice.languages import NAMES, deepgram_language, iso_639_1, speak_line
+from voice.languages import deepgram_language, iso_639_1, language_name, speak_line
 
 RECORD = {
     "llm_model": "gpt-4o",
@@ -45,7 +45,25 @@ def test_the_model_is_told_the_language_by_name_and_tag() -> None:
     assert speak_line("de-DE") == "Speak German (de-DE)."
     assert speak_line("nb-NO") == "Speak Norwegian Bokmål (nb-NO)."
     assert speak_line("qq-QQ") == "Speak the language of the locale qq-QQ."
-    assert len(NAMES) == 183  # every ISO 639-1 code
+    assert speak_line("el-GR") == "Speak Greek (el-GR)."
+    assert speak_line("pa-IN") == "Speak Punjabi (pa-IN)."
+
+
+def test_every_iso_639_1_code_has_a_name_and_unassigned_ones_none() -> None:
+    codes = ["aa", "ab", "de", "he", "nb", "sw", "vo", "yi", "zh", "zu"]
+    assert [language_name(code) for code in codes] == [
+        "Afar",
+        "Abkhazian",
+        "German",
+        "Hebrew",
+        "Norwegian Bokmål",
+        "Swahili",
+        "Volapük",
+        "Yiddish",
+        "Chinese",
+        "Zulu",
+    ]
+    assert [language_name(code) for code in ("qq", "xx", "zz")] == [None, None, None]
 
 
 def test_the_language_line_follows_the_prompt() -> None:

@@ -779,9 +779,13 @@ async def _user_of(client: Any, b: Tenant) -> str:
     return str(user_id)
 
 
+# A case's request: (path, body naming B's record, B's values that must not come back).
+Builder = Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]
+
+
 def _contact_field(
     method: str, field_name: str, make_b: Callable[[Any, Tenant], Awaitable[str]]
-) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+) -> Builder:
     async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
         b_id = await make_b(client, b)
         if method == "POST":
@@ -808,7 +812,7 @@ async def _invite_to_b(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str
     )
 
 
-def _agent_for(field_name: str) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+def _agent_for(field_name: str) -> Builder:
     async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
         from tests.factories import agent_body, connect
 
@@ -823,97 +827,49 @@ def _agent_for(field_name: str) -> Callable[..., Awaitable[tuple[str, dict[str, 
     return make
 
 
-async def _call_with_b_agent(
-    client: Any, a: Tenant, b: Tenant
-) -> tuple[str, dict[str, Any], set[str]]:
-    b_agent = await agent(client, b)
-    a_contact = (await contact(client, a)).params["contact_id"]
-    return (
-        f"{BASE}/contacts/{a_contact}/call",
-        {"agent_id": b_agent.params["agent_id"]},
-        b_agent.secrets,
-    )
+EMAIL_CAMPAIGN = {
+    "name": "A",
+    "campaign_type": "email",
+    "subject": "S",
+    "message_content": "<p>x</p>",
+}
 
 
-async def _call_with_b_pool(
-    client: Any, a: Tenant, b: Tenant
-) -> tuple[str, dict[str, Any], set[str]]:
-    b_pool = await number_pool(client, b)
-    a_contact = await contact_with_agent(client, a)
-    return (
-        f"{BASE}/contacts/{a_contact.params['contact_id']}/call",
-        {"agent_id": a_contact.params["agent_id"], "pool_id": b_pool.params["pool_id"]},
-        b_pool.secrets,
-    )
+def _calling_with_b(field_name: str, *, campaign: bool) -> Builder:
+    """A's call (POST /contacts/{id}/call) or call campaign of A's contact naming B's agent or
+    B's number pool (then with A's own agent)."""
+
+    async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
+        if field_name == "agent_id":
+            b_record = await agent(client, b)
+            a_contact = await contact(client, a)
+            body: dict[str, Any] = {"agent_id": b_record.params["agent_id"]}
+        else:
+            b_record = await number_pool(client, b)
+            a_contact = await contact_with_agent(client, a)
+            body = {"agent_id": a_contact.params["agent_id"], "pool_id": b_record.params["pool_id"]}
+        contact_id = a_contact.params["contact_id"]
+        if campaign:
+            body |= {"name": "A", "campaign_type": "call", "contact_ids": [contact_id]}
+            return f"{BASE}/campaigns", body, b_record.secrets
+        return f"{BASE}/contacts/{contact_id}/call", body, b_record.secrets
+
+    return make
 
 
-async def _campaign_with_b_contacts(
-    client: Any, a: Tenant, b: Tenant
-) -> tuple[str, dict[str, Any], set[str]]:
-    b_contact = await contact(client, b)
-    return (
-        f"{BASE}/campaigns",
-        {
-            "name": "A",
-            "campaign_type": "email",
-            "subject": "S",
-            "message_content": "<p>x</p>",
-            "contact_ids": [b_contact.params["contact_id"]],
-        },
-        b_contact.secrets,
-    )
+def _email_campaign_with_b(field_name: str) -> Builder:
+    """A's email campaign whose audience is B's contact or B's smart list."""
 
+    async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
+        if field_name == "contact_ids":
+            b_record = await contact(client, b)
+            value: Any = [b_record.params["contact_id"]]
+        else:
+            b_record = await smart_list(client, b)
+            value = b_record.params["smart_list_id"]
+        return f"{BASE}/campaigns", EMAIL_CAMPAIGN | {field_name: value}, b_record.secrets
 
-async def _call_campaign_with_b_agent(
-    client: Any, a: Tenant, b: Tenant
-) -> tuple[str, dict[str, Any], set[str]]:
-    b_agent = await agent(client, b)
-    a_contact = await contact(client, a)
-    return (
-        f"{BASE}/campaigns",
-        {
-            "name": "A",
-            "campaign_type": "call",
-            "agent_id": b_agent.params["agent_id"],
-            "contact_ids": [a_contact.params["contact_id"]],
-        },
-        b_agent.secrets,
-    )
-
-
-async def _call_campaign_with_b_pool(
-    client: Any, a: Tenant, b: Tenant
-) -> tuple[str, dict[str, Any], set[str]]:
-    b_pool = await number_pool(client, b)
-    a_contact = await contact_with_agent(client, a)
-    return (
-        f"{BASE}/campaigns",
-        {
-            "name": "A",
-            "campaign_type": "call",
-            "agent_id": a_contact.params["agent_id"],
-            "pool_id": b_pool.params["pool_id"],
-            "contact_ids": [a_contact.params["contact_id"]],
-        },
-        b_pool.secrets,
-    )
-
-
-async def _campaign_with_b_list(
-    client: Any, a: Tenant, b: Tenant
-) -> tuple[str, dict[str, Any], set[str]]:
-    b_list = await smart_list(client, b)
-    return (
-        f"{BASE}/campaigns",
-        {
-            "name": "A",
-            "campaign_type": "email",
-            "subject": "S",
-            "message_content": "<p>x</p>",
-            "smart_list_id": b_list.params["smart_list_id"],
-        },
-        b_list.secrets,
-    )
+    return make
 
 
 async def _invoice_for_b_contact(
@@ -996,7 +952,7 @@ async def _assign_b_agent(
 
 def _agent_with_b_tool(
     method: str,
-) -> Callable[..., Awaitable[tuple[str, dict[str, Any], set[str]]]]:
+) -> Builder:
     async def make(client: Any, a: Tenant, b: Tenant) -> tuple[str, dict[str, Any], set[str]]:
         from tests.factories import agent_body, connect
 
@@ -1041,14 +997,19 @@ BODY_CASES = [
         status=403,
         code="forbidden",
     ),
-    BodyCase("POST", f"{BASE}/contacts/<contact_id>/call", "agent_id", _call_with_b_agent),
-    BodyCase(
-        "POST", f"{BASE}/contacts/<contact_id>/call", "pool_id", _call_with_b_pool, worker=True
+    *(
+        BodyCase(
+            "POST",
+            path,
+            field_name,
+            _calling_with_b(field_name, campaign=path.endswith("campaigns")),
+            worker=field_name == "pool_id",
+        )
+        for path in (f"{BASE}/contacts/<contact_id>/call", f"{BASE}/campaigns")
+        for field_name in ("agent_id", "pool_id")
     ),
-    BodyCase("POST", f"{BASE}/campaigns", "contact_ids", _campaign_with_b_contacts),
-    BodyCase("POST", f"{BASE}/campaigns", "smart_list_id", _campaign_with_b_list),
-    BodyCase("POST", f"{BASE}/campaigns", "agent_id", _call_campaign_with_b_agent),
-    BodyCase("POST", f"{BASE}/campaigns", "pool_id", _call_campaign_with_b_pool, worker=True),
+    BodyCase("POST", f"{BASE}/campaigns", "contact_ids", _email_campaign_with_b("contact_ids")),
+    BodyCase("POST", f"{BASE}/campaigns", "smart_list_id", _email_campaign_with_b("smart_list_id")),
     BodyCase(
         "POST",
         f"{BASE}/contacts",

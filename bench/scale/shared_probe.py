@@ -1,0 +1,217 @@
+"""Would shared tables make spread load cheap? The same four queries against one schema per
+sub-account (today) and against shared tables keyed by sub-account, over 10 and over 1,000
+sub-accounts, by the PostgreSQL backend's own CPU time, in one run.
+
+`python -m bench.scale.shared_probe --data-dir DIR` on the database `python -m bench.scale`
+built (10,000 sub-accounts). It first copies the contacts, notes and wallet of every tenant
+schema into three tables of a schema of its own, `bench_shared` (kept for the next run; nothing
+of the product's is changed), keyed by sub-account first, with the indexes the same queries need:
+
+- schema per sub-account: `SET LOCAL search_path` to the tenant, then bench.scale's four probe
+  queries (contact by id, list of 20 with a total, a contact's live notes, the wallet);
+- shared tables: `set_config` of the sub-account (what row-level security would read), then the
+  same four queries with `sub_account_id = $1` in each.
+
+One connection per (layout, set), warmed with two passes over its set; then BENCH_SHARED_ROUNDS
+(5) rounds, each running BENCH_SHARED_TRANSACTIONS (2,000) round-robin transactions on every
+connection in turn (so other work on the machine lands on all); the median round's CPU time per
+transaction of each backend, and the ratio 1,000 / 10 for each layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+import uuid
+
+import asyncpg
+import psutil
+
+from bench.scale.__main__ import PROBE_QUERIES, place
+
+SETS = (10, 1000)
+ROUNDS = int(os.environ.get("BENCH_SHARED_ROUNDS", "5"))
+TRANSACTIONS = int(os.environ.get("BENCH_SHARED_TRANSACTIONS", "2000"))
+
+SHARED_DDL = """
+CREATE SCHEMA bench_shared;
+CREATE TABLE bench_shared.contacts (
+    sub_account_id uuid NOT NULL, id uuid NOT NULL, name text, first_name text, email text,
+    tags text[] NOT NULL DEFAULT '{}', created_at timestamptz NOT NULL,
+    PRIMARY KEY (sub_account_id, id));
+CREATE INDEX ON bench_shared.contacts (sub_account_id, created_at DESC, id DESC);
+CREATE TABLE bench_shared.notes (
+    sub_account_id uuid NOT NULL, id uuid NOT NULL, contact_id uuid NOT NULL, content text,
+    created_at timestamptz NOT NULL, deleted_at timestamptz, PRIMARY KEY (sub_account_id, id));
+CREATE INDEX ON bench_shared.notes (sub_account_id, contact_id, created_at DESC)
+    WHERE deleted_at IS NULL;
+CREATE TABLE bench_shared.wallets (
+    sub_account_id uuid PRIMARY KEY, balance numeric(12, 2) NOT NULL);
+"""
+
+# bench.scale's probe queries, with the notes query as the product asks it (live notes only, the
+# partial index's predicate), in both layouts.
+SCHEMA_QUERIES = [
+    *PROBE_QUERIES[:2],
+    (
+        "SELECT id, content FROM notes WHERE contact_id = $1 AND deleted_at IS NULL "
+        "ORDER BY created_at DESC LIMIT 5",
+        True,
+    ),
+    PROBE_QUERIES[3],
+]
+SHARED_QUERIES = [
+    (
+        "SELECT id, name, first_name, email, tags FROM bench_shared.contacts "
+        "WHERE sub_account_id = $1 AND id = $2",
+        True,
+    ),
+    (
+        "SELECT id, email, count(*) OVER () AS total FROM bench_shared.contacts "
+        "WHERE sub_account_id = $1 ORDER BY created_at DESC, id DESC LIMIT 20",
+        False,
+    ),
+    (
+        "SELECT id, content FROM bench_shared.notes WHERE sub_account_id = $1 "
+        "AND contact_id = $2 AND deleted_at IS NULL ORDER BY created_at DESC LIMIT 5",
+        True,
+    ),
+    ("SELECT balance FROM bench_shared.wallets WHERE sub_account_id = $1", False),
+]
+
+
+async def build_shared(url: str) -> dict[str, int]:
+    """Copy every tenant's contacts, notes and wallet into bench_shared, once (a tenant per
+    statement: one transaction would lock more relations than the server's lock table holds)."""
+    conn = await asyncpg.connect(url)
+    try:
+        if await conn.fetchval("SELECT to_regclass('bench_shared.built') IS NOT NULL"):
+            return await _shared_counts(conn)
+        await conn.execute("DROP SCHEMA IF EXISTS bench_shared CASCADE")
+        await conn.execute(SHARED_DDL)
+        tenants = await conn.fetch("SELECT id, schema_name FROM control.sub_accounts ORDER BY id")
+        started = time.perf_counter()
+        for n, (sub_account_id, schema) in enumerate(tenants):
+            await conn.execute(
+                "INSERT INTO bench_shared.contacts SELECT $1, id, name, first_name, email, "
+                f"coalesce(tags, '{{}}'), created_at FROM \"{schema}\".contacts",
+                sub_account_id,
+            )
+            await conn.execute(
+                "INSERT INTO bench_shared.notes SELECT $1, id, contact_id, content, "
+                f'created_at, deleted_at FROM "{schema}".notes',
+                sub_account_id,
+            )
+            await conn.execute(
+                f'INSERT INTO bench_shared.wallets SELECT $1, balance FROM "{schema}".wallet',
+                sub_account_id,
+            )
+            if n % 1000 == 999:
+                print(f"  copied {n + 1} tenants", flush=True)
+        await conn.execute(
+            "ANALYZE bench_shared.contacts, bench_shared.notes, bench_shared.wallets"
+        )
+        await conn.execute("CREATE TABLE bench_shared.built ()")
+        print(f"bench_shared built in {time.perf_counter() - started:.0f} s", flush=True)
+        return await _shared_counts(conn)
+    finally:
+        await conn.close()
+
+
+async def _shared_counts(conn: asyncpg.Connection) -> dict[str, int]:
+    return {
+        table: int(await conn.fetchval(f"SELECT count(*) FROM bench_shared.{table}"))
+        for table in ("contacts", "notes", "wallets")
+    }
+
+
+async def schema_transaction(conn: asyncpg.Connection, schema: str) -> None:
+    """The four queries in the tenant's schema, in one transaction."""
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL search_path TO {schema}, public")
+        for query, with_id in SCHEMA_QUERIES:
+            await conn.fetch(query, *([uuid.uuid4()] if with_id else []))
+
+
+async def shared_transaction(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
+    """The same four queries on the shared tables, in one transaction."""
+    async with conn.transaction():
+        await conn.execute(
+            "SELECT set_config('switchboard.sub_account_id', $1, true)", str(sub_account_id)
+        )
+        for query, with_id in SHARED_QUERIES:
+            await conn.fetch(query, sub_account_id, *([uuid.uuid4()] if with_id else []))
+
+
+async def probe(url: str) -> dict[tuple[str, int], dict[str, float]]:
+    first = await asyncpg.connect(url)
+    try:
+        tenants = await first.fetch(
+            "SELECT id, schema_name FROM control.sub_accounts ORDER BY id LIMIT $1", max(SETS)
+        )
+    finally:
+        await first.close()
+    layouts = {
+        "schema per sub-account": lambda conn, n: schema_transaction(conn, tenants[n][1]),
+        "shared tables": lambda conn, n: shared_transaction(conn, tenants[n][0]),
+    }
+    conns = {(layout, size): await asyncpg.connect(url) for layout in layouts for size in SETS}
+    try:
+        backends = {}
+        for (layout, size), conn in conns.items():
+            for n in list(range(size)) * 2:
+                await layouts[layout](conn, n)
+            backends[layout, size] = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
+        cpu: dict[tuple[str, int], list[float]] = {key: [] for key in conns}
+        wall: dict[tuple[str, int], list[float]] = {key: [] for key in conns}
+        for _ in range(ROUNDS):
+            for (layout, size), conn in conns.items():
+                backend = backends[layout, size]
+                before, began = sum(backend.cpu_times()[:2]), time.perf_counter()
+                for n in range(TRANSACTIONS):
+                    await layouts[layout](conn, n % size)
+                spent = sum(backend.cpu_times()[:2]) - before
+                cpu[layout, size].append(spent * 1000 / TRANSACTIONS)
+                wall[layout, size].append((time.perf_counter() - began) * 1000 / TRANSACTIONS)
+        memory = "SELECT sum(total_bytes) FROM pg_backend_memory_contexts"
+        return {
+            key: {
+                "cpu_ms": statistics.median(cpu[key]),
+                "wall_ms": statistics.median(wall[key]),
+                "cache_mib": float(await conn.fetchval(memory)) / 2**20,
+            }
+            for key, conn in conns.items()
+        }
+    finally:
+        for conn in conns.values():
+            await conn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale.shared_probe")
+    parser.add_argument("--data-dir", default=os.environ.get("BENCH_SCALE_DATA_DIR"))
+    args = parser.parse_args()
+    with place(args.data_dir) as where:
+        counts = asyncio.run(build_shared(where.url))
+        print(f"bench_shared rows: {counts}", flush=True)
+        load = os.getloadavg()[0]
+        result = asyncio.run(probe(where.url))
+    print(f"\nload average at the start: {load:.1f}; end: {os.getloadavg()[0]:.1f}")
+    print("| layout | sub-accounts | backend CPU ms per transaction | wall ms | cache MiB |")
+    print("|---|---|---|---|---|")
+    for (layout, size), row in result.items():
+        print(
+            f"| {layout} | {size:,} | {row['cpu_ms']:.3f} | {row['wall_ms']:.3f} | "
+            f"{row['cache_mib']:.0f} |"
+        )
+    for layout in ("schema per sub-account", "shared tables"):
+        ratio = result[layout, SETS[1]]["cpu_ms"] / result[layout, SETS[0]]["cpu_ms"]
+        print(f"{layout}: CPU per transaction, 1,000 / 10 = {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,8 +9,11 @@ of the product's is changed), keyed by sub-account first, with the indexes the s
 
 - schema per sub-account: `SET LOCAL search_path` to the tenant, then bench.scale's four probe
   queries (contact by id, list of 20 with a total, a contact's live notes, the wallet);
-- shared tables: `set_config` of the sub-account (what row-level security would read), then the
-  same four queries with `sub_account_id = $1` in each.
+- shared tables: `set_config` of the sub-account, then the same four queries with
+  `sub_account_id = $1` in each;
+- shared tables with row-level security: `set_config` of the sub-account, then the four queries
+  exactly as the tenant SQL is written today (no sub-account in them), as a role that is not the
+  tables' owner, each table's policy `sub_account_id = current_setting(...)` adding it.
 
 One connection per (layout, set), warmed with two passes over its set; then BENCH_SHARED_ROUNDS
 (5) rounds, each running BENCH_SHARED_TRANSACTIONS (2,000) round-robin transactions on every
@@ -121,6 +124,34 @@ async def build_shared(url: str) -> dict[str, int]:
         await conn.close()
 
 
+RLS_ROLE = "bench_shared_rls"
+RLS_TABLES = ("contacts", "notes", "wallets")
+
+
+async def set_up_rls(url: str) -> str:
+    """Row-level security on the shared tables for a role that is not their owner (a superuser
+    bypasses it): each table's rows are those of the transaction's `switchboard.sub_account_id`.
+    Returns the URL to connect as that role."""
+    conn = await asyncpg.connect(url)
+    try:
+        if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", RLS_ROLE):
+            await conn.execute(f"CREATE ROLE {RLS_ROLE} LOGIN")
+        await conn.execute(f"GRANT USAGE ON SCHEMA bench_shared TO {RLS_ROLE}")
+        await conn.execute(f"GRANT pg_read_all_stats TO {RLS_ROLE}")  # its own cache size
+        for table in RLS_TABLES:
+            await conn.execute(f"GRANT SELECT ON bench_shared.{table} TO {RLS_ROLE}")
+            await conn.execute(f"ALTER TABLE bench_shared.{table} ENABLE ROW LEVEL SECURITY")
+            await conn.execute(f"DROP POLICY IF EXISTS tenant ON bench_shared.{table}")
+            await conn.execute(
+                f"CREATE POLICY tenant ON bench_shared.{table} USING (sub_account_id = "
+                "current_setting('switchboard.sub_account_id')::uuid)"
+            )
+    finally:
+        await conn.close()
+    server, database = url.rsplit("@", 1)
+    return f"postgresql://{RLS_ROLE}@{database}"
+
+
 async def _shared_counts(conn: asyncpg.Connection) -> dict[str, int]:
     return {
         table: int(await conn.fetchval(f"SELECT count(*) FROM bench_shared.{table}"))
@@ -136,6 +167,26 @@ async def schema_transaction(conn: asyncpg.Connection, schema: str) -> None:
             await conn.fetch(query, *([uuid.uuid4()] if with_id else []))
 
 
+# The tenant SQL as it is written today (no sub-account in it): row-level security adds it.
+RLS_QUERIES = [
+    (
+        query.replace("FROM ", "FROM bench_shared.").replace(".wallet WHERE id = 1", ".wallets"),
+        with_id,
+    )
+    for query, with_id in SCHEMA_QUERIES
+]
+
+
+async def rls_transaction(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
+    """The four queries unchanged on the shared tables, the sub-account set for the policies."""
+    async with conn.transaction():
+        await conn.execute(
+            "SELECT set_config('switchboard.sub_account_id', $1, true)", str(sub_account_id)
+        )
+        for query, with_id in RLS_QUERIES:
+            await conn.fetch(query, *([uuid.uuid4()] if with_id else []))
+
+
 async def shared_transaction(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
     """The same four queries on the shared tables, in one transaction."""
     async with conn.transaction():
@@ -146,7 +197,7 @@ async def shared_transaction(conn: asyncpg.Connection, sub_account_id: uuid.UUID
             await conn.fetch(query, sub_account_id, *([uuid.uuid4()] if with_id else []))
 
 
-async def probe(url: str) -> dict[tuple[str, int], dict[str, float]]:
+async def probe(url: str, rls_url: str) -> dict[tuple[str, int], dict[str, float]]:
     first = await asyncpg.connect(url)
     try:
         tenants = await first.fetch(
@@ -157,14 +208,29 @@ async def probe(url: str) -> dict[tuple[str, int], dict[str, float]]:
     layouts = {
         "schema per sub-account": lambda conn, n: schema_transaction(conn, tenants[n][1]),
         "shared tables": lambda conn, n: shared_transaction(conn, tenants[n][0]),
+        "shared tables, row-level security": lambda conn, n: rls_transaction(conn, tenants[n][0]),
     }
-    conns = {(layout, size): await asyncpg.connect(url) for layout in layouts for size in SETS}
+    conns = {
+        (layout, size): await asyncpg.connect(rls_url if "row-level" in layout else url)
+        for layout in layouts
+        for size in SETS
+    }
     try:
         backends = {}
         for (layout, size), conn in conns.items():
             for n in list(range(size)) * 2:
                 await layouts[layout](conn, n)
             backends[layout, size] = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
+        # Row-level security really filters: another sub-account's rows are not seen.
+        rls = conns["shared tables, row-level security", SETS[0]]
+        async with rls.transaction():
+            await rls.execute(
+                "SELECT set_config('switchboard.sub_account_id', $1, true)", str(tenants[0][0])
+            )
+            seen = await rls.fetchval(
+                "SELECT count(DISTINCT sub_account_id) FROM bench_shared.wallets"
+            )
+        assert seen == 1, f"row-level security let {seen} sub-accounts' wallets through"
         cpu: dict[tuple[str, int], list[float]] = {key: [] for key in conns}
         wall: dict[tuple[str, int], list[float]] = {key: [] for key in conns}
         for _ in range(ROUNDS):
@@ -198,7 +264,8 @@ def main() -> int:
         counts = asyncio.run(build_shared(where.url))
         print(f"bench_shared rows: {counts}", flush=True)
         load = os.getloadavg()[0]
-        result = asyncio.run(probe(where.url))
+        rls_url = asyncio.run(set_up_rls(where.url))
+        result = asyncio.run(probe(where.url, rls_url))
     print(f"\nload average at the start: {load:.1f}; end: {os.getloadavg()[0]:.1f}")
     print("| layout | sub-accounts | backend CPU ms per transaction | wall ms | cache MiB |")
     print("|---|---|---|---|---|")
@@ -207,7 +274,7 @@ def main() -> int:
             f"| {layout} | {size:,} | {row['cpu_ms']:.3f} | {row['wall_ms']:.3f} | "
             f"{row['cache_mib']:.0f} |"
         )
-    for layout in ("schema per sub-account", "shared tables"):
+    for layout in ("schema per sub-account", "shared tables", "shared tables, row-level security"):
         ratio = result[layout, SETS[1]]["cpu_ms"] / result[layout, SETS[0]]["cpu_ms"]
         print(f"{layout}: CPU per transaction, 1,000 / 10 = {ratio:.2f}x")
     return 0

@@ -16,7 +16,8 @@ How it runs: the worker LISTENs on a dedicated connection and enqueues `run_due`
 names (`DueHandler.queue`), so each kind of work runs with capacity of its own (jobs/worker.py).
 `run_due` claims the row with `FOR UPDATE SKIP LOCKED` and a lease (the claim also bumps the
 version), calls the handler, then deletes or reschedules the row. A cron sweeper (every 5 s, and
-once at worker start) re-enqueues due, unleased rows that Redis lost or never got.
+once at worker start) re-enqueues due, unleased rows that Redis lost or never got, and revives a
+row whose job a worker took and died holding before it claimed the row (`revive_if_stuck`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 import asyncpg
 from arq import cron
-from arq.constants import default_queue_name
+from arq.constants import default_queue_name, in_progress_key_prefix
 from arq.worker import func
 
 from tenancy.clock import utcnow
@@ -100,11 +101,11 @@ async def enqueue(
     version: int,
     due_at: datetime,
     queue: str = BACKGROUND_QUEUE,
-) -> None:
-    """Queue `run_due` for this version of the row on `queue`; a no-op when that job is already
-    queued (on any queue)."""
+) -> bool:
+    """Queue `run_due` for this version of the row on `queue`; a no-op (False) when that job is
+    already queued or running (on any queue)."""
     defer = due_at if due_at > utcnow() else None
-    await redis.enqueue_job(
+    job = await redis.enqueue_job(
         "run_due",
         str(due_id),
         version,
@@ -112,6 +113,7 @@ async def enqueue(
         _defer_until=defer,
         _queue_name=queue,
     )
+    return job is not None
 
 
 # Work of a suspended or deleted sub-account waits (it runs again if the tenant is resumed).
@@ -129,10 +131,58 @@ async def sweep_due(ctx: dict[str, Any]) -> int:
     """Enqueue every due, unleased row (the queue dedupes the ones it still holds)."""
     rows = await ctx["db"].fetch(SELECT_SWEEP, SWEEP_LIMIT)
     for row in rows:
-        await enqueue(
-            ctx["redis"], row["id"], row["version"], row["due_at"], queue_of(ctx, row["kind"])
-        )
+        queue = queue_of(ctx, row["kind"])
+        if not await enqueue(ctx["redis"], row["id"], row["version"], row["due_at"], queue):
+            await revive_if_stuck(ctx, row)
     return len(rows)
+
+
+# A worker that dies (SIGKILL, a lost host) after arq handed it a job and before run_due claimed
+# the row leaves the job "in progress" in Redis (arq's in-progress key lives for the job
+# timeout plus 10 s: 310 s here) and the row due and unclaimed: enqueueing that job id again is
+# a no-op, so without more the row would wait those 310 s. A live run claims within
+# milliseconds of starting; one that has not, STUCK_AFTER after a sweep first saw it so, is
+# taken for dead. Its row gets a new version (the old job, if it ever runs, claims nothing),
+# and that version is queued.
+STUCK_AFTER = timedelta(seconds=10)
+STUCK_SEEN_KEY = "switchboard:due:unclaimed:"
+STUCK_SEEN_KEEP_MS = 600_000
+
+REVIVE = """
+UPDATE control.due_work SET version = version + 1, updated_at = now()
+WHERE id = $1 AND version = $2 AND status = 'pending'
+  AND (claimed_until IS NULL OR claimed_until < now())
+RETURNING id, version, due_at, kind
+"""
+
+
+async def revive_if_stuck(ctx: dict[str, Any], row: Any) -> bool:
+    """The due, unleased `row` (SELECT_SWEEP's) whose job is already queued: when that job is
+    running and has not claimed the row STUCK_AFTER after this was first seen, queue a new
+    version of the row (True)."""
+    redis = ctx["redis"]
+    job = job_id(row["id"], row["version"])
+    if not await redis.exists(in_progress_key_prefix + job):
+        return False  # waiting in its queue: it will run
+    now_ms = int(utcnow().timestamp() * 1000)
+    seen = STUCK_SEEN_KEY + job
+    await redis.set(seen, now_ms, nx=True, px=STUCK_SEEN_KEEP_MS)
+    first_seen = int(await redis.get(seen) or now_ms)
+    if now_ms - first_seen < STUCK_AFTER.total_seconds() * 1000:
+        return False
+    revived = await ctx["db"].fetchrow(REVIVE, row["id"], row["version"])
+    if revived is None:
+        return False  # claimed or rescheduled meanwhile
+    log.warning(
+        "due work %s (%s): its job %s was taken by a worker that never claimed it; queued again",
+        row["id"],
+        row["kind"],
+        job,
+    )
+    await enqueue(
+        redis, revived["id"], revived["version"], revived["due_at"], queue_of(ctx, row["kind"])
+    )
+    return True
 
 
 # --- running ----------------------------------------------------------------------------------

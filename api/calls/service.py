@@ -6,6 +6,8 @@ a call that was accepted is placed even if the queue loses its job. The worker's
 when it ends records the outcome, charges the started minutes at the plan's `call_per_minute`
 and, when the agent has `webhook` on, queues the signed `call.completed` delivery, all in one
 transaction guarded by the call's status, so a second run changes and charges nothing.
+A call campaign's dispatcher places the calls it writes itself (`place_written_call`), their
+`call` work deferred a little as the fallback should it die before placing them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from api.number_pools.service import next_caller_id
 from api.tools.service import agent_tools
 from api.wallet import service as wallet
 from integrations import recordings
-from integrations.telephony import CallState, OutboundCall, Providers, TelephonyError
+from integrations.telephony import (
+    CallState,
+    OutboundCall,
+    Providers,
+    TelephonyError,
+    TelephonyProvider,
+)
 from tenancy import secrets
 from tenancy.call_tokens import stream_parameters
 from tenancy.clock import utcnow
@@ -270,10 +278,15 @@ class NewCall:
 
 
 async def insert_call(
-    conn: asyncpg.Connection, scope: TenantScope, call: NewCall, per_minute: Decimal
+    conn: asyncpg.Connection,
+    scope: TenantScope,
+    call: NewCall,
+    per_minute: Decimal,
+    follow_at: datetime | None = None,
 ) -> uuid.UUID:
     """Write a `queued` (or `scheduled`) call and its due-work row (due at once, or at
-    start_at) in the caller's transaction under POST
+    start_at, or at `follow_at` when the caller places the call itself with
+    place_written_call and that work is only its fallback) in the caller's transaction under POST
     /contacts/{id}/call's rules (contact with a phone and call consent, active agent, a caller
     id, funds for a first minute at `per_minute`), so a caller that records more in the same
     transaction (a campaign's recipient) either has both or neither. Raises APIError (nothing
@@ -298,7 +311,8 @@ async def insert_call(
         call.campaign_id,
         call.start_at,
     )
-    await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, call.start_at or utcnow())
+    due_at = follow_at or call.start_at or utcnow()
+    await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, due_at)
     return call_id
 
 
@@ -385,6 +399,7 @@ async def advance_call(
         if call is None:
             return None
         refusal = None
+        never_connected: CallState | None = None
         if call["start_at"] is not None and call["provider_call_id"] is None:
             start_at: datetime = call["start_at"]
             if start_at > utcnow():
@@ -408,20 +423,9 @@ async def advance_call(
                 conn, scope.sub_account_id, call
             ):
                 return utcnow() + SLOT_POLL
-            try:
-                provider_call_id = await provider.place_call(
-                    carrier_call(call, scope.sub_account_id)
-                )
-            except TelephonyError as exc:
-                log.warning("placing call %s failed: %s", call_id, exc)
-                never_connected = CallState(
-                    "failed", ended_reason="failed", error=f"provider_error: {exc}"
-                )
-            else:
-                await conn.execute(MARK_PLACED, call_id, provider_call_id)
+            never_connected = await _dial(conn, scope, provider, call)
+            if never_connected is None:
                 return _poll_after(None)
-        else:
-            never_connected = None
     if never_connected is not None:
         await finish_call(scope, call_id, never_connected)
         return None
@@ -450,6 +454,46 @@ async def advance_call(
     # Nor is the carrier's "in progress": the call is in_progress once the runtime admitted its
     # stream (answer_call).
     return _poll_after(started)
+
+
+async def _dial(
+    conn: asyncpg.Connection,
+    scope: TenantScope,
+    provider: TelephonyProvider,
+    call: asyncpg.Record,
+) -> CallState | None:
+    """Hand the queued call (LOCK_OPEN_CALL's row, locked) to its carrier and mark it
+    `ringing` (None), or the state of a call the carrier refused (it never connected)."""
+    try:
+        provider_call_id = await provider.place_call(carrier_call(call, scope.sub_account_id))
+    except TelephonyError as exc:
+        log.warning("placing call %s failed: %s", call["id"], exc)
+        return CallState("failed", ended_reason="failed", error=f"provider_error: {exc}")
+    await conn.execute(MARK_PLACED, call["id"], provider_call_id)
+    return None
+
+
+async def place_written_call(scope: TenantScope, providers: Providers, call_id: uuid.UUID) -> None:
+    """Place at once a call campaign's call that its dispatcher wrote (`queued`, its place
+    counted, its `call` work deferred by insert_call's `follow_at`), and move that work to the
+    call's first look, in one transaction. The call row's lock orders this against the call's
+    own work and a cancel: whoever comes second finds it placed (or cancelled) and leaves it,
+    so it is placed once. Should the dispatcher die first, that work places it."""
+    async with scope.transaction() as conn:
+        call = await conn.fetchrow(LOCK_OPEN_CALL, call_id)
+        if (
+            call is None
+            or call["campaign_id"] is None
+            or call["status"] != "queued"
+            or call["provider_call_id"] is not None
+            or call["start_at"] is not None
+        ):
+            return
+        never_connected = await _dial(conn, scope, providers.get(call["provider"]), call)
+        if never_connected is None:
+            await schedule_due(conn, scope.sub_account_id, CALL_WORK, call_id, _poll_after(None))
+            return
+    await finish_call(scope, call_id, never_connected)
 
 
 async def _due_refusal(

@@ -14,6 +14,10 @@ worker, a run past its lease) follow each other and never place the same attempt
    (attempts, call_ids), so an attempt has exactly one call, whatever dies when. A contact
    without a phone or with call consent revoked is skipped; any other refusal (funds, the agent)
    pauses the campaign with the reason, as an empty wallet pauses a message campaign;
+   once that transaction has committed, the run places the calls it wrote itself
+   (api.calls.service.place_written_call), without a `call` job each; each call's own `call`
+   work is due PLACING_GRACE later, so a call whose dispatcher died first is placed by it, and
+   the call row's lock lets only the first of the two place it;
 4. complete it (`campaign.completed`) once every recipient is settled; else say when to run
    again: the end of each of its calls wakes it at once (api.calls.service.finish_call), and it
    looks anyway every POLL while calls are on the line, at the next retry, or at the window's
@@ -22,9 +26,10 @@ worker, a run past its lease) follow each other and never place the same attempt
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -37,12 +42,14 @@ from api.calls.service import (
     SELECT_MAX_CONCURRENT_CALLS,
     NewCall,
     insert_call,
+    place_written_call,
 )
 from api.campaigns import business_hours
 from api.campaigns import queries as q
 from api.campaigns.schemas import DEFAULT_RETRY_ON
 from api.campaigns.service import complete_if_done
 from api.wallet import service as wallet
+from integrations.telephony import Providers
 from tenancy.clock import utcnow
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
@@ -54,6 +61,11 @@ log = logging.getLogger("switchboard.campaigns")
 POLL = timedelta(seconds=5)
 # How soon a campaign held back only by the plan's limit (calls of others) looks again.
 PLAN_FULL_POLL = timedelta(seconds=2)
+# How long a call's own `call` work waits for its dispatcher to place it (should the dispatcher
+# die between writing the call and placing it, that work places it then).
+PLACING_GRACE = timedelta(seconds=10)
+# Calls one run places at once (each a tenant transaction and a carrier request).
+PLACING_AT_ONCE = 8
 # Refusals that concern the recipient, who is skipped; any other pauses the campaign.
 SKIPPED_FOR = ("contact_has_no_phone", "contact_opted_out")
 
@@ -85,6 +97,7 @@ class Dispatch:
     now: datetime
     paused: bool = False
     plan_full: bool = False
+    written: list[uuid.UUID] = field(default_factory=list)
 
     @property
     def id(self) -> uuid.UUID:
@@ -95,15 +108,49 @@ class Dispatch:
         return business_hours.parse(config) if config else None
 
 
-async def dial_campaign(scope: TenantScope, campaign_id: uuid.UUID) -> datetime | None:
-    """Settle, start, place and complete what is due of one call campaign; the time to run
-    again, or None when nothing is left to follow."""
+async def dial_campaign(
+    scope: TenantScope, campaign_id: uuid.UUID, providers: Providers | None = None
+) -> datetime | None:
+    """Settle, start, write and complete what is due of one call campaign, then place the calls
+    written through `providers` (without them, their own `call` work places them after
+    PLACING_GRACE, as when a dispatcher dies before placing); the time to run again, or None
+    when nothing is left to follow."""
+    written: list[uuid.UUID] = []
+    run_again = await _dial_locked(scope, campaign_id, written)
+    if providers is not None and written:
+        await _place_written(scope, providers, written)
+    return run_again
+
+
+async def _place_written(
+    scope: TenantScope, providers: Providers, call_ids: list[uuid.UUID]
+) -> None:
+    """Place the calls a run wrote, PLACING_AT_ONCE at a time; one that fails here is its own
+    `call` work's to place."""
+    at_once = asyncio.Semaphore(PLACING_AT_ONCE)
+
+    async def place(call_id: uuid.UUID) -> None:
+        async with at_once:
+            try:
+                await place_written_call(scope, providers, call_id)
+            except Exception:
+                # The call is written: its own `call` work places it after PLACING_GRACE.
+                log.warning("call %s left to its own work", call_id, exc_info=True)
+
+    await asyncio.gather(*(place(call_id) for call_id in call_ids))
+
+
+async def _dial_locked(
+    scope: TenantScope, campaign_id: uuid.UUID, written: list[uuid.UUID]
+) -> datetime | None:
+    """dial_campaign's one transaction, under the campaign's row lock; the calls it writes are
+    added to `written`."""
     per_minute = await wallet.plan_price(scope, "call_per_minute")
     async with scope.transaction() as conn:
         campaign = await conn.fetchrow(q.LOCK_CAMPAIGN, campaign_id)
         if campaign is None or campaign["campaign_type"] != "call":
             return None
-        run = Dispatch(scope, campaign, per_minute, utcnow())
+        run = Dispatch(scope, campaign, per_minute, utcnow(), written=written)
         retry = Retry.of(campaign["retry"])
         await conn.execute(q.SETTLE, run.id, retry.on, retry.max_attempts, retry.delay)
         status = campaign["status"]
@@ -212,7 +259,9 @@ async def _call(conn: asyncpg.Connection, run: Dispatch, recipient: asyncpg.Reco
     # transaction is begun by hand (tenancy.db), so the savepoint is too.
     await conn.execute("SAVEPOINT attempt")
     try:
-        call_id = await insert_call(conn, run.scope, call, run.per_minute)
+        call_id = await insert_call(
+            conn, run.scope, call, run.per_minute, follow_at=utcnow() + PLACING_GRACE
+        )
         await conn.execute(q.MARK_CALLED, recipient["id"], call_id)
     except APIError as refused:
         await conn.execute("ROLLBACK TO SAVEPOINT attempt")
@@ -224,4 +273,5 @@ async def _call(conn: asyncpg.Connection, run: Dispatch, recipient: asyncpg.Reco
             log.info("call campaign %s paused: %s", run.id, refused.code)
         return False
     await conn.execute("RELEASE SAVEPOINT attempt")
+    run.written.append(call_id)
     return True

@@ -11,6 +11,7 @@ from api.calls.service import CAMPAIGN_CALLS_WORK
 from api.campaigns.delivery import run_campaign
 from api.campaigns.dialer import dial_campaign
 from api.campaigns.service import SEND_KIND
+from integrations.telephony import Providers
 from tenancy.due import DueWork
 
 __all__ = ["CAMPAIGN_CALLS_WORK", "SEND_KIND", "dial_call_campaign", "send_campaign"]
@@ -24,4 +25,8 @@ async def send_campaign(ctx: dict[str, Any], work: DueWork) -> datetime | None:
 async def dial_call_campaign(ctx: dict[str, Any], work: DueWork) -> datetime | None:
     """Settle and place the calls of the call campaign `work.ref_id` (api/campaigns/dialer.py);
     the due row is kept while calls are on the line or recipients are left to call."""
-    return await dial_campaign(work.scope(ctx["db"]), work.ref_id)
+    providers = Providers(ctx["settings"].telephony)
+    try:
+        return await dial_campaign(work.scope(ctx["db"]), work.ref_id, providers)
+    finally:
+        await providers.aclose()

@@ -409,3 +409,65 @@ async def test_a_campaigns_queued_call_holds_its_place_against_an_older_queued_c
     )
     async with tenant_transaction(pool, tenant.schema) as conn:
         assert await place_free(conn, tenant.id, older)
+
+
+async def test_calls_a_dispatcher_wrote_and_died_before_placing_are_placed_once_by_their_work(
+    client, pool, tenant, worker, monkeypatch
+):
+    from api.calls.service import place_written_call
+    from api.campaigns import dialer
+    from integrations.telephony import Providers
+    from tests.helpers import scope_of
+
+    # Given: every dispatcher run dies right after committing the calls it wrote, before it
+    # places any of them (what a SIGKILL between the two leaves).
+    left: list[uuid.UUID] = []
+
+    async def died_before_placing(scope, providers, call_ids):
+        left.extend(call_ids)
+
+    monkeypatch.setattr(dialer, "_place_written", died_before_placing)
+    monkeypatch.setattr(dialer, "PLACING_GRACE", timedelta(seconds=2))
+    agent_id = await calling_agent(client, tenant)
+    contacts = await callees(client, tenant, 3)
+    campaign = await create_call_campaign(client, tenant, agent_id, contacts)
+
+    # When: the campaign runs.
+    await start(client, tenant, campaign["id"])
+    done = await wait_for(client, tenant, campaign["id"], "completed")
+
+    # Then: each call was placed by its own `call` work once the grace had passed, exactly once.
+    calls = await campaign_calls(pool, tenant, campaign["id"])
+    assert sorted(left) == sorted(call["id"] for call in calls)
+    assert await calls_per_contact(pool, tenant, campaign["id"]) == {c: 1 for c in contacts}
+    for call in calls:
+        assert call["started_at"] - call["created_at"] >= timedelta(seconds=2)
+    assert done["contacted"] == 3
+    recipients = await recipients_of(client, tenant, campaign["id"])
+    assert {(r["status"], r["attempts"], r["outcome"]) for r in recipients} == {
+        ("failed", 1, "no_answer")
+    }
+    # A dispatcher that comes back to a call placed meanwhile leaves it as it is.
+    providers = Providers("sandbox")
+    try:
+        for call in calls:
+            await place_written_call(scope_of(pool, tenant), providers, call["id"])
+    finally:
+        await providers.aclose()
+    assert await campaign_calls(pool, tenant, campaign["id"]) == calls
+
+
+async def test_a_dispatcher_places_the_calls_it_writes_without_waiting_for_their_work(
+    client, pool, tenant, worker
+):
+    from api.campaigns.dialer import PLACING_GRACE
+
+    agent_id = await calling_agent(client, tenant)
+    contacts = await callees(client, tenant, 3)
+    campaign = await create_call_campaign(client, tenant, agent_id, contacts)
+    await start(client, tenant, campaign["id"])
+    await wait_for(client, tenant, campaign["id"], "completed")
+    calls = await campaign_calls(pool, tenant, campaign["id"])
+    assert len(calls) == 3
+    for call in calls:
+        assert call["started_at"] - call["created_at"] < PLACING_GRACE

@@ -418,3 +418,33 @@ async def test_scheduling_failed_work_again_revives_it(pool, tenant, run_worker,
     await schedule(pool, tenant, FLAKY_KIND, ref_id, utcnow() + timedelta(hours=1))
     revived = await status_of(pool, ref_id)
     assert (revived["status"], revived["failures"], revived["failed_at"]) == ("pending", 0, None)
+
+
+async def test_a_job_taken_by_a_worker_that_died_before_claiming_it_is_queued_again(
+    pool, tenant, arq, monkeypatch
+):
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, RECORD_KIND, ref_id, utcnow())
+    [row] = await due_rows(pool, [ref_id])
+    ctx = {"db": pool, "redis": arq, "due_handlers": due.handlers_by_kind(TEST_JOBS.due_handlers)}
+    # Given: a worker took the row's job (arq's in-progress key, kept 310 s) and died before
+    # it claimed the row, which stays due and unclaimed; queueing that job again is a no-op.
+    assert await due.enqueue(arq, row["id"], row["version"], row["due_at"])
+    taken = due.job_id(row["id"], row["version"])
+    await arq.psetex(f"arq:in-progress:{taken}", 310_000, b"1")
+
+    # When: sweeps see it so, the first too soon to tell a dead worker from a slow one.
+    await due.sweep_due(ctx)
+    assert (await status_of(pool, ref_id))["version"] == row["version"]
+    monkeypatch.setattr(due, "STUCK_AFTER", timedelta(0))
+    await due.sweep_due(ctx)
+
+    # Then: a new version of the row is queued and runs once; the dead worker's job, should it
+    # ever run, claims nothing.
+    revived = await status_of(pool, ref_id)
+    assert revived["version"] == row["version"] + 1
+    assert await queued(arq, due.job_id(row["id"], revived["version"]))
+    await due.run_due(ctx, str(row["id"]), revived["version"])
+    await due.run_due(ctx, str(row["id"]), row["version"])
+    assert handled.count(ref_id) == 1
+    assert await status_of(pool, ref_id) is None

@@ -20,7 +20,7 @@ import uuid
 from time import perf_counter
 from typing import Any
 
-from bench.common import bench_servers, write_section
+from bench.common import agent_body, bench_servers, write_section
 from bench.contacts.__main__ import new_sub_account
 from tenancy.migrate import upgrade_control
 
@@ -87,24 +87,12 @@ async def run(url: str, redis_url: str) -> dict[str, Any]:
             agent = await _ok(
                 await client.post(
                     "/functions/v1/crm-api/create-agent",
-                    json={
-                        "name": "Bench agent",
-                        "voice_id": "alloy",
-                        "max_duration": 10,
-                        "temperature": 0.7,
-                        "silence_timeout": 5,
-                        "voice_activity_timeout": 300,
-                        "llm_model": "gpt-4o-mini",
-                        "language": "en-US",
-                        "background_noise": False,
-                        "voicemail_detection": False,
-                        "backcchanneling": False,
-                        "webhook": False,
-                        "recording": False,
-                        "analysis": ANALYSIS,
-                        "sub_account_id": str(sub_account_id),
-                        "organization_id": await _organisation(pool, sub_account_id),
-                    },
+                    json=agent_body(
+                        sub_account_id,
+                        await _organisation(pool, sub_account_id),
+                        llm_model="gpt-4o-mini",
+                        analysis=ANALYSIS,
+                    ),
                     headers=headers,
                 ),
                 201,

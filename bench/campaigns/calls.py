@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import psutil
 
-from bench.common import bench_servers, free_port, serve, write_section
+from bench.common import agent_body, bench_servers, free_port, serve, write_section
 from bench.contacts.__main__ import new_sub_account
 from tenancy.db import create_pool, tenant_transaction
 from tenancy.migrate import upgrade_control
@@ -178,23 +178,7 @@ def set_up_campaign(client: httpx.Client, sub_account_id: uuid.UUID, organisatio
     assert response.status_code == 200, response.text
     response = client.post(
         "/functions/v1/crm-api/create-agent",
-        json={
-            "name": "Bench agent",
-            "voice_id": "alloy",
-            "max_duration": 10,
-            "temperature": 0.7,
-            "silence_timeout": 5,
-            "voice_activity_timeout": 300,
-            "llm_model": "gpt-4o",
-            "language": "en-US",
-            "background_noise": False,
-            "voicemail_detection": False,
-            "backcchanneling": True,
-            "organization_id": organisation,
-            "sub_account_id": str(sub_account_id),
-            "webhook": False,
-            "recording": False,
-        },
+        json=agent_body(sub_account_id, organisation, backcchanneling=True),
     )
     assert response.status_code == 201, response.text
     agent_id = response.json()["id"]

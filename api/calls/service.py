@@ -400,7 +400,9 @@ async def advance_call(
             return None
         refusal = None
         never_connected: CallState | None = None
-        if call["start_at"] is not None and call["provider_call_id"] is None:
+        # A scheduled call meets POST /contacts/{id}/call's rules once, when its time comes;
+        # then it is `queued` and waits for a place like any other call.
+        if call["status"] == "scheduled":
             start_at: datetime = call["start_at"]
             if start_at > utcnow():
                 return start_at

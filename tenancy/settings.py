@@ -143,6 +143,11 @@ class Settings(BaseSettings):
     voice_max_calls: int = Field(default=20, ge=1, le=10_000, alias="SWITCHBOARD_VOICE_MAX_CALLS")
     # Voice processes `switchboard voice` runs on its port (SO_REUSEPORT): one per core.
     voice_processes: int = Field(default=1, ge=1, le=256, alias="SWITCHBOARD_VOICE_PROCESSES")
+    # The voice process logs its event loop's thread's stack when the loop is held longer than
+    # this (voice/loop_watchdog.py); 0 turns the watchdog off.
+    voice_loop_stall_ms: int = Field(
+        default=100, ge=0, le=60_000, alias="SWITCHBOARD_VOICE_LOOP_STALL_MS"
+    )
     # Twilio's auth token checks the X-Twilio-Signature of its webhooks; its voice webhook is
     # TWILIO_VOICE_URL, by default voice_public_url + /voice/twilio/twiml (CONTRACT 9).
     twilio_auth_token: str | None = Field(default=None, alias="TWILIO_AUTH_TOKEN")

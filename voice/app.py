@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from tenancy.db import create_pool
 from tenancy.settings import Settings
 from voice import metrics
 from voice.call import CallRuntime
+from voice.loop_watchdog import LoopWatchdog
 from voice.silero import shared_session
 from voice.twilio import STREAM_PATH, TWIML_PATH, TwilioBridge
 
@@ -36,9 +38,21 @@ def build_voice_app(settings: Settings, database_url: str) -> Starlette:
         await asyncio.to_thread(shared_session)
         state["runtime"] = CallRuntime(settings, pool)
         state["twilio"] = TwilioBridge(settings, pool, busy=state["runtime"].full)
+        # What start-up built (Pipecat, numpy, onnxruntime, every module: about 350,000 objects)
+        # lives as long as the process. Frozen, out of the collector's reach: a full collection
+        # walked all of it on the loop, holding every call's audio for about 240 ms
+        # (bench/RESULTS.md, "Voice runtime: tool calls").
+        gc.collect()
+        gc.freeze()
+        watchdog = None
+        if settings.voice_loop_stall_ms:
+            watchdog = LoopWatchdog(asyncio.get_running_loop(), settings.voice_loop_stall_ms / 1000)
+            watchdog.start()
         try:
             yield
         finally:
+            if watchdog is not None:
+                watchdog.stop()
             await state["runtime"].close()
             await pool.close()
 

@@ -6,6 +6,8 @@
 - connections that have not yet named a call (voice/call.py AUTH_SECONDS), and those closed to
   make room beyond MAX_PENDING_STREAMS;
 - carrier messages dropped as malformed during a call;
+- times the event loop was held past SWITCHBOARD_VOICE_LOOP_STALL_MS (voice/loop_watchdog.py
+  logs each with the loop thread's stack);
 - the agent's response time per turn: from the moment the runtime decided the contact's turn
   was over (the VAD's stop, voice_activity_timeout after the last speech) to the agent's first
   audio frame written to the carrier. Vendor time is inside it; the benchmark (bench/voice)
@@ -67,6 +69,11 @@ MALFORMED_FRAMES = Counter(
     "switchboard_voice_malformed_frames_total",
     "Carrier messages dropped during a call as malformed (not a JSON "
     "object in a text frame, or media without valid base64 audio)",
+    registry=REGISTRY,
+)
+LOOP_STALLS = Counter(
+    "switchboard_voice_loop_stalls_total",
+    "Times the event loop was held past SWITCHBOARD_VOICE_LOOP_STALL_MS (voice/loop_watchdog.py)",
     registry=REGISTRY,
 )
 RESPONSE = Histogram(

@@ -13,7 +13,10 @@ of the product's is changed), keyed by sub-account first, with the indexes the s
   `sub_account_id = $1` in each;
 - shared tables with row-level security: `set_config` of the sub-account, then the four queries
   exactly as the tenant SQL is written today (no sub-account in them), as a role that is not the
-  tables' owner, each table's policy `sub_account_id = current_setting(...)` adding it.
+  tables' owner, each table's policy `sub_account_id = current_setting(...)` adding it;
+- shared tables, views per sub-account: a schema per sub-account (`bv_<hex>`, made for the
+  first 1,000) holding only views of the shared tables limited to it, `SET LOCAL search_path` to
+  it, then the four queries exactly as in the first layout.
 
 One connection per (layout, set), warmed with two passes over its set; then BENCH_SHARED_ROUNDS
 (5) rounds, each running BENCH_SHARED_TRANSACTIONS (2,000) round-robin transactions on every
@@ -152,6 +155,33 @@ async def set_up_rls(url: str) -> str:
     return f"postgresql://{RLS_ROLE}@{database}"
 
 
+VIEW_SCHEMA = "bv_{}"
+
+
+async def set_up_views(url: str, tenants: list[asyncpg.Record]) -> None:
+    """A schema per sub-account holding only views of the shared tables limited to it (the tenant
+    SQL and `search_path` unchanged, the data shared): the relations per sub-account are its
+    views."""
+    conn = await asyncpg.connect(url)
+    try:
+        for sub_account_id, _ in tenants:
+            schema = VIEW_SCHEMA.format(sub_account_id.hex)
+            if await conn.fetchval("SELECT to_regnamespace($1) IS NOT NULL", schema):
+                continue
+            key = f"'{sub_account_id}'::uuid"
+            await conn.execute(
+                f"CREATE SCHEMA {schema};"
+                f"CREATE VIEW {schema}.contacts AS SELECT id, name, first_name, email, tags, "
+                f"created_at FROM bench_shared.contacts WHERE sub_account_id = {key};"
+                f"CREATE VIEW {schema}.notes AS SELECT id, contact_id, content, created_at, "
+                f"deleted_at FROM bench_shared.notes WHERE sub_account_id = {key};"
+                f"CREATE VIEW {schema}.wallet AS SELECT 1 AS id, balance "
+                f"FROM bench_shared.wallets WHERE sub_account_id = {key};"
+            )
+    finally:
+        await conn.close()
+
+
 async def _shared_counts(conn: asyncpg.Connection) -> dict[str, int]:
     return {
         table: int(await conn.fetchval(f"SELECT count(*) FROM bench_shared.{table}"))
@@ -209,7 +239,11 @@ async def probe(url: str, rls_url: str) -> dict[tuple[str, int], dict[str, float
         "schema per sub-account": lambda conn, n: schema_transaction(conn, tenants[n][1]),
         "shared tables": lambda conn, n: shared_transaction(conn, tenants[n][0]),
         "shared tables, row-level security": lambda conn, n: rls_transaction(conn, tenants[n][0]),
+        "shared tables, views per sub-account": lambda conn, n: schema_transaction(
+            conn, VIEW_SCHEMA.format(tenants[n][0].hex)
+        ),
     }
+    await set_up_views(url, tenants)
     conns = {
         (layout, size): await asyncpg.connect(rls_url if "row-level" in layout else url)
         for layout in layouts
@@ -274,7 +308,12 @@ def main() -> int:
             f"| {layout} | {size:,} | {row['cpu_ms']:.3f} | {row['wall_ms']:.3f} | "
             f"{row['cache_mib']:.0f} |"
         )
-    for layout in ("schema per sub-account", "shared tables", "shared tables, row-level security"):
+    for layout in (
+        "schema per sub-account",
+        "shared tables",
+        "shared tables, row-level security",
+        "shared tables, views per sub-account",
+    ):
         ratio = result[layout, SETS[1]]["cpu_ms"] / result[layout, SETS[0]]["cpu_ms"]
         print(f"{layout}: CPU per transaction, 1,000 / 10 = {ratio:.2f}x")
     return 0

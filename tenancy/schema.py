@@ -1,24 +1,30 @@
 """Tenant schemas: their names, the alembic head they are at, and creating one at head at once.
 
-A new sub-account's schema is created from the compiled DDL of `tenant_metadata` in the
-provisioning transaction and stamped at the tenant head: no migration history is replayed in a
-request. Tests prove that replaying the migrations yields the same schema as this DDL.
+A tenant schema holds one view per table of `tenant_metadata` over the shared tables of
+`tenant_data` (tenancy/tables/shared.py), limited to its sub-account. A new sub-account's schema
+is created from those views in the provisioning transaction and stamped at the tenant head: no
+migration history is replayed in a request. Tests prove that replaying the migrations yields the
+same schema.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import uuid
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import asyncpg
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from sqlalchemy import MetaData
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from tenancy.db import SCHEMA_NAME, set_search_path
-from tenancy.tables import tenant_metadata
+from tenancy.tables import shared_metadata, tenant_metadata
+from tenancy.tables.shared import SHARED_SCHEMA, SUB_ACCOUNT
 
 
 def _migrations_dir() -> Path:
@@ -61,20 +67,89 @@ def tenant_head() -> str:
     return head_revision("tenant")
 
 
-@lru_cache
-def tenant_ddl() -> str:
-    """All CREATE TABLE / CREATE INDEX statements of the tenant schema, as one script."""
+def table_ddl(metadata: MetaData) -> list[str]:
+    """The CREATE TABLE / CREATE INDEX statements of `metadata`'s tables, parents first."""
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy leaves it untyped
     statements: list[str] = []
-    for table in tenant_metadata.sorted_tables:
+    for table in metadata.sorted_tables:
         statements.append(str(CreateTable(table).compile(dialect=dialect)).strip())
         for index in sorted(table.indexes, key=lambda i: i.name or ""):
             statements.append(str(CreateIndex(index).compile(dialect=dialect)).strip())
-    statements.append(
-        "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
-        "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
-    )
+    return statements
+
+
+def tenant_columns() -> dict[str, list[str]]:
+    """Each tenant table's columns as its view shows them (parents first)."""
+    return {
+        table.name: [column.name for column in table.columns]
+        for table in tenant_metadata.sorted_tables
+    }
+
+
+def view_ddl(sub_account_id: uuid.UUID, columns: Mapping[str, Sequence[str]]) -> str:
+    """One view per table in the current schema: the shared table's rows of `sub_account_id`
+    (docs/decisions.md). Automatically updatable, so tenant SQL reads and writes it as a table;
+    the check option refuses a row of another sub-account and `sub_account_id` defaults to its
+    own, so no tenant statement names it but an `ON CONFLICT` target."""
+    key = f"'{uuid.UUID(str(sub_account_id))}'::uuid"  # a uuid: safe to write in
+    statements = []
+    for table, names in columns.items():
+        listed = ", ".join(f'"{name}"' for name in (SUB_ACCOUNT, *names))
+        statements.append(
+            f'CREATE VIEW "{table}" AS SELECT {listed} FROM {SHARED_SCHEMA}."{table}" '
+            f"WHERE {SUB_ACCOUNT} = {key} WITH CASCADED CHECK OPTION"
+        )
+        statements.append(f'ALTER VIEW "{table}" ALTER COLUMN {SUB_ACCOUNT} SET DEFAULT {key}')
     return ";\n".join(statements) + ";"
+
+
+VERSION_TABLE = (
+    "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
+    "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
+)
+
+
+# Sub-accounts move or import rows side by side: one at a time moves a shared sequence.
+LOCK_SEQUENCES = "SELECT pg_advisory_xact_lock(hashtext('tenant_data identity sequences'))"
+
+
+def _identity_columns() -> list[tuple[str, str]]:
+    return [
+        (table.name, column.name)
+        for table in shared_metadata.sorted_tables
+        for column in table.columns
+        if column.identity is not None
+    ]
+
+
+async def advance_shared_sequences(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
+    """After rows with their own identity values came in (an import), each shared identity
+    sequence goes past the largest of them, so the sub-account's next ones keep growing."""
+    await conn.execute(LOCK_SEQUENCES)
+    for table, column in _identity_columns():
+        await conn.execute(
+            f"SELECT setval(pg_get_serial_sequence('{SHARED_SCHEMA}.{table}', '{column}'), "
+            f'greatest(max("{column}"), (SELECT last_value FROM '
+            f"{SHARED_SCHEMA}.{table}_{column}_seq))) "
+            f'FROM {SHARED_SCHEMA}."{table}" WHERE {SUB_ACCOUNT} = $1',
+            sub_account_id,
+        )
+
+
+async def delete_shared_rows(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
+    """Every row of `sub_account_id` in the shared tables (its schema's views show nothing
+    more), the tables that refer to others first."""
+    for table in reversed(shared_metadata.sorted_tables):
+        await conn.execute(
+            f'DELETE FROM {SHARED_SCHEMA}."{table.name}" WHERE {SUB_ACCOUNT} = $1', sub_account_id
+        )
+
+
+def sub_account_of(schema: str) -> uuid.UUID:
+    """The sub-account whose tenant schema `schema` is (`t_<its id in hex>`)."""
+    if not SCHEMA_NAME.fullmatch(schema):
+        raise ValueError("not a tenant schema name")
+    return uuid.UUID(hex=schema[2:])
 
 
 async def create_tenant_schema(conn: asyncpg.Connection, schema: str) -> str:
@@ -87,6 +162,6 @@ async def create_tenant_schema(conn: asyncpg.Connection, schema: str) -> str:
     head = tenant_head()
     await conn.execute(f'CREATE SCHEMA "{schema}"')
     await set_search_path(conn, schema)
-    await conn.execute(tenant_ddl())
+    await conn.execute(view_ddl(sub_account_of(schema), tenant_columns()) + VERSION_TABLE)
     await conn.execute("INSERT INTO alembic_version (version_num) VALUES ($1)", head)
     return head

@@ -47,8 +47,14 @@ from tenancy import secrets
 from tenancy.clock import iso, utcnow
 from tenancy.db import SCHEMA_NAME, schema_name_for, set_search_path
 from tenancy.recordings import RecordingsMisconfigured, recording_store
-from tenancy.schema import create_tenant_schema, tenant_head
-from tenancy.tables import tenant_metadata
+from tenancy.schema import (
+    advance_shared_sequences,
+    create_tenant_schema,
+    delete_shared_rows,
+    tenant_head,
+)
+from tenancy.tables import shared_metadata, tenant_metadata
+from tenancy.tables.shared import SHARED_SCHEMA
 
 FORMAT = "switchboard-tenant-export"
 FORMAT_VERSION = 2
@@ -71,22 +77,20 @@ class TenantOpError(Exception):
 
 # --- list -------------------------------------------------------------------------------------
 
-LIST_TENANTS = """
-WITH selected AS (
-    SELECT id, organisation_id, name, slug, schema_name, schema_version, status, deleted_at,
-           purge_after, created_at
-    FROM control.sub_accounts
-    WHERE ($1::uuid IS NULL OR organisation_id = $1) AND ($2::text IS NULL OR status = $2)
-), sizes AS (
-    SELECT n.nspname, sum(pg_total_relation_size(c.oid))::bigint AS size_bytes
-    FROM pg_catalog.pg_class AS c
-    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-    WHERE n.nspname IN (SELECT schema_name FROM selected) AND c.relkind IN ('r', 'p', 'm')
-    GROUP BY n.nspname
+# A sub-account's size: its rows in the shared tables (pg_column_size of each, TOAST included,
+# compressed as stored; index entries not counted), None when its schema is missing.
+ROW_BYTES = " + ".join(
+    f"(SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM {SHARED_SCHEMA}.{_table.name} AS r "
+    "WHERE r.sub_account_id = s.id)"
+    for _table in shared_metadata.sorted_tables
 )
+LIST_TENANTS = f"""
 SELECT s.id, s.organisation_id, s.name, s.slug, s.schema_name, s.schema_version, s.status,
-       z.size_bytes, s.deleted_at, s.purge_after, s.created_at
-FROM selected AS s LEFT JOIN sizes AS z ON z.nspname = s.schema_name
+       CASE WHEN to_regnamespace(s.schema_name) IS NOT NULL THEN ({ROW_BYTES})::bigint
+       END AS size_bytes,
+       s.deleted_at, s.purge_after, s.created_at
+FROM control.sub_accounts AS s
+WHERE ($1::uuid IS NULL OR s.organisation_id = $1) AND ($2::text IS NULL OR s.status = $2)
 ORDER BY s.created_at, s.id
 """
 
@@ -94,8 +98,8 @@ ORDER BY s.created_at, s.id
 async def list_tenants(
     pool: asyncpg.Pool, organisation_id: uuid.UUID | None = None, status: str | None = None
 ) -> list[dict[str, Any]]:
-    """Every sub-account with its schema, schema version, status and size (tables + indexes +
-    TOAST, in bytes; None when the schema is missing)."""
+    """Every sub-account with its schema, schema version, status and size (its rows' bytes;
+    None when the schema is missing)."""
     rows = await pool.fetch(LIST_TENANTS, organisation_id, status)
     return [dict(row) for row in rows]
 
@@ -246,6 +250,7 @@ async def _purge_one(
             raise TenantOpError(str(exc)) from None
         await conn.execute("SELECT set_config('lock_timeout', $1, true)", PURGE_LOCK_TIMEOUT)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await delete_shared_rows(conn, sub_account_id)
         await conn.execute(DELETE_SUB_ACCOUNT, sub_account_id)
     return True
 
@@ -299,7 +304,7 @@ SELECT id, organisation_id, schema_name FROM control.sub_accounts WHERE id = $1
 
 TENANT_TABLES = """
 SELECT c.relname FROM pg_catalog.pg_class AS c
-WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p')
+WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p', 'v')
   AND c.relname <> 'alembic_version'
 """
 
@@ -504,7 +509,7 @@ SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum) AS columns
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
      AND a.attgenerated = ''
-WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p')
+WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'p', 'v')
 GROUP BY c.relname
 """
 
@@ -512,16 +517,6 @@ ORGANISATION_EXISTS = "SELECT EXISTS (SELECT 1 FROM control.organisations WHERE 
 SUB_ACCOUNT_EXISTS = """
 SELECT EXISTS (SELECT 1 FROM control.sub_accounts WHERE id = $1 OR schema_name = $2)
     OR to_regnamespace($2) IS NOT NULL
-"""
-
-OWNED_SEQUENCES = """
-SELECT c.relname, a.attname::text AS column, s.oid::regclass::text AS sequence
-FROM pg_catalog.pg_class AS c
-JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-JOIN pg_catalog.pg_depend AS d ON d.refobjid = c.oid AND d.refobjsubid = a.attnum
-     AND d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype IN ('a', 'i')
-JOIN pg_catalog.pg_class AS s ON s.oid = d.objid AND s.relkind = 'S'
-WHERE c.relnamespace = to_regnamespace($1)
 """
 
 
@@ -833,13 +828,7 @@ class _Importer:
             )
         if self.reencrypt_from:
             await secrets.rotate_tenant(self.conn, self.header.schema_name, self.reencrypt_from)
-        for record in await self.conn.fetch(OWNED_SEQUENCES, self.header.schema_name):
-            await self.conn.execute(
-                f"SELECT setval($1::regclass, max({_quote(record['column'])})) "
-                f"FROM {_quote(record['relname'])} HAVING max({_quote(record['column'])}) "
-                "IS NOT NULL",
-                record["sequence"],
-            )
+        await advance_shared_sequences(self.conn, self.header.sub_account_id)
         await self._claim_numbers()
         if self.exported_plan is not None:
             kept = await self.conn.fetchval(

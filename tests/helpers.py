@@ -205,7 +205,7 @@ async def printed_rows(pool: asyncpg.Pool, tenant: Any) -> dict[str, list[str]]:
     async with tenant_transaction(pool, tenant.schema) as conn:
         tables = await conn.fetch(
             "SELECT relname FROM pg_class WHERE relnamespace = to_regnamespace($1) "
-            "AND relkind = 'r'",
+            "AND relkind IN ('r', 'v')",
             tenant.schema,
         )
         for (table,) in tables:

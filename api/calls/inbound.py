@@ -29,7 +29,7 @@ import asyncpg
 
 from api.calls import queries
 from api.calls.service import CALL_WORK, place_free
-from api.contacts.service import emit_created
+from api.contacts.service import contact_by_phone, emit_created
 from tenancy import phone_directory
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404
@@ -169,8 +169,7 @@ async def _record(
         or await conn.fetchval(queries.LOCK_AGENT, number["agent_id"]) is None
     ):
         raise APIError(409, "agent_inactive", "the number's agent is inactive and takes no calls")
-    caller = await conn.fetchrow(queries.UPSERT_CALLER, ringing.from_number)
-    contact_id = caller["id"]
+    contact_id, new_contact = await contact_by_phone(conn, ringing.from_number, "inbound_call")
     on_the_line = ringing.provider_call_id is not None
     call_id = await conn.fetchval(
         queries.INSERT_INBOUND_CALL,
@@ -195,7 +194,7 @@ async def _record(
     )
     # Events last: emitting holds the tenant's event stream until commit (api/events.py), and
     # place_free above may wait for the sub-account's call lock.
-    if caller["created"]:
+    if new_contact:
         await emit_created(conn, sub_account_id, contact_id)
     return InboundCall(sub_account_id, call_id, contact_id, waiting)
 

@@ -14,13 +14,6 @@ FOR KEY SHARE OF n
 
 LOCK_AGENT = "SELECT id FROM agents WHERE id = $1 AND deleted_at IS NULL FOR KEY SHARE"
 
-# `created`: inserted here (an updated row has this transaction's xmax), not found.
-UPSERT_CALLER = """
-INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_call')
-ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
-RETURNING id, xmax = 0 AS created
-"""
-
 SELECT_CALL_BY_PROVIDER_ID = """
 SELECT id, contact_id, status FROM calls WHERE provider = $1 AND provider_call_id = $2
 """

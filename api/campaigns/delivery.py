@@ -124,7 +124,8 @@ WITH updated AS (
 ), conversation AS (
     INSERT INTO conversations (contact_id, last_message_at)
     SELECT contact_id, now() FROM updated
-    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
+    ON CONFLICT (sub_account_id, contact_id)
+    DO UPDATE SET last_message_at = now(), updated_at = now()
     RETURNING id
 )
 INSERT INTO messages

@@ -28,7 +28,7 @@ INSERT INTO campaign_recipients (campaign_id, contact_id)
 SELECT $1, id FROM contacts
 WHERE id = ANY($2::uuid[])
    OR tags && COALESCE((SELECT tags FROM smart_lists WHERE id = $3), '{}'::text[])
-ON CONFLICT (campaign_id, contact_id) DO NOTHING
+ON CONFLICT (sub_account_id, campaign_id, contact_id) DO NOTHING
 """
 
 MARK_MATERIALISED = "UPDATE campaigns SET recipients_materialised_at = now() WHERE id = $1"

@@ -30,7 +30,7 @@ SELECT channel, status, source, updated_at FROM contact_consents WHERE contact_i
 # Returns a row only when the stored status or source changed (or the row is new).
 UPSERT_CONSENT = """
 INSERT INTO contact_consents (contact_id, channel, status, source) VALUES ($1, $2, $3, $4)
-ON CONFLICT (contact_id, channel) DO UPDATE
+ON CONFLICT (sub_account_id, contact_id, channel) DO UPDATE
 SET status = EXCLUDED.status, source = EXCLUDED.source, updated_at = now()
 WHERE (contact_consents.status, contact_consents.source)
       IS DISTINCT FROM (EXCLUDED.status, EXCLUDED.source)

@@ -153,6 +153,31 @@ def contact_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+# A caller or a texter by number (api/calls/inbound.py, api/conversations/inbound.py): a new
+# contact, or the one that has the number, row-locked as an upsert would leave it. Two steps, as
+# a view has no xmax to tell an upsert's insert from its update.
+INSERT_BY_PHONE = """
+INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, $2)
+ON CONFLICT (sub_account_id, phone) DO NOTHING
+RETURNING id
+"""
+LOCK_BY_PHONE = "SELECT id FROM contacts WHERE phone = $1 FOR NO KEY UPDATE"
+
+
+async def contact_by_phone(
+    conn: asyncpg.Connection, phone: str, lead_source: str
+) -> tuple[uuid.UUID, bool]:
+    """The contact whose number is `phone`, and whether it was inserted here (named by its
+    number, from `lead_source`) because none had it."""
+    while True:
+        inserted = await conn.fetchval(INSERT_BY_PHONE, phone, lead_source)
+        if inserted is not None:
+            return inserted, True
+        found = await conn.fetchval(LOCK_BY_PHONE, phone)
+        if found is not None:  # else deleted since the insert met it: insert again
+            return found, False
+
+
 async def emit_created(
     conn: asyncpg.Connection, sub_account_id: uuid.UUID, contact_id: uuid.UUID
 ) -> None:

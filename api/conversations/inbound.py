@@ -17,7 +17,7 @@ import asyncpg
 
 from api import events
 from api.consent.service import apply_inbound_keyword
-from api.contacts.service import emit_created
+from api.contacts.service import contact_by_phone, emit_created
 from api.conversations import queries, statuses
 from tenancy import phone_directory
 from tenancy.scope import TenantScope
@@ -53,8 +53,7 @@ async def receive(scope: TenantScope, text: InboundText) -> Received:
         known = await conn.fetchrow(queries.SELECT_INBOUND, text.provider_message_id)
         if known is not None:
             return Received(queries.message_view(known), known["contact_id"], duplicate=True)
-        sender = await conn.fetchrow(queries.UPSERT_CONTACT_BY_PHONE, text.from_number)
-        contact_id = sender["id"]
+        contact_id, new_contact = await contact_by_phone(conn, text.from_number, "inbound_sms")
         message_id = await conn.fetchval(
             queries.INSERT_INBOUND, contact_id, text.body, text.provider_message_id, text.to_number
         )
@@ -63,7 +62,7 @@ async def receive(scope: TenantScope, text: InboundText) -> Received:
             return Received(queries.message_view(known), known["contact_id"], duplicate=True)
         message = queries.message_view(await conn.fetchrow(queries.SELECT_MESSAGE, message_id))
         # Events last: emitting holds the tenant's event stream until commit (api/events.py).
-        if sender["created"]:
+        if new_contact:
             await emit_created(conn, scope.sub_account_id, contact_id)
         await apply_inbound_keyword(conn, contact_id, text.body)
         await events.emit(

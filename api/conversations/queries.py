@@ -57,7 +57,8 @@ SELECT COALESCE(
 CONVERSATION_CTE = """
 conversation AS (
     INSERT INTO conversations (contact_id, last_message_at) VALUES ($1, now())
-    ON CONFLICT (contact_id) DO UPDATE SET last_message_at = now(), updated_at = now()
+    ON CONFLICT (sub_account_id, contact_id)
+    DO UPDATE SET last_message_at = now(), updated_at = now()
     RETURNING id
 )
 """
@@ -70,12 +71,6 @@ INSERT INTO messages
 SELECT $2, conversation.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM conversation
 """
 
-UPSERT_CONTACT_BY_PHONE = """
-INSERT INTO contacts (name, phone, lead_source) VALUES ($1, $1, 'inbound_sms')
-ON CONFLICT (phone) DO UPDATE SET updated_at = contacts.updated_at
-RETURNING id, xmax = 0 AS created
-"""
-
 # Our number is kept only when the sub-account holds it.
 INSERT_INBOUND = f"""
 WITH {CONVERSATION_CTE}
@@ -85,7 +80,8 @@ INSERT INTO messages
 SELECT conversation.id, 'inbound', 'contact', 'sms', $2, 'received', $3,
        (SELECT phone_number FROM phone_numbers WHERE phone_number = $4 AND is_active)
 FROM conversation
-ON CONFLICT (message_type, provider_message_id) WHERE direction = 'inbound' DO NOTHING
+ON CONFLICT (sub_account_id, message_type, provider_message_id) WHERE direction = 'inbound'
+DO NOTHING
 RETURNING id
 """
 
@@ -158,7 +154,7 @@ SELECT EXISTS (SELECT 1 FROM messages WHERE direction = 'outbound' AND provider_
 
 KEEP_REPORT = """
 INSERT INTO message_status_reports (provider_message_id, status, error) VALUES ($1, $2, $3)
-ON CONFLICT (provider_message_id, status) DO NOTHING
+ON CONFLICT (sub_account_id, provider_message_id, status) DO NOTHING
 """
 
 TAKE_REPORTS = """

@@ -21,7 +21,7 @@ CUSTOM_FIELD_COLUMNS = "id, key, name, field_type, options, read_only, is_active
 INSERT_CUSTOM_FIELD = f"""
 INSERT INTO custom_fields (key, name, field_type, options, read_only)
 VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (key) DO NOTHING
+ON CONFLICT (sub_account_id, key) DO NOTHING
 RETURNING {CUSTOM_FIELD_COLUMNS}
 """
 

@@ -28,25 +28,31 @@ WHERE status <> 'deleted' AND ($1::uuid[] IS NULL OR id = ANY($1::uuid[]))
 ORDER BY created_at, id
 """
 
+# Each batch is picked once (MATERIALIZED): as a subquery of `id IN (...)` the planner may run
+# it again for each row it deletes, each run finding rows the last did not.
 DELETE_OLD_EVENTS = """
-DELETE FROM events WHERE id IN (SELECT id FROM events WHERE timestamp < $1 LIMIT $2)
+WITH batch AS MATERIALIZED (SELECT id FROM events WHERE timestamp < $1 LIMIT $2)
+DELETE FROM events WHERE id IN (SELECT id FROM batch)
 """
 
 # A pending delivery is never old enough to go; one being sent is skipped until the next batch.
 DELETE_OLD_DELIVERIES = """
-DELETE FROM webhook_deliveries WHERE id IN (
+WITH batch AS MATERIALIZED (
     SELECT id FROM webhook_deliveries
     WHERE completed_at < $1 AND status <> 'pending'
     LIMIT $2
     FOR UPDATE SKIP LOCKED)
+DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM batch)
 """
 
 # A carrier's report on a message id that no send stored within the retention (a message sent
 # from our number by another system, say) will never be applied.
 DELETE_OLD_STATUS_REPORTS = """
-DELETE FROM message_status_reports WHERE (provider_message_id, status) IN (
+WITH batch AS MATERIALIZED (
     SELECT provider_message_id, status FROM message_status_reports
     WHERE received_at < $1 LIMIT $2)
+DELETE FROM message_status_reports
+WHERE (provider_message_id, status) IN (SELECT provider_message_id, status FROM batch)
 """
 
 

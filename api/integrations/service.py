@@ -12,7 +12,7 @@ from tenancy.tables.voice import PROVIDERS
 
 UPSERT_INTEGRATION = """
 INSERT INTO integrations (provider, api_key) VALUES ($1, $2)
-ON CONFLICT (provider) DO UPDATE SET api_key = EXCLUDED.api_key, updated_at = now()
+ON CONFLICT (sub_account_id, provider) DO UPDATE SET api_key = EXCLUDED.api_key, updated_at = now()
 """
 
 SELECT_INTEGRATIONS = "SELECT provider, updated_at FROM integrations"

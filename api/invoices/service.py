@@ -35,7 +35,7 @@ SELECT_CONTACT = "SELECT 1 FROM contacts WHERE id = $1"
 
 NEXT_NUMBER = """
 INSERT INTO invoice_counter AS c (id, last_number) VALUES (1, 1)
-ON CONFLICT (id) DO UPDATE SET last_number = c.last_number + 1
+ON CONFLICT (sub_account_id, id) DO UPDATE SET last_number = c.last_number + 1
 RETURNING last_number
 """
 

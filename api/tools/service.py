@@ -46,7 +46,7 @@ COLUMNS = "id, name, type, description, parameters, config, secret, created_at, 
 INSERT_TOOL = f"""
 INSERT INTO tools (name, type, description, parameters, config, header_values, secret)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (name) DO NOTHING
+ON CONFLICT (sub_account_id, name) DO NOTHING
 RETURNING {COLUMNS}
 """
 

@@ -66,7 +66,7 @@ WHERE id = $1 AND status = 'pending'
 INSERT_ATTEMPT = """
 INSERT INTO webhook_attempts (delivery_id, attempt_number, url, status_code, error, duration_ms)
 VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (delivery_id, attempt_number) DO NOTHING
+ON CONFLICT (sub_account_id, delivery_id, attempt_number) DO NOTHING
 RETURNING id
 """
 

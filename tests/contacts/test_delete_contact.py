@@ -94,14 +94,18 @@ async def test_delete_without_key_is_401(client):
 
 
 async def test_any_no_action_reference_blocks_delete_with_409(client, tenant, pool):
-    # Invoices, calls and messages reference contacts with NO ACTION keys: any such table works.
+    # Invoices, calls and messages reference contacts with NO ACTION keys: any such table works
+    # (a shared table of tenant_data, as a later feature's would be).
     contact_id = await create_contact(client, tenant)
-    await tenant_sql(
-        pool,
-        tenant,
-        "CREATE TABLE later_feature (contact_id uuid NOT NULL REFERENCES contacts (id))",
+    table = f"tenant_data.later_feature_{uuid.uuid4().hex}"
+    await pool.execute(
+        f"CREATE TABLE {table} (sub_account_id uuid NOT NULL, contact_id uuid NOT NULL, "
+        "FOREIGN KEY (sub_account_id, contact_id) REFERENCES tenant_data.contacts)"
     )
-    await tenant_sql(pool, tenant, "INSERT INTO later_feature VALUES ($1)", uuid.UUID(contact_id))
-    response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
-    assert response.status_code == 409
-    assert await error_code(response) == "contact_referenced"
+    try:
+        await pool.execute(f"INSERT INTO {table} VALUES ($1, $2)", tenant.id, uuid.UUID(contact_id))
+        response = await client.delete(f"{CONTACTS}/{contact_id}", headers=tenant.headers)
+        assert response.status_code == 409
+        assert await error_code(response) == "contact_referenced"
+    finally:
+        await pool.execute(f"DROP TABLE {table}")

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from tenancy.migrate import migrate_tenants
-from tenancy.schema import MIGRATIONS_DIR, sqlalchemy_url, tenant_head
+from tenancy.schema import MIGRATIONS_DIR, delete_shared_rows, tenant_columns, tenant_head
 from tenancy.settings import get_settings
 from tests.factories import Tenant, make_tenant
 from tests.helpers import live_system
@@ -28,10 +28,16 @@ from tests.helpers import live_system
 CONTACTS = "/webhooks/inbound/contacts"
 
 # A real migration of the kind that breaks cached statements: the type of a column every contact
-# read returns changes (text -> varchar), so the result shape differs between old and new.
+# read returns changes (text -> varchar), so the result shape differs between old and new. With
+# the rows in tenant_data, a tenant's part of such a change is its view: it moves its rows' value
+# to the new column (added to the shared table once, below) and shows that column under the old
+# name.
+WIDE_COLUMN = "ALTER TABLE tenant_data.contacts ADD COLUMN first_name_wide varchar(300)"
 WIDEN_FIRST_NAME = '''"""contacts.first_name as varchar(300)"""
-import sqlalchemy as sa
 from alembic import op
+from sqlalchemy import text
+
+from tenancy.schema import sub_account_of
 
 revision = "t9998"
 down_revision = {head!r}
@@ -40,12 +46,30 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.alter_column("contacts", "first_name", type_=sa.String(300), existing_type=sa.Text())
+    schema = op.get_bind().execute(text("SELECT current_schema()")).scalar_one()
+    key = f"'{{sub_account_of(schema)}}'::uuid"
+    op.execute(
+        "UPDATE tenant_data.contacts SET first_name_wide = first_name "
+        f"WHERE sub_account_id = {{key}}"
+    )
+    op.execute("DROP VIEW contacts")
+    op.execute(
+        "CREATE VIEW contacts AS SELECT {columns} FROM tenant_data.contacts "
+        f"WHERE sub_account_id = {{key}} WITH CASCADED CHECK OPTION"
+    )
+    op.execute(f"ALTER VIEW contacts ALTER COLUMN sub_account_id SET DEFAULT {{key}}")
 
 
 def downgrade() -> None:
-    op.alter_column("contacts", "first_name", type_=sa.Text(), existing_type=sa.String(300))
+    raise NotImplementedError
 '''
+
+
+def _widened_columns() -> str:
+    names = ["sub_account_id", *tenant_columns()["contacts"]]
+    return ", ".join(
+        "first_name_wide AS first_name" if name == "first_name" else name for name in names
+    )
 
 
 async def _traffic(
@@ -85,8 +109,9 @@ async def test_migrating_some_tenants_under_traffic_costs_no_5xx(
     scripts = tmp_path / "tenant"
     shutil.copytree(MIGRATIONS_DIR / "tenant", scripts)
     (scripts / "versions" / "2099_01_01_t9998_widen_first_name.py").write_text(
-        WIDEN_FIRST_NAME.format(head=tenant_head())
+        WIDEN_FIRST_NAME.format(head=tenant_head(), columns=_widened_columns())
     )
+    await pool.execute(WIDE_COLUMN)
     try:
         with_contacts = []
         for tenant in tenants:
@@ -150,16 +175,15 @@ async def test_migrating_some_tenants_under_traffic_costs_no_5xx(
             # The situation really arose and was handled: not a run that happened to miss it.
             assert "went stale after a schema change" in output
     finally:
-        await _drop(migrated, tenants)
+        await _drop(pool, tenants)
 
 
-async def _drop(url: str, tenants: list[Tenant]) -> None:
-    # Two of them are at a revision the project does not have: they must not outlive the test.
-    from sqlalchemy import create_engine, pool, text
-
-    engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
-    with engine.begin() as conn:
+async def _drop(pool: Any, tenants: list[Tenant]) -> None:
+    # Two of them are at a revision the project does not have, and the shared table has a
+    # column it does not have: they must not outlive the test.
+    async with pool.acquire() as conn, conn.transaction():
         for tenant in tenants:
-            conn.execute(text(f'DROP SCHEMA IF EXISTS "{tenant.schema}" CASCADE'))
-            conn.execute(text("DELETE FROM control.sub_accounts WHERE id = :id"), {"id": tenant.id})
-    engine.dispose()
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{tenant.schema}" CASCADE')
+            await delete_shared_rows(conn, tenant.id)
+            await conn.execute("DELETE FROM control.sub_accounts WHERE id = $1", tenant.id)
+        await conn.execute("ALTER TABLE tenant_data.contacts DROP COLUMN first_name_wide")

@@ -22,7 +22,8 @@ from tenancy.schema import (
     sqlalchemy_url,
     tenant_head,
 )
-from tenancy.tables import control_metadata, tenant_metadata
+from tenancy.tables import control_metadata, shared_metadata, tenant_metadata
+from tenancy.tables.shared import SHARED_SCHEMA
 from tests.factories import make_tenant
 
 # Alembic cannot compare indexes on expressions (it reports each as removed and added); the
@@ -68,6 +69,19 @@ def test_control_migrations_match_metadata(migrated: str) -> None:
     assert diff == []
 
 
+def test_shared_tables_match_their_metadata(migrated: str) -> None:
+    """tenant_data (control revision c0011 on) holds the tables tenancy/tables/shared.py
+    derives from the tenant metadata."""
+    diff = _diff(
+        migrated,
+        SHARED_SCHEMA,
+        shared_metadata,
+        include_schemas=True,
+        include_name=lambda name, kind, parents: kind != "schema" or name == SHARED_SCHEMA,
+    )
+    assert diff == []
+
+
 def _replayed_schema(url: str) -> str:
     from alembic import command
 
@@ -78,45 +92,63 @@ def _replayed_schema(url: str) -> str:
     return schema
 
 
-def test_tenant_migrations_replayed_match_metadata(migrated: str) -> None:
+VIEWS = """
+SELECT c.relname, c.relkind::text, array_agg(a.attname::text ORDER BY a.attnum) AS columns
+FROM pg_class AS c
+JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relnamespace = to_regnamespace(:s) AND c.relname NOT LIKE 'alembic\_version%'
+GROUP BY c.relname, c.relkind
+"""
+
+
+def _views(url: str, schema: str) -> dict[str, tuple[str, list[str]]]:
+    return {name: (kind, columns) for name, kind, columns in _sql(url, VIEWS, s=schema)}
+
+
+def _expected_views() -> dict[str, tuple[str, list[str]]]:
+    return {
+        table.name: ("v", ["sub_account_id", *(column.name for column in table.columns)])
+        for table in tenant_metadata.sorted_tables
+    }
+
+
+def test_tenant_migrations_replayed_make_one_view_per_table(migrated: str) -> None:
     schema = _replayed_schema(migrated)
     try:
-        assert _diff(migrated, schema, tenant_metadata) == []
+        assert _views(migrated, schema) == _expected_views()
     finally:
         _drop_schema(migrated, schema)
 
 
+# Each view's definition, options and column defaults, the sub-account written as `X`.
 CATALOG = """
-SELECT 'constraint' AS kind, c.conrelid::regclass::text AS tbl, c.conname AS name,
-       pg_get_constraintdef(c.oid) AS definition
-FROM pg_constraint AS c JOIN pg_namespace AS n ON n.oid = c.connamespace
-WHERE n.nspname = :s
-UNION ALL
-SELECT 'index', tablename, indexname, replace(indexdef, :s || '.', '')
-FROM pg_indexes WHERE schemaname = :s
+SELECT c.relname, pg_get_viewdef(c.oid), c.reloptions::text,
+       (SELECT string_agg(a.attname || '=' || pg_get_expr(d.adbin, d.adrelid), ',')
+        FROM pg_attrdef AS d JOIN pg_attribute AS a ON a.attrelid = d.adrelid
+             AND a.attnum = d.adnum
+        WHERE d.adrelid = c.oid)
+FROM pg_class AS c WHERE c.relnamespace = to_regnamespace(:s) AND c.relkind = 'v'
 """
 
 
-def _catalog(url: str, schema: str) -> set[tuple[str, str, str, str]]:
-    rows = _sql(url, CATALOG, s=schema)
+def _catalog(url: str, schema: str) -> set[tuple[str, ...]]:
+    sub_account = str(uuid.UUID(hex=schema[2:]))
     return {
-        (kind, table.split(".")[-1], name, definition.replace(f"{schema}.", ""))
-        for kind, table, name, definition in rows
+        tuple(str(value).replace(sub_account, "X") for value in row)
+        for row in _sql(url, CATALOG, s=schema)
     }
 
 
 async def test_replayed_migrations_and_fresh_tenant_ddl_build_the_same_catalog(
     client, agency, migrated
 ) -> None:
-    """Alembic does not compare CHECK constraints; the two build paths must still agree."""
+    """The views a new sub-account gets are the ones the migrations build, to the letter."""
     tenant = await make_tenant(client, agency)
     schema = _replayed_schema(migrated)
     try:
-        fresh = _catalog(migrated, tenant.schema) - {
-            row for row in _catalog(migrated, tenant.schema) if row[1] == "alembic_version"
-        }
-        replayed = {row for row in _catalog(migrated, schema) if row[1] != "alembic_version"}
-        assert fresh == replayed
+        fresh = _catalog(migrated, tenant.schema)
+        assert len(fresh) == len(tenant_metadata.tables)
+        assert fresh == _catalog(migrated, schema)
     finally:
         _drop_schema(migrated, schema)
 
@@ -125,7 +157,7 @@ async def test_new_tenant_schema_is_created_at_head_matching_metadata(
     client, agency, migrated
 ) -> None:
     tenant = await make_tenant(client, agency)
-    assert _diff(migrated, tenant.schema, tenant_metadata) == []
+    assert _views(migrated, tenant.schema) == _expected_views()
     engine = create_engine(sqlalchemy_url(migrated), poolclass=pool.NullPool)
     with engine.connect() as conn:
         version = conn.execute(text(f'SELECT version_num FROM "{tenant.schema}".alembic_version'))
@@ -138,9 +170,15 @@ async def test_new_tenant_schema_is_created_at_head_matching_metadata(
 
 
 def _drop_schema(url: str, schema: str) -> None:
+    """The tenant schema and its sub-account's rows in the shared tables."""
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     with engine.begin() as conn:
         conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        for table in reversed(shared_metadata.sorted_tables):
+            conn.execute(
+                text(f'DELETE FROM {SHARED_SCHEMA}."{table.name}" WHERE sub_account_id = :id'),
+                {"id": uuid.UUID(hex=schema[2:])},
+            )
     engine.dispose()
 
 
@@ -153,8 +191,7 @@ def _sql(url: str, statement: str, **params: Any) -> Any:
     return rows
 
 
-NEW_MIGRATION = '''"""trivial: a note column on the wallet"""
-import sqlalchemy as sa
+NEW_MIGRATION = '''"""trivial: a note on the wallet view"""
 from alembic import op
 
 revision = "t9999"
@@ -164,11 +201,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("wallet", sa.Column("note", sa.Text()))
+    op.execute("COMMENT ON VIEW wallet IS 'note'")
 
 
 def downgrade() -> None:
-    op.drop_column("wallet", "note")
+    op.execute("COMMENT ON VIEW wallet IS NULL")
 '''
 
 
@@ -190,8 +227,8 @@ def test_migrate_applies_a_new_migration_and_isolates_a_broken_tenant(
         NEW_MIGRATION.format(head=tenant_head())
     )
     healthy_a, broken, healthy_b = three_tenants
-    _sql(migrated, f'DROP TABLE "{broken.schema}".wallet_transactions')
-    _sql(migrated, f'ALTER TABLE "{broken.schema}".wallet RENAME TO wallet_gone')
+    _sql(migrated, f'DROP VIEW "{broken.schema}".wallet_transactions')
+    _sql(migrated, f'ALTER VIEW "{broken.schema}".wallet RENAME TO wallet_gone')
     ids = [t.id for t in three_tenants]
 
     report = migrate_tenants(migrated, concurrency=2, only=ids, script_location=scripts)
@@ -201,20 +238,19 @@ def test_migrate_applies_a_new_migration_and_isolates_a_broken_tenant(
     assert list(report.failed) == [broken.id]
     assert "wallet" in report.failed[broken.id]
     for tenant in (healthy_a, healthy_b):
-        columns = _sql(
+        comment = _sql(
             migrated,
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = :s AND table_name = 'wallet'",
-            s=tenant.schema,
+            "SELECT obj_description(to_regclass(:t), 'pg_class')",
+            t=f'"{tenant.schema}".wallet',
         )
-        assert ("note",) in columns
+        assert comment == [("note",)]
     # The failed tenant was rolled back whole and is still behind: a re-run picks up only it.
     assert _sql(migrated, f'SELECT version_num FROM "{broken.schema}".alembic_version') == [
         (tenant_head(),)
     ]
     assert [sid for sid, _ in tenants_behind(migrated, "t9999", ids)] == [broken.id]
 
-    _sql(migrated, f'ALTER TABLE "{broken.schema}".wallet_gone RENAME TO wallet')
+    _sql(migrated, f'ALTER VIEW "{broken.schema}".wallet_gone RENAME TO wallet')
     again = migrate_tenants(migrated, concurrency=2, only=ids, script_location=scripts)
     assert again.migrated == [broken.id] and again.ok
     assert migrate_tenants(migrated, only=ids, script_location=scripts).total == 0
@@ -283,10 +319,7 @@ def test_migrate_cli_reports_each_failure_and_exits_1_then_resumes(
     assert third.returncode == 0 and "all tenant schemas at head" in third.stderr
 
 
-async def test_pg_trgm_is_set_up_once_in_public_and_used_by_tenant_indexes(
-    client, agency, migrated
-) -> None:
-    tenant = await make_tenant(client, agency)
+def test_pg_trgm_is_set_up_once_in_public_and_used_by_the_shared_indexes(migrated) -> None:
     where = _sql(
         migrated,
         "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n "
@@ -297,7 +330,7 @@ async def test_pg_trgm_is_set_up_once_in_public_and_used_by_tenant_indexes(
         migrated,
         "SELECT indexname FROM pg_indexes WHERE schemaname = :s "
         "AND indexdef LIKE '%gin_trgm_ops%' ORDER BY indexname",
-        s=tenant.schema,
+        s=SHARED_SCHEMA,
     )
     assert [row[0] for row in indexes] == [
         "ix_contacts_email_trgm",

@@ -17,6 +17,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from api.agents.sample import create_agent_body
 from tenancy.embedded import free_port, start_postgres, start_redis
 
 
@@ -122,20 +123,4 @@ def write_section(title: str, body: str) -> None:
 def agent_body(sub_account_id: object, organisation: str, **fields: object) -> dict[str, object]:
     """The create-agent body the benchmarks start from (no webhook, no recording, the sandbox
     defaults), with `fields` on top."""
-    return {
-        "name": "Bench agent",
-        "voice_id": "alloy",
-        "max_duration": 10,
-        "temperature": 0.7,
-        "silence_timeout": 5,
-        "voice_activity_timeout": 300,
-        "llm_model": "gpt-4o",
-        "language": "en-US",
-        "background_noise": False,
-        "voicemail_detection": False,
-        "backcchanneling": False,
-        "webhook": False,
-        "recording": False,
-        "organization_id": organisation,
-        "sub_account_id": str(sub_account_id),
-    } | fields
+    return create_agent_body(organisation, sub_account_id, **{"name": "Bench agent", **fields})

@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from api.agents.sample import create_agent_body
 from api.events import emit, emit_to
 from tenancy.db import tenant_transaction
 
@@ -264,24 +265,8 @@ async def create_company(client: Any, tenant: Any, name: str = "Acme") -> dict[s
 
 def agent_body(tenant: Any, **overrides: Any) -> dict[str, Any]:
     """A valid create-agent body; an override of `...` drops that field."""
-    body: dict[str, Any] = {
-        "name": "Sales agent",
-        "voice_id": "alloy",
-        "max_duration": 10,
-        "temperature": 0.7,
-        "silence_timeout": 5,
-        "voice_activity_timeout": 300,
-        "llm_model": "gpt-4o",
-        "language": "en-US",
-        "background_noise": False,
-        "voicemail_detection": False,
-        "backcchanneling": True,
-        "organization_id": str(tenant.organisation.id),
-        "sub_account_id": str(tenant.id),
-        "webhook": False,
-        "recording": True,
-    }
-    body.update(overrides)
+    ours = {"name": "Sales agent", "backcchanneling": True, "recording": True}
+    body = create_agent_body(tenant.organisation.id, tenant.id, **(ours | overrides))
     return {key: value for key, value in body.items() if value is not ...}
 
 

@@ -115,8 +115,7 @@ async def dial_campaign(
     written through `providers` (without them, their own `call` work places them after
     PLACING_GRACE, as when a dispatcher dies before placing); the time to run again, or None
     when nothing is left to follow."""
-    written: list[uuid.UUID] = []
-    run_again = await _dial_locked(scope, campaign_id, written)
+    run_again, written = await _dial_locked(scope, campaign_id)
     if providers is not None and written:
         await _place_written(scope, providers, written)
     return run_again
@@ -141,31 +140,36 @@ async def _place_written(
 
 
 async def _dial_locked(
-    scope: TenantScope, campaign_id: uuid.UUID, written: list[uuid.UUID]
-) -> datetime | None:
-    """dial_campaign's one transaction, under the campaign's row lock; the calls it writes are
-    added to `written`."""
+    scope: TenantScope, campaign_id: uuid.UUID
+) -> tuple[datetime | None, list[uuid.UUID]]:
+    """dial_campaign's one transaction, under the campaign's row lock: the time to run again
+    and the calls it wrote."""
     per_minute = await wallet.plan_price(scope, "call_per_minute")
     async with scope.transaction() as conn:
         campaign = await conn.fetchrow(q.LOCK_CAMPAIGN, campaign_id)
         if campaign is None or campaign["campaign_type"] != "call":
-            return None
-        run = Dispatch(scope, campaign, per_minute, utcnow(), written=written)
-        retry = Retry.of(campaign["retry"])
-        await conn.execute(q.SETTLE, run.id, retry.on, retry.max_attempts, retry.delay)
-        status = campaign["status"]
-        if status == "scheduled":
-            waiting = await _start(conn, run)
-            if waiting is not None:
-                return waiting
-            status = "sending"
-        if status == "cancelled":
-            await conn.execute(q.SKIP_PENDING, run.id, "campaign_cancelled")
-        if status != "sending":
-            # Paused, cancelled or completed: only the calls still on the line are followed.
-            on_line = await conn.fetchval(q.COUNT_ON_THE_LINE, run.id)
-            return run.now + POLL if on_line else None
-        return await _dispatch(conn, run)
+            return None, []
+        run = Dispatch(scope, campaign, per_minute, utcnow())
+        return await _advance(conn, run), run.written
+
+
+async def _advance(conn: asyncpg.Connection, run: Dispatch) -> datetime | None:
+    """Settle, start and dispatch the locked campaign; the time to run again."""
+    retry = Retry.of(run.campaign["retry"])
+    await conn.execute(q.SETTLE, run.id, retry.on, retry.max_attempts, retry.delay)
+    status = run.campaign["status"]
+    if status == "scheduled":
+        waiting = await _start(conn, run)
+        if waiting is not None:
+            return waiting
+        status = "sending"
+    if status == "cancelled":
+        await conn.execute(q.SKIP_PENDING, run.id, "campaign_cancelled")
+    if status != "sending":
+        # Paused, cancelled or completed: only the calls still on the line are followed.
+        on_line = await conn.fetchval(q.COUNT_ON_THE_LINE, run.id)
+        return run.now + POLL if on_line else None
+    return await _dispatch(conn, run)
 
 
 async def _start(conn: asyncpg.Connection, run: Dispatch) -> datetime | None:

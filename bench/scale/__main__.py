@@ -63,12 +63,12 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
@@ -763,33 +763,56 @@ async def warm_cost_probe(url: str) -> dict[int, dict[str, float]]:
                 "SELECT schema_name FROM control.sub_accounts ORDER BY id LIMIT $1", max(WARM_SETS)
             )
         ]
-        backends = {}
         for size, conn in conns.items():
             for schema in schemas[:size] * 2:
                 await probe_transaction(conn, schema)
-            backends[size] = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
-        cpu: dict[int, list[float]] = {size: [] for size in WARM_SETS}
-        wall: dict[int, list[float]] = {size: [] for size in WARM_SETS}
-        for _ in range(WARM_ROUNDS):
-            for size, conn in conns.items():
-                before, began = sum(backends[size].cpu_times()[:2]), time.perf_counter()
-                for n in range(WARM_TRANSACTIONS):
-                    await probe_transaction(conn, schemas[n % size])
-                spent = sum(backends[size].cpu_times()[:2]) - before
-                cpu[size].append(spent * 1000 / WARM_TRANSACTIONS)
-                wall[size].append((time.perf_counter() - began) * 1000 / WARM_TRANSACTIONS)
-        size_sql = "SELECT sum(total_bytes) FROM pg_backend_memory_contexts"
-        return {
-            size: {
-                "cpu_ms": statistics.median(cpu[size]),
-                "wall_ms": statistics.median(wall[size]),
-                "cache_mib": float(await conn.fetchval(size_sql)) / 2**20,
-            }
-            for size, conn in conns.items()
-        }
+        return await median_rounds(
+            conns,
+            lambda size, conn, n: probe_transaction(conn, schemas[n % size]),
+            WARM_ROUNDS,
+            WARM_TRANSACTIONS,
+        )
     finally:
         for conn in conns.values():
             await conn.close()
+
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+async def median_rounds(
+    conns: dict[Key, asyncpg.Connection],
+    transaction: Callable[[Key, asyncpg.Connection, int], Awaitable[None]],
+    rounds: int,
+    transactions: int,
+) -> dict[Key, dict[str, float]]:
+    """`rounds` rounds, each running `transaction` (key, connection, n) for n in
+    range(`transactions`) on every connection in turn (so other work on the machine lands on
+    all); per connection, the median round's backend CPU and wall milliseconds per
+    transaction, and the backend's cache after."""
+    backends = {
+        key: psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
+        for key, conn in conns.items()
+    }
+    cpu: dict[Key, list[float]] = {key: [] for key in conns}
+    wall: dict[Key, list[float]] = {key: [] for key in conns}
+    for _ in range(rounds):
+        for key, conn in conns.items():
+            before, began = sum(backends[key].cpu_times()[:2]), time.perf_counter()
+            for n in range(transactions):
+                await transaction(key, conn, n)
+            spent = sum(backends[key].cpu_times()[:2]) - before
+            cpu[key].append(spent * 1000 / transactions)
+            wall[key].append((time.perf_counter() - began) * 1000 / transactions)
+    memory = "SELECT sum(total_bytes) FROM pg_backend_memory_contexts"
+    return {
+        key: {
+            "cpu_ms": statistics.median(cpu[key]),
+            "wall_ms": statistics.median(wall[key]),
+            "cache_mib": float(await conn.fetchval(memory)) / 2**20,
+        }
+        for key, conn in conns.items()
+    }
 
 
 async def backend_pids(url: str) -> list[int]:

@@ -29,14 +29,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import time
 import uuid
 
 import asyncpg
-import psutil
 
-from bench.scale.__main__ import PROBE_QUERIES, place
+from bench.scale.__main__ import PROBE_QUERIES, median_rounds, place
 
 SETS = (10, 1000)
 ROUNDS = int(os.environ.get("BENCH_SHARED_ROUNDS", "5"))
@@ -250,11 +248,9 @@ async def probe(url: str, rls_url: str) -> dict[tuple[str, int], dict[str, float
         for size in SETS
     }
     try:
-        backends = {}
         for (layout, size), conn in conns.items():
             for n in list(range(size)) * 2:
                 await layouts[layout](conn, n)
-            backends[layout, size] = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
         # Row-level security really filters: another sub-account's rows are not seen.
         rls = conns["shared tables, row-level security", SETS[0]]
         async with rls.transaction():
@@ -265,26 +261,12 @@ async def probe(url: str, rls_url: str) -> dict[tuple[str, int], dict[str, float
                 "SELECT count(DISTINCT sub_account_id) FROM bench_shared.wallets"
             )
         assert seen == 1, f"row-level security let {seen} sub-accounts' wallets through"
-        cpu: dict[tuple[str, int], list[float]] = {key: [] for key in conns}
-        wall: dict[tuple[str, int], list[float]] = {key: [] for key in conns}
-        for _ in range(ROUNDS):
-            for (layout, size), conn in conns.items():
-                backend = backends[layout, size]
-                before, began = sum(backend.cpu_times()[:2]), time.perf_counter()
-                for n in range(TRANSACTIONS):
-                    await layouts[layout](conn, n % size)
-                spent = sum(backend.cpu_times()[:2]) - before
-                cpu[layout, size].append(spent * 1000 / TRANSACTIONS)
-                wall[layout, size].append((time.perf_counter() - began) * 1000 / TRANSACTIONS)
-        memory = "SELECT sum(total_bytes) FROM pg_backend_memory_contexts"
-        return {
-            key: {
-                "cpu_ms": statistics.median(cpu[key]),
-                "wall_ms": statistics.median(wall[key]),
-                "cache_mib": float(await conn.fetchval(memory)) / 2**20,
-            }
-            for key, conn in conns.items()
-        }
+        return await median_rounds(
+            conns,
+            lambda key, conn, n: layouts[key[0]](conn, n % key[1]),
+            ROUNDS,
+            TRANSACTIONS,
+        )
     finally:
         for conn in conns.values():
             await conn.close()

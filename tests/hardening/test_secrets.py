@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from api.agents.sample import create_agent_body
 from tenancy.keys import hash_key
 from tenancy.secrets import encrypt
 from tests.factories import Tenant
@@ -29,23 +30,9 @@ PEPPER = "pepper-" + secrets.token_hex(24)
 
 
 def _agent_body(organisation_id: str, sub_account_id: str) -> dict[str, Any]:
-    return {
-        "name": "Secret agent",
-        "voice_id": "alloy",
-        "max_duration": 10,
-        "temperature": 0.7,
-        "silence_timeout": 5,
-        "voice_activity_timeout": 300,
-        "llm_model": "gpt-4o",
-        "language": "en-US",
-        "background_noise": False,
-        "voicemail_detection": False,
-        "backcchanneling": True,
-        "organization_id": organisation_id,
-        "sub_account_id": sub_account_id,
-        "webhook": False,
-        "recording": True,
-    }
+    return create_agent_body(
+        organisation_id, sub_account_id, name="Secret agent", backcchanneling=True, recording=True
+    )
 
 
 def _create_organisation(env: dict[str, str]) -> dict[str, str]:

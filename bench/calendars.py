@@ -39,7 +39,9 @@ from tenancy.clock import utcnow
 from tenancy.db import create_pool, tenant_transaction
 from tenancy.embedded import free_port
 from tenancy.migrate import upgrade_control
+from tenancy.schema import sub_account_of
 from tenancy.scope import TenantScope
+from tenancy.tables.shared import SHARED_SCHEMA
 
 APPOINTMENTS = 2000
 DAYS_SEEDED = 63
@@ -102,13 +104,19 @@ async def prepare(url: str, port: int) -> dict[str, Any]:
             ]
         finally:
             connection.close()
+        # The rows go straight into the shared table (COPY cannot write through the tenant's
+        # view), under the sub-account the view would give them.
         async with tenant_transaction(pool, schema) as conn:
             await conn.copy_records_to_table(
                 "appointments",
-                columns=["calendar_id", "contact_id", "start", "end"],
-                records=seed_rows(calendar, uuid.UUID(contacts[0])),
+                schema_name=SHARED_SCHEMA,
+                columns=["sub_account_id", "calendar_id", "contact_id", "start", "end"],
+                records=[
+                    (sub_account_of(schema), *row)
+                    for row in seed_rows(calendar, uuid.UUID(contacts[0]))
+                ],
             )
-            await conn.execute("ANALYZE appointments")
+            await conn.execute(f"ANALYZE {SHARED_SCHEMA}.appointments")
     finally:
         await pool.close()
     return {"key": key, "schema": schema, "calendar": calendar, "contacts": contacts}

@@ -89,7 +89,7 @@ from tenancy.migrate import upgrade_control
 from tenancy.organisations import create_organisation
 from tenancy.principals import insert_key
 from tenancy.provisioning import NewSubAccount, provision_sub_account
-from tenancy.schema import tenant_columns, view_ddl
+from tenancy.schema import delete_shared_rows, tenant_columns, view_ddl
 from tenancy.settings import get_settings
 
 TENANTS = int(os.environ.get("BENCH_SCALE_TENANTS", "10000"))
@@ -1365,7 +1365,8 @@ def provision_over_http(port: int, agency_key: str) -> tuple[list[float], list[s
 
 
 async def drop_sub_accounts(url: str, ids: list[str]) -> None:
-    """Remove the probe sub-accounts again (schema and control rows) so the size stays put."""
+    """Remove the probe sub-accounts again (schema, rows and control rows) so the size stays
+    put."""
     conn = await asyncpg.connect(url)
     try:
         for sid in ids:
@@ -1373,6 +1374,7 @@ async def drop_sub_accounts(url: str, ids: list[str]) -> None:
                 await conn.execute(
                     f'DROP SCHEMA IF EXISTS "{schema_name_for(uuid.UUID(sid))}" CASCADE'
                 )
+                await delete_shared_rows(conn, uuid.UUID(sid))
                 await conn.execute("DELETE FROM control.sub_accounts WHERE id = $1", uuid.UUID(sid))
     finally:
         await conn.close()

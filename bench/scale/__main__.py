@@ -1784,44 +1784,20 @@ def dump_paragraph(locks: dict[str, Any], sub_accounts: int) -> str:
 
 
 def citus_paragraph(facts: dict[str, Any], ratio: float, prov: dict[str, float]) -> str:
-    db, probe, cpu = facts["db"], facts["probe"], facts["cpu"]
-    few_label, spread_label = f"{FEW} sub-accounts", f"{SPREAD} sub-accounts"
-    pg_ratio = cpu[spread_label][1] / cpu[few_label][1]
-    catalogs = sum(db["catalogs"].values())
+    db = facts["db"]
     per_tenant_rows = db["per_tenant_relations"] + db["per_tenant_toast"]
     return (
-        "**Extrapolating to a Citus cluster** (not measured on one; schema-based sharding as in "
-        'docs/operations.md "Citus": each tenant schema is a distributed schema placed whole '
-        "on one worker, the control tables are reference tables copied to every node). "
-        "*Scales with the number of workers N:* the per-tenant load and data (all of a "
-        "request's tenant SQL runs on the one worker that holds its schema, so each worker "
-        "carries about 1/N of the sub-accounts' traffic and rows); the catalog cache on the "
-        "workers (a worker's backends only ever touch the shards of its own ~10,000/N schemas, "
-        "so the cost measured here of spreading the load over many schemas, PostgreSQL CPU per "
-        f"request {pg_ratio:.1f}x and p99 {ratio:.2f}x over {SPREAD:,} sub-accounts against "
-        f"{FEW}, a first touch of a schema at {probe['cold_ms']:.1f} ms against "
-        f"{probe['warm_ms']:.1f} ms, {probe['kib_per_schema']:.0f} KiB of cache per schema and "
-        "connection, is paid per worker over 1/N of the schemas); and the work of a real "
-        "migration (each worker applies the DDL to its own shards only; the no-op stays one "
-        f"indexed query, {max(facts['migrate']):.1f} s here at {db['schemas']:,} schemas, at any "
-        "size). *Does not scale:* the coordinator's routing (unless the application connects to "
-        "the workers directly, Citus MX, every request is planned on the coordinator against "
-        "its schema's shell tables, so the coordinator's backends meet every tenant and carry "
-        "the same catalog-cache growth measured here, and its CPU and connections bound the "
-        "cluster's throughput as this single server's do); writes to the control tables "
-        "(a reference-table write is committed on every node with two-phase commit, so "
-        f"provisioning, p50 {prov['p50']:.0f} ms here, and the build rate, "
-        f"{facts['build'].get('created', 0) / max(1.0, facts['build'].get('seconds', 1.0)):.1f} "
-        "sub-accounts/s here, get slower as nodes are added, as do key creation and due-work "
-        "scheduling); and the catalog per node: Citus (11 and later) keeps the metadata, "
-        "including a shell table for every distributed table, on every node, so each node's "
-        "pg_class still holds "
-        f"about {per_tenant_rows} rows per sub-account of the whole cluster (plus its own "
-        f"shards), and the {catalogs / 2**30:.1f} GiB of catalogs measured here at "
-        f"{db['sub_accounts']:,} sub-accounts is a floor per node, not something N divides. So "
-        'Citus moves the limit from "one machine\'s CPU, memory and disk" to "one '
-        "coordinator's routing and one catalog's size\": plan for the data and the tenant "
-        "traffic per worker, and keep the number of tenant tables per sub-account small."
+        "**Extrapolating to a Citus cluster** (not measured on one; row-based distribution as "
+        'in docs/operations.md "Citus": the shared tables of `tenant_data` distributed on '
+        "`sub_account_id` and co-located, the control tables reference tables). *Scales with "
+        "the number of workers N:* the tenant rows and the work on them (a request's tenant "
+        "queries all name one sub-account, so Citus routes them to the one worker holding its "
+        "shards). *Does not scale:* the coordinator's planning and routing of every request "
+        "(unless the application connects to the workers), writes to the reference tables "
+        f"(provisioning, p50 {prov['p50']:.0f} ms here, keys, due-work scheduling), and the "
+        f"tenant schemas' views ({per_tenant_rows} pg_class rows per sub-account here), which "
+        "stay on the coordinator. And first: Citus refuses writes through views over its "
+        "tables, so tenant writes would have to name the shared tables (docs/operations.md)."
     )
 
 

@@ -282,7 +282,9 @@ async def test_rotate_re_encrypts_every_secret_under_the_first_key(
     os.environ["SWITCHBOARD_SECRETS_KEY"] = both
     get_settings.cache_clear()
     try:
-        done = switchboard(servers, "secrets", "rotate", timeout=300)
+        # In a thread: the worker above runs on this event loop, and a loop blocked by the
+        # command could leave it inside a transaction holding the rows rotate must lock.
+        done = await asyncio.to_thread(switchboard, servers, "secrets", "rotate", timeout=300)
         assert done.returncode == 0, done.stderr
         assert "re-encrypted" in done.stderr.splitlines()[-1]
         # Then the new key alone reads every stored secret; the old one none.
@@ -299,7 +301,7 @@ async def test_rotate_re_encrypts_every_secret_under_the_first_key(
         # Back to the session's key for the tests that follow.
         os.environ["SWITCHBOARD_SECRETS_KEY"] = f"{old},{new}"
         get_settings.cache_clear()
-        done = switchboard(servers, "secrets", "rotate", timeout=300)
+        done = await asyncio.to_thread(switchboard, servers, "secrets", "rotate", timeout=300)
         os.environ["SWITCHBOARD_SECRETS_KEY"] = saved
         get_settings.cache_clear()
     assert done.returncode == 0, done.stderr

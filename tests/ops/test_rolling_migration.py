@@ -48,6 +48,9 @@ depends_on = None
 def upgrade() -> None:
     schema = op.get_bind().execute(text("SELECT current_schema()")).scalar_one()
     key = f"'{{sub_account_of(schema)}}'::uuid"
+    # The view first: a request that holds it and then wants a row updated below would
+    # otherwise deadlock with this migration waiting for the view.
+    op.execute("LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE")
     op.execute(
         "UPDATE tenant_data.contacts SET first_name_wide = first_name "
         f"WHERE sub_account_id = {{key}}"

@@ -142,6 +142,9 @@ def _tables() -> str:
 def upgrade() -> None:
     bind = op.get_bind()
     sub_account_id = sub_account_of(bind.execute(text("SELECT current_schema()")).scalar_one())
+    # Every table at once, before a row is read: a write committed after the copy below would
+    # be lost with the dropped table.
+    op.execute(f"LOCK TABLE {_tables()} IN ACCESS EXCLUSIVE MODE")
     for table in COLUMNS:
         bind.execute(
             text(
@@ -164,6 +167,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     sub_account_id = sub_account_of(bind.execute(text("SELECT current_schema()")).scalar_one())
+    op.execute(f"LOCK TABLE {_tables()} IN ACCESS EXCLUSIVE MODE")  # the views, as above
     op.execute(f"DROP VIEW {_tables()}")
     op.execute(TABLES_AT_T0017.read_text())
     for table in COLUMNS:

@@ -216,7 +216,10 @@ async def fetch_newest_page(
 # Outside a transaction asyncpg re-prepares and retries by itself; inside one the transaction is
 # aborted, so the unit to retry is the transaction, or the work that holds it: a request or a
 # job. That is safe only while none of its transactions has committed, which `CommitTracker`
-# tells.
+# tells. A retry starts each tenant transaction with the connection's statements forgotten: by
+# the time it runs, other requests may have prepared the same text again on that connection for a
+# tenant of the other shape (with some tenants migrated and some not), and it would fail the same
+# way (CI on fe7b31d: a GET failed three times in a row; with two attempts, 6 of 10 runs failed).
 STALE_STATEMENT_ERRORS = (
     asyncpg.InvalidCachedStatementError,
     asyncpg.exceptions.OutdatedSchemaCacheError,
@@ -225,10 +228,12 @@ STALE_STATEMENT_ATTEMPTS = 3
 
 
 class CommitTracker:
-    """Counts the transactions committed by the work it was started for."""
+    """Counts the transactions committed by the work it was started for, and says whether that
+    work is a retry (its tenant transactions then prepare every statement afresh)."""
 
-    def __init__(self) -> None:
+    def __init__(self, retrying: bool = False) -> None:
         self.committed = 0
+        self.retrying = retrying
 
 
 _tracker: ContextVar[CommitTracker | None] = ContextVar("switchboard_commits", default=None)
@@ -240,6 +245,13 @@ def _committed() -> None:
         tracker.committed += 1
 
 
+async def _prepare_afresh_when_retrying(conn: asyncpg.Connection) -> None:
+    tracker = _tracker.get()
+    if tracker is not None and tracker.retrying:
+        # Held by this work until it ends, the connection cannot cache a stale shape again.
+        await conn.reload_schema_state()
+
+
 async def retry_stale_statements(
     work: Callable[[], Awaitable[T]], *, on_retry: Callable[[Exception], None] | None = None
 ) -> T:
@@ -247,7 +259,7 @@ async def retry_stale_statements(
     cached before a schema change fails before anything of it committed."""
     attempt = 1
     while True:
-        tracker = CommitTracker()
+        tracker = CommitTracker(retrying=attempt > 1)
         token = _tracker.set(tracker)
         try:
             return await work()
@@ -288,6 +300,7 @@ async def set_search_path(conn: asyncpg.Connection, schema: str) -> None:
     kind of transaction; anything else uses `tenant_transaction`). The schema counts towards
     the connection's tenant budget: the next tenant transaction on it past the budget retires
     it."""
+    await _prepare_afresh_when_retrying(conn)
     await conn.execute(search_path_sql(schema))
     serve_tenant(conn, schema)
 
@@ -304,6 +317,7 @@ async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[a
     """A transaction whose unqualified table names resolve to one tenant's schema."""
     switch = search_path_sql(schema)
     async with pool.acquire() as conn:
+        await _prepare_afresh_when_retrying(conn)
         spent = serve_tenant(conn, schema)
         # BEGIN and SET LOCAL in one round trip.
         await conn.execute("BEGIN; " + switch)

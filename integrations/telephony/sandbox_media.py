@@ -244,11 +244,12 @@ class _Contact:
         out[: chunk.size] = chunk
         return out.tobytes()
 
-    def cut(self) -> None:
-        """The call ended: the line being said stops where it got to."""
+    def cut(self, sent_until: float) -> None:
+        """The call ended: the line being said stops where it got to on the line, `sent_until`
+        (a frame made as the call ended was never sent)."""
         if self._saying is not None:
             name, samples, start = self._saying
-            end = start + min(self._position, samples.size) / SAMPLE_RATE
+            end = min(start + min(self._position, samples.size) / SAMPLE_RATE, sent_until)
             line = ContactLine(name, CLIPS[name].text, round(start, 3), round(end, 3), False)
             self.lines.append(line)
             self._saying = None
@@ -424,7 +425,7 @@ class _Stream:
     def result(self, ended_by: EndedBy) -> ContactResult:
         # What the runtime sent but the line had not yet played when the call ended went unheard.
         end = self.elapsed()
-        self.contact.cut()
+        self.contact.cut(self.frames_sent * FRAME_SECONDS)
         self.heard.drop_unplayed(end)
         return ContactResult(
             ended_by=ended_by,

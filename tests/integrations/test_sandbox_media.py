@@ -423,6 +423,30 @@ async def test_talkative_contact_says_its_long_line_after_the_agent() -> None:
     assert line_audio(runtime, cut.start_seconds, said) == round_trip(said_pcm)
 
 
+async def test_a_line_cut_by_a_slow_hang_up_ends_with_the_last_frame_sent() -> None:
+    # The runtime's close frame arrives, then the connection stays up a while (a busy runtime
+    # reads the contact's answer late): the frame the contact makes next cannot be sent, so it is
+    # not part of what the line said (CI's PgBouncer pass on fe7b31d: one frame too many).
+    async def close_slowly(runtime: Runtime) -> None:
+        await runtime.contact_done_speaking()
+        await runtime.say(tone(0.3))
+        await asyncio.sleep(0.7 + 0.6)
+        runtime.ws.transport.pause_reading()
+        runtime.ws.protocol.send_close(1000)
+        runtime.ws.send_data()
+        await asyncio.sleep(0.2)
+        runtime.ws.transport.resume_reading()
+
+    result, runtime = await call(close_slowly, "talkative")
+
+    cut = result.lines[1]
+    assert cut.name == "talk_1" and not cut.finished
+    assert cut.end_seconds == pytest.approx(result.frames_sent * 0.02)
+    said = round((cut.end_seconds - cut.start_seconds) * SAMPLE_RATE)
+    said_pcm = load_clip("talk_1")[: 2 * said]
+    assert line_audio(runtime, cut.start_seconds, said) == round_trip(said_pcm)
+
+
 async def test_clear_drops_the_agent_audio_not_yet_played() -> None:
     async def burst_then_clear(runtime: Runtime) -> None:
         await runtime.say(tone(2.0), realtime=False)

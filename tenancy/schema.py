@@ -86,20 +86,56 @@ def tenant_columns() -> dict[str, list[str]]:
     }
 
 
+def _key(sub_account_id: uuid.UUID) -> str:
+    return f"'{uuid.UUID(str(sub_account_id))}'::uuid"  # a uuid: safe to write in
+
+
+def _create_view(key: str, table: str, select_list: str) -> list[str]:
+    return [
+        f'CREATE VIEW "{table}" AS SELECT {select_list} FROM {SHARED_SCHEMA}."{table}" '
+        f"WHERE {SUB_ACCOUNT} = {key} WITH CASCADED CHECK OPTION",
+        f'ALTER VIEW "{table}" ALTER COLUMN {SUB_ACCOUNT} SET DEFAULT {key}',
+    ]
+
+
 def view_ddl(sub_account_id: uuid.UUID, columns: Mapping[str, Sequence[str]]) -> str:
     """One view per table in the current schema: the shared table's rows of `sub_account_id`
     (docs/decisions.md). Automatically updatable, so tenant SQL reads and writes it as a table;
     the check option refuses a row of another sub-account and `sub_account_id` defaults to its
     own, so no tenant statement names it but an `ON CONFLICT` target."""
-    key = f"'{uuid.UUID(str(sub_account_id))}'::uuid"  # a uuid: safe to write in
+    key = _key(sub_account_id)
     statements = []
     for table, names in columns.items():
         listed = ", ".join(f'"{name}"' for name in (SUB_ACCOUNT, *names))
-        statements.append(
-            f'CREATE VIEW "{table}" AS SELECT {listed} FROM {SHARED_SCHEMA}."{table}" '
-            f"WHERE {SUB_ACCOUNT} = {key} WITH CASCADED CHECK OPTION"
-        )
-        statements.append(f'ALTER VIEW "{table}" ALTER COLUMN {SUB_ACCOUNT} SET DEFAULT {key}')
+        statements.extend(_create_view(key, table, listed))
+    return ";\n".join(statements) + ";"
+
+
+def replace_view_sql(
+    sub_account_id: uuid.UUID,
+    table: str,
+    columns: Sequence[str],
+    *,
+    shown_as: Mapping[str, str] | None = None,
+    then_rows: Sequence[str] = (),
+) -> str:
+    """A tenant migration's change to one view of the current schema: `columns` in order, each
+    the shared table's column of that name or the column `shown_as[name]` under that name.
+
+    The view is locked first, and only then do `then_rows` (statements on its sub-account's rows,
+    such as moving values to a new column) run: a request that holds the view and waits for one of
+    those rows would otherwise deadlock with the migration waiting for the view."""
+    shown_as = shown_as or {}
+    listed = ", ".join(
+        f'"{shown_as[name]}" AS "{name}"' if name in shown_as else f'"{name}"'
+        for name in (SUB_ACCOUNT, *columns)
+    )
+    statements = [
+        f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE',
+        *then_rows,
+        f'DROP VIEW "{table}"',
+        *_create_view(_key(sub_account_id), table, listed),
+    ]
     return ";\n".join(statements) + ";"
 
 
@@ -136,13 +172,20 @@ async def advance_shared_sequences(conn: asyncpg.Connection, sub_account_id: uui
         )
 
 
+def shared_row_deletes(parameter: str = "$1") -> list[str]:
+    """The statements that delete every row of the sub-account bound to `parameter` from the
+    shared tables (its schema's views show nothing more), the tables that refer to others
+    first."""
+    return [
+        f'DELETE FROM {SHARED_SCHEMA}."{table.name}" WHERE {SUB_ACCOUNT} = {parameter}'
+        for table in reversed(shared_metadata.sorted_tables)
+    ]
+
+
 async def delete_shared_rows(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
-    """Every row of `sub_account_id` in the shared tables (its schema's views show nothing
-    more), the tables that refer to others first."""
-    for table in reversed(shared_metadata.sorted_tables):
-        await conn.execute(
-            f'DELETE FROM {SHARED_SCHEMA}."{table.name}" WHERE {SUB_ACCOUNT} = $1', sub_account_id
-        )
+    """Every row of `sub_account_id` in the shared tables."""
+    for statement in shared_row_deletes():
+        await conn.execute(statement, sub_account_id)
 
 
 def sub_account_of(schema: str) -> uuid.UUID:

@@ -89,7 +89,7 @@ from tenancy.migrate import upgrade_control
 from tenancy.organisations import create_organisation
 from tenancy.principals import insert_key
 from tenancy.provisioning import NewSubAccount, provision_sub_account
-from tenancy.schema import delete_shared_rows, tenant_columns, view_ddl
+from tenancy.schema import delete_shared_rows, replace_view_sql, tenant_columns
 from tenancy.settings import get_settings
 
 TENANTS = int(os.environ.get("BENCH_SCALE_TENANTS", "10000"))
@@ -1151,7 +1151,7 @@ Revises: {down}
 from alembic import op
 from sqlalchemy import text
 
-from tenancy.schema import sub_account_of
+from tenancy.schema import replace_view_sql, sub_account_of, tenant_columns
 
 revision = "{rev}"
 down_revision = "{down}"
@@ -1161,11 +1161,8 @@ depends_on = None
 
 def upgrade() -> None:
     schema = op.get_bind().execute(text("SELECT current_schema()")).scalar_one()
-    key = f"'{{sub_account_of(schema)}}'::uuid"
-    op.execute(
-        "CREATE OR REPLACE VIEW contacts AS SELECT {columns}, bench_score "
-        f"FROM tenant_data.contacts WHERE sub_account_id = {{key}} WITH CASCADED CHECK OPTION"
-    )
+    columns = [*tenant_columns()["contacts"], "bench_score"]
+    op.execute(replace_view_sql(sub_account_of(schema), "contacts", columns))
 
 
 def downgrade() -> None:
@@ -1191,9 +1188,8 @@ async def rolling_migration(
     head = head_revision("tenant")
     scripts = Path(tempfile.mkdtemp(prefix="switchboard-roll-")) / "tenant"
     shutil.copytree(MIGRATIONS_DIR / "tenant", scripts)
-    columns = ", ".join(["sub_account_id", *tenant_columns()["contacts"]])
     (scripts / "versions" / f"bench_{ROLL_REVISION}.py").write_text(
-        ROLL_MIGRATION.format(rev=ROLL_REVISION, down=head, columns=columns)
+        ROLL_MIGRATION.format(rev=ROLL_REVISION, down=head)
     )
     run = Run("rolling migration", SPREAD)
     done = asyncio.Event()
@@ -1258,9 +1254,8 @@ async def undo_rolling_migration(url: str, head: str) -> float:
         async def worker() -> None:
             for row in queue:
                 async with tenant_transaction(pool, row["schema_name"]) as conn:
-                    await conn.execute("DROP VIEW contacts")
                     await conn.execute(
-                        view_ddl(row["id"], {"contacts": tenant_columns()["contacts"]})
+                        replace_view_sql(row["id"], "contacts", tenant_columns()["contacts"])
                     )
                     await conn.execute("UPDATE alembic_version SET version_num = $1", head)
                     await conn.execute(

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from tenancy.migrate import migrate_tenants
-from tenancy.schema import MIGRATIONS_DIR, delete_shared_rows, tenant_columns, tenant_head
+from tenancy.schema import MIGRATIONS_DIR, delete_shared_rows, tenant_head
 from tenancy.settings import get_settings
 from tests.factories import Tenant, make_tenant
 from tests.helpers import live_system
@@ -37,7 +37,7 @@ WIDEN_FIRST_NAME = '''"""contacts.first_name as varchar(300)"""
 from alembic import op
 from sqlalchemy import text
 
-from tenancy.schema import sub_account_of
+from tenancy.schema import replace_view_sql, sub_account_of, tenant_columns
 
 revision = "t9998"
 down_revision = {head!r}
@@ -47,32 +47,24 @@ depends_on = None
 
 def upgrade() -> None:
     schema = op.get_bind().execute(text("SELECT current_schema()")).scalar_one()
-    key = f"'{{sub_account_of(schema)}}'::uuid"
-    # The view first: a request that holds it and then wants a row updated below would
-    # otherwise deadlock with this migration waiting for the view.
-    op.execute("LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE")
+    sub_account_id = sub_account_of(schema)
     op.execute(
-        "UPDATE tenant_data.contacts SET first_name_wide = first_name "
-        f"WHERE sub_account_id = {{key}}"
+        replace_view_sql(
+            sub_account_id,
+            "contacts",
+            tenant_columns()["contacts"],
+            shown_as={{"first_name": "first_name_wide"}},
+            then_rows=[
+                "UPDATE tenant_data.contacts SET first_name_wide = first_name "
+                f"WHERE sub_account_id = '{{sub_account_id}}'"
+            ],
+        )
     )
-    op.execute("DROP VIEW contacts")
-    op.execute(
-        "CREATE VIEW contacts AS SELECT {columns} FROM tenant_data.contacts "
-        f"WHERE sub_account_id = {{key}} WITH CASCADED CHECK OPTION"
-    )
-    op.execute(f"ALTER VIEW contacts ALTER COLUMN sub_account_id SET DEFAULT {{key}}")
 
 
 def downgrade() -> None:
     raise NotImplementedError
 '''
-
-
-def _widened_columns() -> str:
-    names = ["sub_account_id", *tenant_columns()["contacts"]]
-    return ", ".join(
-        "first_name_wide AS first_name" if name == "first_name" else name for name in names
-    )
 
 
 async def _traffic(
@@ -112,7 +104,7 @@ async def test_migrating_some_tenants_under_traffic_costs_no_5xx(
     scripts = tmp_path / "tenant"
     shutil.copytree(MIGRATIONS_DIR / "tenant", scripts)
     (scripts / "versions" / "2099_01_01_t9998_widen_first_name.py").write_text(
-        WIDEN_FIRST_NAME.format(head=tenant_head(), columns=_widened_columns())
+        WIDEN_FIRST_NAME.format(head=tenant_head())
     )
     await pool.execute(WIDE_COLUMN)
     try:

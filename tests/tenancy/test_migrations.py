@@ -19,7 +19,9 @@ from tenancy.migrate import migrate_tenants, tenants_behind
 from tenancy.schema import (
     MIGRATIONS_DIR,
     alembic_config,
+    shared_row_deletes,
     sqlalchemy_url,
+    sub_account_of,
     tenant_head,
 )
 from tenancy.tables import control_metadata, shared_metadata, tenant_metadata
@@ -174,11 +176,8 @@ def _drop_schema(url: str, schema: str) -> None:
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     with engine.begin() as conn:
         conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        for table in reversed(shared_metadata.sorted_tables):
-            conn.execute(
-                text(f'DELETE FROM {SHARED_SCHEMA}."{table.name}" WHERE sub_account_id = :id'),
-                {"id": uuid.UUID(hex=schema[2:])},
-            )
+        for statement in shared_row_deletes(":id"):
+            conn.execute(text(statement), {"id": sub_account_of(schema)})
     engine.dispose()
 
 

@@ -90,24 +90,45 @@ def _key(sub_account_id: uuid.UUID) -> str:
     return f"'{uuid.UUID(str(sub_account_id))}'::uuid"  # a uuid: safe to write in
 
 
-def _create_view(key: str, table: str, select_list: str) -> list[str]:
+def identity_defaults(table: str) -> list[str]:
+    """The view `table`'s default for each identity column of its shared table: that column's
+    sequence, named outright. Without it, PostgreSQL finds an identity column's sequence for an
+    INSERT through a view by scanning pg_depend for everything that depends on the column, which
+    is every sub-account's view of it: 10,000 index entries read each time an INSERT is planned
+    for another sub-account (bench/RESULTS.md, session 16)."""
+    return [
+        f'ALTER VIEW "{table}" ALTER COLUMN "{column}" '
+        f"SET DEFAULT nextval('{SHARED_SCHEMA}.{table}_{column}_seq'::regclass)"
+        for identity_table, column in _identity_columns()
+        if identity_table == table
+    ]
+
+
+def _create_view(key: str, table: str, select_list: str, with_identities: bool) -> list[str]:
     return [
         f'CREATE VIEW "{table}" AS SELECT {select_list} FROM {SHARED_SCHEMA}."{table}" '
         f"WHERE {SUB_ACCOUNT} = {key} WITH CASCADED CHECK OPTION",
         f'ALTER VIEW "{table}" ALTER COLUMN {SUB_ACCOUNT} SET DEFAULT {key}',
+        *(identity_defaults(table) if with_identities else ()),
     ]
 
 
-def view_ddl(sub_account_id: uuid.UUID, columns: Mapping[str, Sequence[str]]) -> str:
+def view_ddl(
+    sub_account_id: uuid.UUID,
+    columns: Mapping[str, Sequence[str]],
+    *,
+    with_identities: bool = True,
+) -> str:
     """One view per table in the current schema: the shared table's rows of `sub_account_id`
     (docs/decisions.md). Automatically updatable, so tenant SQL reads and writes it as a table;
     the check option refuses a row of another sub-account and `sub_account_id` defaults to its
-    own, so no tenant statement names it but an `ON CONFLICT` target."""
+    own, so no tenant statement names it but an `ON CONFLICT` target. `with_identities`: the
+    views' identity defaults too (t0018 made its views without them; t0019 added them)."""
     key = _key(sub_account_id)
     statements = []
     for table, names in columns.items():
         listed = ", ".join(f'"{name}"' for name in (SUB_ACCOUNT, *names))
-        statements.extend(_create_view(key, table, listed))
+        statements.extend(_create_view(key, table, listed, with_identities))
     return ";\n".join(statements) + ";"
 
 
@@ -134,7 +155,7 @@ def replace_view_sql(
         f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE',
         *then_rows,
         f'DROP VIEW "{table}"',
-        *_create_view(_key(sub_account_id), table, listed),
+        *_create_view(_key(sub_account_id), table, listed, with_identities=True),
     ]
     return ";\n".join(statements) + ";"
 

@@ -155,6 +155,31 @@ async def test_replayed_migrations_and_fresh_tenant_ddl_build_the_same_catalog(
         _drop_schema(migrated, schema)
 
 
+async def test_views_name_the_sequence_of_each_identity_column(client, agency, migrated) -> None:
+    """An INSERT through a view that left an identity column to the base table would make
+    PostgreSQL scan every sub-account's view of that column in pg_depend for its sequence."""
+    tenant = await make_tenant(client, agency)
+    identities = {
+        (table.name, column.name)
+        for table in shared_metadata.sorted_tables
+        for column in table.columns
+        if column.identity is not None
+    }
+    rows = _sql(
+        migrated,
+        "SELECT c.relname, a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef AS d "
+        "JOIN pg_attribute AS a ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
+        "JOIN pg_class AS c ON c.oid = d.adrelid "
+        "WHERE c.relnamespace = to_regnamespace(:s) AND a.attname <> 'sub_account_id'",
+        s=tenant.schema,
+    )
+    assert identities == {("events", "position"), ("messages", "seq")}
+    assert {(table, column): default for table, column, default in rows} == {
+        (table, column): f"nextval('{SHARED_SCHEMA}.{table}_{column}_seq'::regclass)"
+        for table, column in identities
+    }
+
+
 async def test_new_tenant_schema_is_created_at_head_matching_metadata(
     client, agency, migrated
 ) -> None:

@@ -154,7 +154,7 @@ def upgrade() -> None:
             {"id": sub_account_id},
         )
     op.execute(f"DROP TABLE {_tables()}")
-    op.execute(view_ddl(sub_account_id, COLUMNS))
+    op.execute(view_ddl(sub_account_id, COLUMNS, with_identities=False))  # t0019 adds them
     op.execute(LOCK_SEQUENCES)
     for table, column in IDENTITIES:
         op.execute(

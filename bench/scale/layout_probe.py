@@ -4,12 +4,12 @@ whose rows are behind views over tenant_data, side by side in one run; where the
 `python -m bench.scale.layout_probe --data-dir DIR` on the database `python -m bench.scale`
 built (at the head). Two groups of BENCH_LAYOUT_TENANTS (10) of its prepared sub-accounts: one
 is taken back to t0017 (down through t0018: tables of its own, as before issue 28), the other
-keeps its views. Both are reset to their seeded state, the API is served, and bench.scale's request mix
-runs over one group, then the other, in alternating slices (ABBA), for BENCH_SCALE_ROUNDS rounds:
-each group's PostgreSQL and API CPU time per request. With pg_stat_statements loaded
-(shared_preload_libraries), each slice's statements are read and reset, so every statement's
-time (planning and execution) and calls per request are known per group. At the end the first
-group is migrated back to the head.
+keeps its views. Both are reset to their seeded state, the API is served, and bench.scale's
+request mix runs over one group, then the other, in alternating slices (ABBA), for
+BENCH_SCALE_ROUNDS rounds: each group's PostgreSQL and API CPU time per request. With
+pg_stat_statements loaded (shared_preload_libraries), each slice's statements are read and
+reset, so every statement's time (planning and execution) and calls per request are known per
+group. At the end the first group is migrated back to the head.
 """
 
 from __future__ import annotations

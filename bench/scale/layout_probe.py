@@ -81,14 +81,19 @@ def to_tables(url: str, accounts: list[dict[str, Any]]) -> None:
     asyncio.run(record())
 
 
-async def statements_available(url: str) -> bool:
+async def statements_available(url: str, *, keep: bool) -> bool:
+    """With pg_stat_statements loaded: its view and planning times while `keep`, and neither
+    afterwards (the database is bench.scale's, which counts its relations)."""
     conn = await asyncpg.connect(url)
     try:
         loaded = "pg_stat_statements" in await conn.fetchval("SHOW shared_preload_libraries")
-        if loaded:
+        if loaded and keep:
             await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             await conn.execute("ALTER SYSTEM SET pg_stat_statements.track_planning = on")
-            await conn.execute("SELECT pg_reload_conf()")
+        elif loaded:
+            await conn.execute("DROP EXTENSION IF EXISTS pg_stat_statements")
+            await conn.execute("ALTER SYSTEM RESET pg_stat_statements.track_planning")
+        await conn.execute("SELECT pg_reload_conf()")
         return bool(loaded)
     finally:
         await conn.close()
@@ -189,7 +194,7 @@ def main() -> int:
             try:
                 print(f"reset: {asyncio.run(reset_accounts(where.url, tables + views))}")
                 asyncio.run(server_settings(where.url))
-                statements = asyncio.run(statements_available(where.url))
+                statements = asyncio.run(statements_available(where.url, keep=True))
                 env = server_env(where, smtp.port)
                 port = free_port()
                 with serve(env, port) as api:
@@ -197,6 +202,7 @@ def main() -> int:
                         drive(port, where.url, groups, api.pid, statements)
                     )
             finally:
+                asyncio.run(statements_available(where.url, keep=False))
                 get_settings.cache_clear()
                 report = migrate_tenants(
                     where.url, concurrency=2, only=[uuid.UUID(t["id"]) for t in tables]

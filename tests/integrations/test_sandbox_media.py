@@ -160,9 +160,44 @@ async def replies_to_each_turn(runtime: Runtime) -> None:
             await runtime.send("mark", mark={"name": "reply-1"})
 
 
+# The longest the test's event loop may go without running before a timed call is taken again:
+# the contact and the runtime share it, so a stall of the whole process (CI's PgBouncer pass on
+# fad4ce5: 0.9 s, every timing of the call shifted by it) is the machine's, not the contact's.
+LOOP_STALL_SECONDS = 0.25
+
+
+@contextlib.asynccontextmanager
+async def loop_watch() -> AsyncIterator[list[float]]:
+    """The longest time, so far, between two 10 ms ticks of the running loop, beyond the 10 ms."""
+    longest = [0.0]
+
+    async def watch() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            longest[0] = max(longest[0], now - last - 0.01)
+            last = now
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield longest
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+
 @pytest.fixture(scope="module")
 async def person() -> AsyncIterator[tuple[ContactResult, Runtime]]:
-    yield await call(replies_to_each_turn, "person")
+    # Taken again (up to three calls) only when the loop itself was seen stalled: a contact
+    # that is late on its own is still measured, and still fails the tests below.
+    for _ in range(3):
+        async with loop_watch() as longest:
+            measured = await call(replies_to_each_turn, "person")
+        if longest[0] < LOOP_STALL_SECONDS:
+            break
+    yield measured
 
 
 def line_audio(runtime: Runtime, start_seconds: float, samples: int) -> bytes:

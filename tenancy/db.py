@@ -1,15 +1,21 @@
 """The asyncpg pool and the two ways to use it: control transactions and tenant transactions.
 
-Tenant SQL never names a schema. `tenant_transaction` points `search_path` at the tenant's schema
-with SET LOCAL: the setting dies with the transaction, so a pooled connection can never carry one
-tenant into the next request. `search_path_sql` is the only place that writes that statement.
+Tenant SQL never names a schema. `tenant_transaction` points `search_path` at the tenant's schema,
+names the tenant in the transaction's `switchboard.sub_account_id` setting (the one row-level
+security policies read, CONTRACT 18) and runs the rest of the transaction as TENANT_ROLE, a role
+that owns nothing and cannot bypass those policies: all with SET LOCAL, so it dies with the
+transaction and a pooled connection can never carry one tenant into the next request.
+`search_path_sql` is the only place that writes those statements.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import random
 import re
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -25,6 +31,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 SCHEMA_NAME = re.compile(r"^t_[0-9a-f]{32}$")
+# The role tenant statements run under, and the transaction-local setting naming the tenant;
+# both are created and granted by control migration c0012 (docs/operations.md, "Row security").
+TENANT_ROLE = "switchboard_tenant"
+TENANT_SETTING = "switchboard.sub_account_id"
 
 
 def schema_name_for(sub_account_id: Any) -> str:
@@ -224,6 +234,11 @@ STALE_STATEMENT_ERRORS = (
     asyncpg.InvalidCachedStatementError,
     asyncpg.exceptions.OutdatedSchemaCacheError,
 )
+# Two transactions that lock the same rows in another order, or a serializable transaction that
+# lost to another: PostgreSQL rolls one back, and running that work again is the remedy
+# (CONTRACT 18a: no request answers 500 for a race). Retried like a stale statement.
+RACE_ERRORS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+RETRIED_ERRORS = STALE_STATEMENT_ERRORS + RACE_ERRORS
 STALE_STATEMENT_ATTEMPTS = 3
 
 
@@ -256,19 +271,25 @@ async def retry_stale_statements(
     work: Callable[[], Awaitable[T]], *, on_retry: Callable[[Exception], None] | None = None
 ) -> T:
     """Run `work`, and run it again (up to STALE_STATEMENT_ATTEMPTS in all) when a statement
-    cached before a schema change fails before anything of it committed."""
+    cached before a schema change, a deadlock or a serialization failure fails it before
+    anything of it committed. After a race it waits a few random milliseconds first, so the
+    two sides do not meet again in step."""
     attempt = 1
+    stale = False
     while True:
-        tracker = CommitTracker(retrying=attempt > 1)
+        tracker = CommitTracker(retrying=stale)
         token = _tracker.set(tracker)
         try:
             return await work()
-        except STALE_STATEMENT_ERRORS as exc:
+        except RETRIED_ERRORS as exc:
             if tracker.committed or attempt >= STALE_STATEMENT_ATTEMPTS:
                 raise
             if on_retry is not None:
                 on_retry(exc)
             attempt += 1
+            stale = stale or isinstance(exc, STALE_STATEMENT_ERRORS)
+            if isinstance(exc, RACE_ERRORS):
+                await asyncio.sleep(random.uniform(0.005, 0.05))
         finally:
             _tracker.reset(token)
 
@@ -286,20 +307,42 @@ async def control_transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Conne
 
 
 def search_path_sql(schema: str) -> str:
-    """The statement that points the current transaction at a tenant schema (then `public`, for
-    extensions). SET LOCAL: it ends with the transaction, so a pooled connection never carries a
-    tenant into the next one. An identifier cannot be a bind parameter; the name is checked
-    against SCHEMA_NAME, so it is safe to write in."""
+    """The statements that point the current transaction at a tenant schema (then `public`, for
+    extensions) and name its sub-account in TENANT_SETTING, which the row-level security
+    policies of the tenant tables read. SET LOCAL: both end with the transaction, so a pooled
+    connection never carries a tenant into the next one. An identifier cannot be a bind
+    parameter; the name is checked against SCHEMA_NAME, and the id is its hex, so both are safe
+    to write in."""
     if not SCHEMA_NAME.fullmatch(schema):
         raise ValueError("not a tenant schema name")
-    return f"SET LOCAL search_path TO {schema}, public"
+    return f"SET LOCAL search_path TO {schema}, public; " + tenant_setting_sql(
+        uuid.UUID(hex=schema[2:])
+    )
+
+
+def tenant_setting_sql(sub_account_id: uuid.UUID) -> str:
+    """The statement that names `sub_account_id` in TENANT_SETTING for the transaction."""
+    return f"SET LOCAL switchboard.sub_account_id TO '{uuid.UUID(str(sub_account_id))}'"
+
+
+async def name_tenant(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
+    """Name `sub_account_id` as the tenant of the transaction `conn` is in, without switching
+    its schema or role: control work on one tenant's shared rows (a purge) sees and changes
+    them even when the control role is not exempt from row-level security."""
+    await conn.execute(tenant_setting_sql(sub_account_id))
+
+
+def tenant_role_sql() -> str:
+    """The statement that runs the rest of the transaction as TENANT_ROLE: no superuser, owner
+    of nothing, subject to every row-level security policy (CONTRACT 18)."""
+    return f"SET LOCAL ROLE {TENANT_ROLE}"
 
 
 async def set_search_path(conn: asyncpg.Connection, schema: str) -> None:
-    """asyncpg: point the transaction `conn` is in at `schema` (for work that needs its own
-    kind of transaction; anything else uses `tenant_transaction`). The schema counts towards
-    the connection's tenant budget: the next tenant transaction on it past the budget retires
-    it."""
+    """asyncpg: point the transaction `conn` is in at `schema`, under the connection's own
+    role (control work on one tenant: provisioning, export, import; anything else uses
+    `tenant_transaction`). The schema counts towards the connection's tenant budget: the next
+    tenant transaction on it past the budget retires it."""
     await _prepare_afresh_when_retrying(conn)
     await conn.execute(search_path_sql(schema))
     serve_tenant(conn, schema)
@@ -309,17 +352,19 @@ def set_search_path_sync(connection: sqlalchemy.Connection, schema: str) -> None
     """SQLAlchemy (alembic migrations): point the transaction `connection` is in at `schema`."""
     from sqlalchemy import text
 
-    connection.execute(text(search_path_sql(schema)))
+    for statement in search_path_sql(schema).split("; "):
+        connection.execute(text(statement))
 
 
 @asynccontextmanager
 async def tenant_transaction(pool: asyncpg.Pool, schema: str) -> AsyncIterator[asyncpg.Connection]:
-    """A transaction whose unqualified table names resolve to one tenant's schema."""
-    switch = search_path_sql(schema)
+    """A transaction whose unqualified table names resolve to one tenant's schema, run as
+    TENANT_ROLE, so the database itself refuses every other tenant's rows."""
+    switch = search_path_sql(schema) + "; " + tenant_role_sql()
     async with pool.acquire() as conn:
         await _prepare_afresh_when_retrying(conn)
         spent = serve_tenant(conn, schema)
-        # BEGIN and SET LOCAL in one round trip.
+        # BEGIN, the tenant and the role in one round trip.
         await conn.execute("BEGIN; " + switch)
         try:
             yield conn

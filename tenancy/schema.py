@@ -22,7 +22,7 @@ from sqlalchemy import MetaData
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from tenancy.db import SCHEMA_NAME, set_search_path
+from tenancy.db import SCHEMA_NAME, TENANT_ROLE, name_tenant, set_search_path
 from tenancy.tables import shared_metadata, tenant_metadata
 from tenancy.tables.shared import SHARED_SCHEMA, SUB_ACCOUNT
 
@@ -104,12 +104,24 @@ def identity_defaults(table: str) -> list[str]:
     ]
 
 
-def _create_view(key: str, table: str, select_list: str, with_identities: bool) -> list[str]:
+def _create_view(
+    key: str, table: str, select_list: str, with_identities: bool, row_security: bool = True
+) -> list[str]:
+    # security_invoker: the shared table's row-level security judges the role that queries the
+    # view (the tenant role), not the view's owner (CONTRACT 18).
+    # Set after the check option, in the order t0020 left the views' options in.
+    invoker = [f'ALTER VIEW "{table}" SET (security_invoker = true)'] if row_security else []
     return [
         f'CREATE VIEW "{table}" AS SELECT {select_list} FROM {SHARED_SCHEMA}."{table}" '
         f"WHERE {SUB_ACCOUNT} = {key} WITH CASCADED CHECK OPTION",
+        *invoker,
         f'ALTER VIEW "{table}" ALTER COLUMN {SUB_ACCOUNT} SET DEFAULT {key}',
         *(identity_defaults(table) if with_identities else ()),
+        *(
+            (f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table}" TO {TENANT_ROLE}',)
+            if row_security
+            else ()
+        ),
     ]
 
 
@@ -118,17 +130,20 @@ def view_ddl(
     columns: Mapping[str, Sequence[str]],
     *,
     with_identities: bool = True,
+    row_security: bool = True,
 ) -> str:
     """One view per table in the current schema: the shared table's rows of `sub_account_id`
     (docs/decisions.md). Automatically updatable, so tenant SQL reads and writes it as a table;
     the check option refuses a row of another sub-account and `sub_account_id` defaults to its
     own, so no tenant statement names it but an `ON CONFLICT` target. `with_identities`: the
-    views' identity defaults too (t0018 made its views without them; t0019 added them)."""
+    views' identity defaults too (t0018 made its views without them; t0019 added them).
+    `row_security`: the views `security_invoker` and granted to the tenant role (t0020 made
+    them so)."""
     key = _key(sub_account_id)
     statements = []
     for table, names in columns.items():
         listed = ", ".join(f'"{name}"' for name in (SUB_ACCOUNT, *names))
-        statements.extend(_create_view(key, table, listed, with_identities))
+        statements.extend(_create_view(key, table, listed, with_identities, row_security))
     return ";\n".join(statements) + ";"
 
 
@@ -205,6 +220,7 @@ def shared_row_deletes(parameter: str = "$1") -> list[str]:
 
 async def delete_shared_rows(conn: asyncpg.Connection, sub_account_id: uuid.UUID) -> None:
     """Every row of `sub_account_id` in the shared tables."""
+    await name_tenant(conn, sub_account_id)
     for statement in shared_row_deletes():
         await conn.execute(statement, sub_account_id)
 
@@ -224,7 +240,9 @@ async def create_tenant_schema(conn: asyncpg.Connection, schema: str) -> str:
     if not SCHEMA_NAME.fullmatch(schema):
         raise ValueError("not a tenant schema name")
     head = tenant_head()
-    await conn.execute(f'CREATE SCHEMA "{schema}"')
+    await conn.execute(
+        f'CREATE SCHEMA "{schema}"; GRANT USAGE ON SCHEMA "{schema}" TO {TENANT_ROLE}'
+    )
     await set_search_path(conn, schema)
     await conn.execute(view_ddl(sub_account_of(schema), tenant_columns()) + VERSION_TABLE)
     await conn.execute("INSERT INTO alembic_version (version_num) VALUES ($1)", head)

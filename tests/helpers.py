@@ -26,7 +26,7 @@ import asyncpg
 import httpx
 
 from tenancy.clock import utcnow
-from tenancy.db import tenant_transaction
+from tenancy.db import set_search_path, tenant_transaction
 from tenancy.embedded import free_port
 from tenancy.scope import TenantScope
 from tests.factories import CAMPAIGNS, CONTACTS
@@ -202,7 +202,9 @@ async def printed_rows(pool: asyncpg.Pool, tenant: Any) -> dict[str, list[str]]:
     rows: dict[str, list[str]] = {}
     for name, query in CONTROL_ROWS.items():
         rows[f"control.{name}"] = sorted(r[0] for r in await pool.fetch(query, tenant.id))
-    async with tenant_transaction(pool, tenant.schema) as conn:
+    # As the control role (as an export reads it): the schema's alembic_version too.
+    async with pool.acquire() as conn, conn.transaction():
+        await set_search_path(conn, tenant.schema)
         tables = await conn.fetch(
             "SELECT relname FROM pg_class WHERE relnamespace = to_regnamespace($1) "
             "AND relkind IN ('r', 'v')",

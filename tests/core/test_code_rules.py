@@ -20,11 +20,17 @@ from tenancy.tables import tenant_metadata
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("api", "cli", "integrations", "jobs", "migrations", "tenancy", "voice")
 
-# The functions that may write a search_path switch, as (module, function).
+# The functions that may write a search_path, tenant setting or role switch, as (module,
+# function).
 SEARCH_PATH_OWNERS = {
     # Its statement text, used by tenant_transaction and by set_search_path(_sync) for asyncpg
     # and SQLAlchemy/alembic work that needs a transaction of its own kind.
     ("tenancy/db.py", "search_path_sql"),
+    # The tenant role, for tenant_transaction.
+    ("tenancy/db.py", "tenant_role_sql"),
+    # The tenant setting, for search_path_sql and for control work on one tenant's shared
+    # rows (a purge).
+    ("tenancy/db.py", "tenant_setting_sql"),
 }
 
 # The modules that may run SQL naming a tenant table (fnmatch patterns), each with its reason.
@@ -41,8 +47,24 @@ TENANT_SQL_MODULES = {
 }
 
 SEARCH_PATH_SWITCH = re.compile(
-    r"set_config\(\s*'search_path'|\bSET\s+(?:LOCAL\s+|SESSION\s+)?search_path\b", re.IGNORECASE
+    r"set_config\(\s*'(?:search_path|role|switchboard\.sub_account_id)'"
+    r"|\bSET\s+(?:LOCAL\s+|SESSION\s+)?(?:search_path|switchboard\.sub_account_id)\b"
+    # SET ROLE, not an UPDATE's `SET role = ...`
+    r"|\bSET\s+(?:LOCAL\s+|SESSION\s+)?ROLE\b(?!\s*=)",
+    re.IGNORECASE,
 )
+
+# The modules that may name the shared tables' schema or a tenant schema in SQL (tenant SQL
+# names plain tables, which its transaction's search_path and row security resolve), each with
+# its reason.
+SCHEMA_NAMING_MODULES = {
+    "tenancy/schema.py": "the tenant schemas' views over the shared tables",
+    "tenancy/tables/*": "the table definitions",
+    "tenancy/tenant_ops.py": "export, import and purge of a whole tenant",
+    "migrations/*": "schema migrations",
+}
+SCHEMA_NAMING = re.compile(r"\btenant_data\s*\.|\bt_[0-9a-f]{32}\b|(?<![\w.])t_$", re.IGNORECASE)
+SCHEMA_NAMES = {"SHARED_SCHEMA", "shared_metadata", "shared_tables"}
 _TENANT_TABLES = "|".join(sorted(map(re.escape, tenant_metadata.tables), key=len, reverse=True))
 # A tenant table right after a keyword that reads or writes it; `control.x` is not one.
 TENANT_TABLE_SQL = re.compile(
@@ -104,6 +126,7 @@ def findings(source: str, module: str) -> list[Finding]:
         for rule, pattern in (
             ("search_path", SEARCH_PATH_SWITCH),
             ("tenant_sql", TENANT_TABLE_SQL),
+            ("schema_named", SCHEMA_NAMING),
         ):
             match = pattern.search(node.value)
             if match:
@@ -154,6 +177,61 @@ def test_sql_naming_a_tenant_table_runs_only_in_the_approved_modules() -> None:
     ]
 
     assert not stray, "tenant SQL outside TENANT_SQL_MODULES:\n" + "\n".join(stray)
+
+
+def _names_schemas(module: str) -> bool:
+    return any(fnmatch(module, pattern) for pattern in SCHEMA_NAMING_MODULES)
+
+
+def _schema_imports(source: str, module: str) -> list[str]:
+    return [
+        f"{module}:{node.lineno}: imports {alias.name}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name in SCHEMA_NAMES
+    ]
+
+
+def test_tenant_sql_never_names_the_shared_tables_or_a_tenant_schema() -> None:
+    stray = [
+        str(found)
+        for found in all_findings("schema_named")
+        if found.module != "tenancy/db.py" or found.function != "schema_name_for"
+        if not _names_schemas(found.module)
+    ]
+    stray += [
+        line
+        for module, source in source_files()
+        if not _names_schemas(module)
+        for line in _schema_imports(source, module)
+    ]
+
+    assert not stray, "SQL naming tenant_data or a t_ schema:\n" + "\n".join(stray)
+
+
+def test_the_walk_flags_sql_that_names_the_shared_tables_or_another_schema() -> None:
+    route = """
+from tenancy.tables.shared import SHARED_SCHEMA
+ALL = "SELECT id FROM tenant_data.contacts"
+OTHER = "UPDATE t_0123456789abcdef0123456789abcdef.contacts SET name = $1"
+
+async def handler(conn, sub_account_id):
+    await conn.fetch(f"SELECT * FROM t_{sub_account_id.hex}.notes")
+    await conn.execute("SET LOCAL ROLE postgres")
+"""
+
+    found = findings(route, "api/contacts/service.py")
+
+    assert [(f.rule, f.line) for f in found if f.rule != "tenant_sql"] == [
+        ("schema_named", 3),
+        ("schema_named", 4),
+        ("schema_named", 7),
+        ("search_path", 8),
+    ]
+    assert _schema_imports(route, "api/contacts/service.py") == [
+        "api/contacts/service.py:2: imports SHARED_SCHEMA"
+    ]
 
 
 def test_api_error_is_imported_from_tenancy_errors_only() -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from tenancy.db import (
     STALE_STATEMENT_ATTEMPTS,
+    TENANT_ROLE,
     create_pool,
     retry_stale_statements,
     tenant_transaction,
@@ -37,7 +38,10 @@ async def two_shapes(pool: asyncpg.Pool) -> AsyncIterator[tuple[str, str]]:
         f"CREATE SCHEMA {before}; CREATE TABLE {before}.shaped (v text);"
         f"INSERT INTO {before}.shaped VALUES ('before');"
         f"CREATE SCHEMA {after}; CREATE TABLE {after}.shaped (v varchar(20));"
-        f"INSERT INTO {after}.shaped VALUES ('after')"
+        f"INSERT INTO {after}.shaped VALUES ('after');"
+        # Granted as a tenant schema is, so that its tenant transactions may read it.
+        f"GRANT USAGE ON SCHEMA {before}, {after} TO {TENANT_ROLE};"
+        f"GRANT SELECT ON {before}.shaped, {after}.shaped TO {TENANT_ROLE}"
     )
     yield before, after
     await pool.execute(f"DROP SCHEMA {before} CASCADE; DROP SCHEMA {after} CASCADE")

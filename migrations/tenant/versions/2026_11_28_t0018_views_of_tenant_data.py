@@ -154,7 +154,8 @@ def upgrade() -> None:
             {"id": sub_account_id},
         )
     op.execute(f"DROP TABLE {_tables()}")
-    op.execute(view_ddl(sub_account_id, COLUMNS, with_identities=False))  # t0019 adds them
+    # t0019 adds the identity defaults, t0020 the row security
+    op.execute(view_ddl(sub_account_id, COLUMNS, with_identities=False, row_security=False))
     op.execute(LOCK_SEQUENCES)
     for table, column in IDENTITIES:
         op.execute(

@@ -20,6 +20,7 @@ import pytest
 from tenancy.db import (
     STALE_STATEMENT_ATTEMPTS,
     TENANT_ROLE,
+    control_transaction,
     create_pool,
     retry_stale_statements,
     tenant_transaction,
@@ -83,3 +84,51 @@ async def test_a_retry_prepares_afresh_what_another_request_cached_meanwhile(
     finally:
         await one.close()
     assert attempts == 2 < STALE_STATEMENT_ATTEMPTS
+
+
+async def _lock_in_order(pool: asyncpg.Pool, first: int, second: int, met: asyncio.Barrier) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", first)
+        await met.wait()
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", second)
+
+
+async def test_work_that_loses_a_deadlock_runs_again_and_both_sides_finish(
+    pool: asyncpg.Pool,
+) -> None:
+    # Two transactions that take two locks in opposite orders: PostgreSQL rolls one back with
+    # DeadlockDetectedError (CONTRACT 18a: no request answers 500 for a race).
+    met = asyncio.Barrier(2)
+    runs = {"a": 0, "b": 0}
+    keys = [uuid.uuid4().int % 2**62 for _ in range(2)]
+
+    async def side(name: str, first: int, second: int) -> str:
+        async def work() -> str:
+            runs[name] += 1
+            await _lock_in_order(
+                pool, first, second, met if runs[name] == 1 else asyncio.Barrier(1)
+            )
+            return name
+
+        return await retry_stale_statements(work)
+
+    done = await asyncio.gather(side("a", *keys), side("b", *reversed(keys)))
+
+    assert done == ["a", "b"]
+    assert sorted(runs.values()) == [1, 2]
+
+
+async def test_work_that_committed_before_a_deadlock_is_not_run_again(pool: asyncpg.Pool) -> None:
+    runs = 0
+
+    async def work() -> None:
+        nonlocal runs
+        runs += 1
+        async with control_transaction(pool) as conn:
+            await conn.execute("SELECT 1")
+        raise asyncpg.DeadlockDetectedError("deadlock detected")
+
+    with pytest.raises(asyncpg.DeadlockDetectedError):
+        await retry_stale_statements(work)
+
+    assert runs == 1

@@ -6,12 +6,13 @@ import logging
 from typing import Any
 
 from pydantic import ValidationError
-from quart import Quart, Response, jsonify, request
+from quart import Quart, Response, current_app, jsonify, request
 from quart.globals import request_ctx
 from quart_schema import RequestSchemaValidationError
+from quart_schema.openapi import QUART_SCHEMA_HIDDEN_ATTRIBUTE
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from tenancy.errors import APIError
+from tenancy.errors import APIError, refuse
 
 __all__ = ["refuse_another_resources_method", "register_error_handlers", "resource_methods"]
 
@@ -94,15 +95,20 @@ def resource_methods() -> list[str]:
         named, _ = adapter.match(method="OPTIONS", return_rule=True)
     except HTTPException:
         return list(candidates)
-    allowed = []
+    reached: dict[str, bool] = {}  # method: whether its view is hidden from the document
     for method in candidates:
         try:
             rule, _ = adapter.match(method=method, return_rule=True)
         except HTTPException:
             continue
         if rule.rule == named.rule:
-            allowed.append(method)
-    return allowed
+            view = current_app.view_functions.get(rule.endpoint)
+            reached[method] = bool(getattr(view, QUART_SCHEMA_HIDDEN_ATTRIBUTE, False))
+    # Beside documented operations, a page for browsers (the invitation link's GET, and the
+    # HEAD Quart adds to it) is not advertised: Allow names what the OpenAPI document has.
+    if not all(reached.values()):
+        return [method for method, hidden in reached.items() if not hidden or method == "OPTIONS"]
+    return list(reached)
 
 
 def refuse_another_resources_method(view_args: dict[str, Any]) -> None:
@@ -159,7 +165,8 @@ def register_error_handlers(app: Quart) -> None:
                 return error_response(
                     400, "validation_error", await _not_an_object_message(), details=details
                 )
-            return error_response(400, "validation_error", "invalid request", details=details)
+            refused = refuse(details)  # validation_error, or invalid_uuid for an id
+            return error_response(400, refused.code, refused.message, details=details)
         return error_response(400, "validation_error", "invalid request")
 
     @app.errorhandler(HTTPException)

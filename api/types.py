@@ -20,6 +20,7 @@ from pydantic import (
     StrictStr,
     WithJsonSchema,
 )
+from pydantic_core import PydanticCustomError
 
 from integrations.email import has_control_characters, has_encoded_word
 from tenancy.errors import APIError
@@ -256,7 +257,18 @@ def required_one_of(*names: str) -> list[dict[str, Any]]:
 # A UUID as parse_uuid takes it, in the document.
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 UUID_KEYWORDS: dict[str, Any] = {"format": "uuid", "pattern": UUID_PATTERN}
-UUIDText = Annotated[StrictStr, Documented(**UUID_KEYWORDS)]
+
+
+def _uuid_in_body(value: Any) -> Any:
+    # Text that is no UUID is 400 invalid_uuid (tenancy.errors.UUID_ERRORS); another JSON
+    # type is StrictStr's to refuse (400 validation_error, as for any field of the wrong type).
+    if isinstance(value, str) and not UUID_TEXT.fullmatch(value):
+        raise PydanticCustomError("uuid_parsing", "Input should be a valid UUID")
+    return value
+
+
+# An id in a request body, kept as its text (the handler parses it with parse_uuid).
+UUIDText = Annotated[StrictStr, BeforeValidator(_uuid_in_body), Documented(**UUID_KEYWORDS)]
 
 
 def _uuid_text(value: Any) -> Any:

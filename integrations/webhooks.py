@@ -110,6 +110,8 @@ def signed_headers(
 
 # RFC 3986's unreserved and reserved characters and the percent sign.
 URI_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+# A URL whose authority holds a user name or password, as the OpenAPI document refuses it.
+USERINFO_PATTERN = r"^\s*[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*@"
 
 
 def has_control_character(text: str) -> bool:
@@ -117,8 +119,9 @@ def has_control_character(text: str) -> bool:
 
 
 def parse_target(url: str) -> httpx.URL:
-    """An absolute http(s) URL with a host, written with the characters RFC 3986 allows (as the
-    OpenAPI document's `format: uri` says), or InvalidTarget."""
+    """An absolute http(s) URL with a host and no user name or password, written with the
+    characters RFC 3986 allows (as the OpenAPI document's `format: uri` says), or
+    InvalidTarget."""
     if has_control_character(url):
         raise InvalidTarget("the URL must not contain control characters")
     if not URI_CHARACTERS.fullmatch(url):
@@ -132,6 +135,9 @@ def parse_target(url: str) -> httpx.URL:
         raise InvalidTarget("not a valid URL") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise InvalidTarget("the URL must be an absolute http or https URL")
+    if parsed.userinfo or "@" in urllib.parse.urlsplit(url).netloc:
+        # Told without the URL: it would show the password (CONTRACT 18a).
+        raise InvalidTarget("the URL must not carry a user name or password (`user:password@`)")
     return parsed
 
 

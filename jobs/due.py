@@ -18,6 +18,14 @@ names (`DueHandler.queue`), so each kind of work runs with capacity of its own (
 version), calls the handler, then deletes or reschedules the row. A cron sweeper (every 5 s, and
 once at worker start) re-enqueues due, unleased rows that Redis lost or never got, and revives a
 row whose job a worker took and died holding before it claimed the row (`revive_if_stuck`).
+
+The claim's lease is short (CLAIM_SECONDS) and renewed every RENEW_SECONDS while the run goes
+on (`Lease`), up to the handler's `lease_seconds`, the longest a run may last. So the row of a
+worker that dies mid-run (SIGKILL, a lost host) is free again within CLAIM_SECONDS, and the
+next sweep queues it: work due meanwhile runs within CLAIM_SECONDS + the sweep interval of a
+worker running (CONTRACT 18a: within 30 s), not after the handler's whole lease. A run that
+cannot renew (the database unreachable) is stopped before its claim can run out, so another
+worker never runs the row while it still does.
 """
 
 from __future__ import annotations
@@ -47,6 +55,11 @@ log = logging.getLogger("switchboard.due")
 SWEEP_LIMIT = 1000
 MAX_ERROR_BACKOFF_SECONDS = 600
 DEFAULT_LEASE = timedelta(minutes=5)
+# A claim holds the row this long unless renewed; a running claim is renewed this often. A run
+# that has not renewed for CLAIM_SECONDS - RENEW_SECONDS is stopped (its claim may lapse before
+# the next renewal). The sweep (every 5 s) then finds a dead worker's row within 20 s.
+CLAIM_SECONDS = 15.0
+RENEW_SECONDS = 5.0
 
 Handler = Callable[[dict[str, Any], DueWork], Awaitable[datetime | None]]
 
@@ -59,8 +72,9 @@ BACKGROUND_QUEUE = "arq:queue:background"
 
 @dataclass(frozen=True)
 class DueHandler:
-    """What runs the due work of one kind; one run may hold the row for `lease_seconds`. Its
-    runs are queued on `queue`, one of the worker's queues (jobs/worker.py)."""
+    """What runs the due work of one kind; one run may last `lease_seconds` (its claim on the
+    row renewed meanwhile, `Lease`). Its runs are queued on `queue`, one of the worker's queues
+    (jobs/worker.py)."""
 
     kind: str
     handler: Handler
@@ -248,6 +262,51 @@ RETURNING id, version, due_at
 """
 
 
+# Our claim (not a later one's) held CLAIM_SECONDS more; no row once it was finished, cancelled
+# (deleted) or claimed again.
+RENEW = """
+UPDATE control.due_work SET claimed_until = now() + $3::interval
+WHERE id = $1 AND claimed_version = $2
+RETURNING id
+"""
+
+
+class Lease:
+    """Keeps a running claim alive: every RENEW_SECONDS its lease is renewed to CLAIM_SECONDS
+    ahead. When renewals fail (the database unreachable) until the claim could lapse before the
+    next one, the run's `timer` is expired at once: the run stops before another worker may
+    claim the row. Once the row is gone or claimed again, renewing stops."""
+
+    def __init__(self, pool: asyncpg.Pool, work: DueWork, timer: asyncio.Timeout) -> None:
+        self.pool = pool
+        self.work = work
+        self.timer = timer
+        self.lost = False
+
+    async def keep(self) -> None:
+        loop = asyncio.get_running_loop()
+        held_since = loop.time()  # the claim was taken just before the run started
+        interval = timedelta(seconds=CLAIM_SECONDS)
+        while True:
+            await asyncio.sleep(RENEW_SECONDS)
+            asked = loop.time()
+            try:
+                async with asyncio.timeout(RENEW_SECONDS):
+                    renewed = await self.pool.fetchval(
+                        RENEW, self.work.id, self.work.version, interval
+                    )
+            except Exception:
+                log.warning("could not renew the claim of due work %s", self.work.id, exc_info=True)
+            else:
+                if renewed is None:
+                    return
+                held_since = asked
+            if loop.time() - held_since >= CLAIM_SECONDS - RENEW_SECONDS:
+                self.lost = True
+                self.timer.reschedule(loop.time())
+                return
+
+
 async def claim(
     pool: asyncpg.Pool, handlers: dict[str, DueHandler], due_id: uuid.UUID, version: int
 ) -> DueWork | None:
@@ -257,7 +316,7 @@ async def claim(
             return None
         registration = handlers.get(kind)
         lease = registration.lease if registration else DEFAULT_LEASE
-        row = await conn.fetchrow(CLAIM, due_id, lease)
+        row = await conn.fetchrow(CLAIM, due_id, min(lease, timedelta(seconds=CLAIM_SECONDS)))
     if row is None:
         return None
     return DueWork(
@@ -349,14 +408,20 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
         return
     registration = handlers.get(work.kind)
     lease = registration.lease.total_seconds() if registration else 0
+    held: Lease | None = None
     try:
         if registration is None:
             raise LookupError(f"no handler registered for due work kind {work.kind!r}")
         handler = registration.handler
         async with asyncio.timeout(lease) as timer:
-            # A statement cached before a tenant's schema change is not the handler's failure:
-            # the run is repeated while nothing of it has committed (tenancy.db).
-            next_at = await retry_stale_statements(lambda: handler(ctx, work))
+            held = Lease(ctx["db"], work, timer)
+            keeper = asyncio.create_task(held.keep(), name=f"due-lease-{work.id}")
+            try:
+                # A statement cached before a tenant's schema change is not the handler's
+                # failure: the run is repeated while nothing of it has committed (tenancy.db).
+                next_at = await retry_stale_statements(lambda: handler(ctx, work))
+            finally:
+                keeper.cancel()
     except asyncio.CancelledError:
         # A worker shutting down, or arq's job timeout: recorded, then the cancel goes on. If
         # even that cannot be written, the lease runs out and the next claim counts the run.
@@ -366,7 +431,9 @@ async def run_due(ctx: dict[str, Any], due_id: str, version: int) -> None:
             log.warning("could not record the cancelled run of due work %s", work.id, exc_info=True)
         raise
     except Exception as exc:
-        if registration is not None and isinstance(exc, TimeoutError) and timer.expired():
+        if held is not None and isinstance(exc, TimeoutError) and held.lost:
+            reason = "ClaimLost: the run could not renew its claim on the row, so it was stopped"
+        elif registration is not None and isinstance(exc, TimeoutError) and timer.expired():
             reason = f"TimeoutError: the run took longer than its {lease:g} s lease"
         else:
             reason = failure_reason(exc)

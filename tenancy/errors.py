@@ -37,6 +37,16 @@ def invalid(field: str, message: str, kind: str = "value_error") -> dict[str, st
     return {"field": field, "message": message, "type": kind}
 
 
+# Pydantic's error types for text that is no UUID: an id in a body that is none is 400
+# invalid_uuid (CONTRACT 2), whatever else the body has wrong. An id of another JSON type (a
+# number) stays validation_error, as any field of the wrong type does.
+UUID_ERRORS = frozenset({"uuid_parsing", "uuid_version"})
+
+
 def refuse(details: list[dict[str, str]]) -> APIError:
-    """400 validation_error naming every field of `details` (made with `invalid`)."""
+    """400 validation_error naming every field of `details` (made with `invalid`), or
+    invalid_uuid when one of them is an id that is no UUID."""
+    ids = [detail["field"] for detail in details if detail["type"] in UUID_ERRORS]
+    if ids:
+        return APIError(400, "invalid_uuid", f"{ids[0]} must be a UUID", details=details)
     return APIError(400, "validation_error", "invalid request", details=details)

@@ -73,6 +73,45 @@ async def tenant_sql(pool: asyncpg.Pool, tenant: Any, statement: str, *args: Any
         return list(await conn.fetch(statement, *args))
 
 
+# CONTRACT 2: a timestamp the product writes reads 2026-11-23T04:05:06.789Z, in answers and in
+# the JSON it stores alike (a call's tool_calls, an appointment's reminders, event payloads).
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
+# Not the product's timestamps: a local time with its offset (a slot's start_local) and what
+# a model or a client sent (a tool call's arguments).
+_NOT_OURS = ("arguments",)
+
+SELECT_JSON_COLUMNS = """
+SELECT table_name, column_name FROM information_schema.columns
+WHERE table_schema = $1 AND data_type IN ('json', 'jsonb') ORDER BY table_name, column_name
+"""
+
+
+def _off_format(value: Any, path: str) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key not in _NOT_OURS and not str(key).endswith("_local"):
+                yield from _off_format(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _off_format(item, f"{path}[{index}]")
+    elif isinstance(value, str) and _DATE_TIME.match(value) and not TIMESTAMP.match(value):
+        yield f"{path} = {value!r}"
+
+
+async def stored_timestamps_off_format(pool: asyncpg.Pool, tenant: Any) -> list[str]:
+    """Every date-time string in the tenant's json and jsonb columns that is not ISO 8601 UTC
+    with milliseconds and Z, as `table.column.path = value`."""
+    found: list[str] = []
+    async with tenant_transaction(pool, tenant.schema) as conn:
+        for table, column in await conn.fetch(SELECT_JSON_COLUMNS, tenant.schema):
+            rows = await conn.fetch(f'SELECT "{column}"::text AS value FROM "{table}"')
+            for row in rows:
+                if row["value"] is not None:
+                    found += _off_format(json.loads(row["value"]), f"{table}.{column}")
+    return found
+
+
 async def balance(pool: asyncpg.Pool, tenant: Any) -> Decimal:
     async with tenant_transaction(pool, tenant.schema) as conn:
         return await conn.fetchval("SELECT balance FROM wallet WHERE id = 1")  # type: ignore

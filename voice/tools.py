@@ -8,7 +8,8 @@ format) and run here, each call recorded on the call's `tool_calls` in order.
 - `transfer_call`: the agent says the tool's message, the carrier connects the contact to the
   number and the agent leaves (ended_reason `transferred`); a carrier that cannot (the sandbox's
   busy 0187) gives the model an error and the call goes on.
-- `send_sms`: the text goes to the call's contact under POST /contacts/{id}/messages's rules.
+- `send_sms`: the text goes to the call's contact under POST /contacts/{id}/messages's rules;
+  a text over 1,600 characters is `{"error": "content_too_long"}` and nothing is sent.
 - `check_availability`: up to 10 free slots of the tool's calendar from `date` (default today in
   the calendar's timezone) on, as `{slots: [{start, start_local}]}`.
 - `book_appointment`: books the call's contact into the slot starting at `start` under POST
@@ -29,7 +30,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -40,13 +41,14 @@ from pipecat.services.llm_service import FunctionCallHandler, FunctionCallParams
 
 from api.appointments.service import book, parse_start
 from api.calendars.service import next_free_slots, slot_out
-from api.conversations.service import Outgoing, send_to_contact
+from api.conversations.service import MAX_SMS, Outgoing, send_to_contact
 from integrations.telephony import Providers, TelephonyError
 from integrations.webhooks import post_for_answer
 from tenancy.clock import iso, utcnow
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
 from tenancy.settings import Settings
+from tenancy.storable import storable
 
 log = logging.getLogger("switchboard.voice.tools")
 
@@ -134,10 +136,10 @@ class CallTools:
             "id": str(uuid.uuid4()),
             "tool_id": tool_id,
             "name": name,
-            "arguments": arguments if isinstance(arguments, dict) else {},
+            "arguments": storable(arguments) if isinstance(arguments, dict) else {},
             "result": None,
             "status": "failed",
-            "at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "at": iso(utcnow()),
             "duration_ms": 0,
         }
         self.calls.append(entry)
@@ -197,6 +199,8 @@ class CallTools:
         except Exception:  # a tool's failure is the model's to hear, never the call's end
             log.exception("call %s: tool %s failed", self.facts.call_id, tool["name"])
             result = {"error": "internal_error"}
+        # The model hears what is stored (CONTRACT 18a): no NUL, lone surrogate or NaN.
+        result = storable(result)
         self._settle_entry(entry, started, result)
         transferred = tool["type"] == "transfer_call" and "error" not in result
         with contextlib.suppress(Exception):  # the call may be over already
@@ -264,6 +268,8 @@ class CallTools:
         content = arguments.get("content")
         if not isinstance(content, str) or not content.strip():
             return {"error": "validation_error: content must be a non-empty string"}
+        if len(content) > MAX_SMS:
+            return {"error": "content_too_long"}
         scope = self.facts.scope
         organisation_id = await scope.pool.fetchval(SELECT_ORGANISATION, scope.sub_account_id)
         try:

@@ -4,6 +4,8 @@ process's calls share (`VendorClients`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from http.cookiejar import Cookie, CookieJar
 from typing import Any
 
@@ -13,6 +15,7 @@ import httpx2
 import openai
 from anthropic import AsyncAnthropic
 from google.genai.types import HttpOptions
+from pipecat.frames.frames import FunctionCallFromLLM
 from pipecat.services.anthropic.llm import AnthropicLLMService
 from pipecat.services.cartesia.tts import CartesiaHttpTTSService
 from pipecat.services.deepseek.llm import DeepSeekLLMService
@@ -28,6 +31,7 @@ from pipecat.services.xai.llm import GrokLLMService
 from api.agents.schemas import PROVIDER_OF_MODEL
 from api.agents.voices import speech_vendor_of
 from tenancy.settings import Settings
+from tenancy.storable import storable
 from voice.agent import AgentConfig
 from voice.languages import deepgram_language, iso_639_1
 from voice.pipecat_seam import without_retries
@@ -149,15 +153,33 @@ class _Bounded:
         )
 
 
-class _OpenAILLM(_Bounded, OpenAILLMService):
+class _StorableArguments:
+    """An LLM service whose function calls carry the model's arguments cleaned (CONTRACT 18a):
+    a NUL, lone surrogate or NaN the model sent reaches neither a tool nor the call's record,
+    nor the model's next request (its SDK cannot encode a lone surrogate)."""
+
+    async def run_function_calls(self, function_calls: Sequence[FunctionCallFromLLM]) -> None:
+        cleaned = [replace(call, arguments=storable(call.arguments)) for call in function_calls]
+        await super().run_function_calls(cleaned)  # type: ignore[misc]
+
+
+class _OpenAILLM(_StorableArguments, _Bounded, OpenAILLMService):
     pass
 
 
-class _DeepSeekLLM(_Bounded, DeepSeekLLMService):
+class _DeepSeekLLM(_StorableArguments, _Bounded, DeepSeekLLMService):
     pass
 
 
-class _GrokLLM(_Bounded, GrokLLMService):
+class _GrokLLM(_StorableArguments, _Bounded, GrokLLMService):
+    pass
+
+
+class _AnthropicLLM(_StorableArguments, AnthropicLLMService):
+    pass
+
+
+class _GoogleLLM(_StorableArguments, GoogleLLMService):
     pass
 
 
@@ -205,12 +227,12 @@ def llm_service(
             timeout=timeout,
             http_client=clients.http,
         )
-        return AnthropicLLMService(api_key=key, settings=anthropic_settings, client=client)
+        return _AnthropicLLM(api_key=key, settings=anthropic_settings, client=client)
     if vendor == "google":
         google_settings = GoogleLLMService.Settings(
             model=agent.llm_model, temperature=agent.temperature, system_instruction=prompt
         )
-        return GoogleLLMService(
+        return _GoogleLLM(
             api_key=key,
             settings=google_settings,
             http_options=HttpOptions(

@@ -183,7 +183,9 @@ async def create_api_key(sub_account_id: str) -> tuple[dict[str, Any], int]:
 @validate_response(WalletCreditResponse, 200)
 @validate_response(FunctionsError, 404)
 async def credit_wallet(sub_account_id: str, data: WalletCreditRequest) -> dict[str, Any]:
-    """Credit a sub-account's prepaid wallet."""
+    """Credit a sub-account's prepaid wallet.
+
+    400 validation_error when the credit would take the balance past 9,999,999,999.99."""
     balance = await service.credit_wallet(
         _pool(),
         principal().organisation_id,

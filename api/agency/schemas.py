@@ -16,6 +16,7 @@ from api.types import (
     HeaderText,
     JSONObject,
     Money,
+    UUIDText,
     WholeNumber,
     document,
 )
@@ -74,7 +75,7 @@ class AddSubAccountUserRequest(Strict):
 
     email: StrictStr | None = None
     role: StrictStr | None = None
-    sub_account_id: StrictStr | None = None
+    sub_account_id: UUIDText | None = None
     first_name: HeaderText | None = Field(default=None, max_length=100)
     last_name: HeaderText | None = Field(default=None, max_length=100)
     phone: StrictStr | None = Field(default=None, max_length=32)

@@ -43,7 +43,11 @@ def _with_scope(agent: dict[str, Any]) -> dict[str, Any]:
 @validate_response(AgentCreated, 201)
 @validate_errors(FunctionsError, 400, 403)
 async def create_agent(data: CreateAgentRequest) -> tuple[dict[str, Any], int]:
-    """Create an AI voice agent in the key's sub-account."""
+    """Create an AI voice agent in the key's sub-account.
+
+    400 validation_error when analysis.custom_field_map names a key that is no data_schema
+    property or a value that is no active custom field, or data_schema requires a name it has
+    no property for."""
     await service.check_fields(
         data, allow_private_webhooks=current_app.config["SETTINGS"].allow_private_webhooks
     )
@@ -95,7 +99,8 @@ async def get_agent(agent_id: str) -> dict[str, Any]:
 @validate_errors(Error, 400, 404)
 async def update_agent(agent_id: str, data: UpdateAgentRequest) -> dict[str, Any]:
     """Change only the fields sent (activating an inactive agent, for one); the create rules
-    hold for the agent as it is afterwards."""
+    hold for the agent as it is afterwards: 400 validation_error when it breaks one (webhook
+    on with no URL stored, say), and for analysis as on create."""
     parsed_id = parse_uuid(agent_id)
     agent = await service.update_agent(
         tenant_scope(),

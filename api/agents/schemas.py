@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from zoneinfo import available_timezones
 
 from pydantic import (
     AfterValidator,
@@ -17,6 +16,7 @@ from pydantic import (
     StringConstraints,
 )
 
+from api import timezones
 from api.agents.voices import VOICE_VENDORS
 from api.tools.schemas import PROPERTY_NAME, JSONSchemaObject, PropertyName
 from api.types import (
@@ -29,6 +29,7 @@ from api.types import (
     required_one_of,
     when,
 )
+from integrations.webhooks import USERINFO_PATTERN
 
 MODELS: dict[str, tuple[str, ...]] = {
     "openai": (
@@ -86,8 +87,8 @@ Prompt = Annotated[StrictStr, Field(max_length=MAX_PROMPT)]
 FirstMessage = Annotated[NonBlank, Field(max_length=MAX_FIRST_MESSAGE)]
 Transcriber = Literal["openai", "deepgram"]
 
-# CONTRACT 10. IANA names as this system's tz database has them ("localtime" is the host's).
-TIMEZONES = sorted(available_timezones() - {"localtime", "posixrules"})
+# CONTRACT 10, 18a: IANA names only (api/timezones.py).
+TIMEZONES = sorted(timezones.names())
 _TIMEZONE_SET = frozenset(TIMEZONES)
 MAX_TOOLS = 20
 MAX_SUCCESS_CRITERIA = 2_000
@@ -143,7 +144,9 @@ def _needs(field: str) -> dict[str, object]:
 HTTP_URL = {
     "format": "uri",
     "pattern": r"^[hH][tT][tT][pP][sS]?://",
-    "description": "An absolute http(s) URL whose host resolves to public addresses.",
+    "not": {"pattern": USERINFO_PATTERN},
+    "description": "An absolute http(s) URL whose host resolves to public addresses, without a "
+    "user name or password.",
 }
 
 
@@ -200,8 +203,8 @@ class CreateAgentRequest(BaseModel):
     voicemail_message: VoicemailMessage | None = None
     backcchanneling: StrictBool
     is_active: StrictBool = True
-    organization_id: StrictStr
-    sub_account_id: StrictStr
+    organization_id: UUIDText
+    sub_account_id: UUIDText
     webhook: StrictBool
     webhook_url: WebhookUrl | None = None
     recording: StrictBool

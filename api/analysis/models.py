@@ -11,6 +11,10 @@ summary, `success` and the data (CONTRACT 10 "Analysis").
 
 The schema asked for is strict in OpenAI's sense (every object closed, every property required,
 an optional data property nullable), so one schema serves every vendor.
+
+The answer is taken as it can be stored (CONTRACT 18a): cleaned (`tenancy.storable`), and each
+data property the model gave a value not of its type (or not in its enum) left out (null) and
+named in `Answer.left_out`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from tenancy.storable import storable
 
 # What one request may take (the vendor is slow under load; the run's lease is longer).
 TIMEOUT = httpx.Timeout(60.0, connect=5.0)
@@ -67,6 +73,8 @@ class Answer:
     summary: str | None
     data: dict[str, Any] | None
     success: bool | None
+    # Why each data value the model gave was left out, naming its property.
+    left_out: tuple[str, ...] = ()
 
 
 # --- what is asked ----------------------------------------------------------------------------
@@ -231,20 +239,71 @@ def _structured(vendor: str, body: Any) -> Any:
     return json.loads(body["choices"][0]["message"]["content"])
 
 
+def _misfit(prop: dict[str, Any], value: Any) -> str | None:
+    """Why `value` does not fit the data_schema property `prop` (one of string, number,
+    integer, boolean, maybe with an enum); None when it does."""
+    kind = prop.get("type")
+    fits = {
+        "string": isinstance(value, str),
+        "boolean": isinstance(value, bool),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+    }.get(str(kind), True)
+    if not fits:
+        return f"not of type {kind} (the model gave {_json_type(value)})"
+    if "enum" in prop and value not in prop["enum"]:
+        return "not one of its enum values"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number with a fraction"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def fitted_data(
+    schema: dict[str, Any], given: dict[str, Any]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Each property of the data_schema with the value the model gave it, or null when it gave
+    none or one that does not fit (a whole number given to an integer property fits); and why
+    each value was left out, naming its property."""
+    data: dict[str, Any] = {}
+    left_out: list[str] = []
+    for name, prop in (schema.get("properties") or {}).items():
+        value = given.get(name)
+        if prop.get("type") == "integer" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        misfit = None if value is None else _misfit(prop, value)
+        if misfit is not None:
+            left_out.append(f"data.{name} was left out: {misfit}")
+            value = None
+        data[name] = value
+    return data, tuple(left_out)
+
+
 def answer_of(ask: Ask, structured: Any) -> Answer:
+    structured = storable(structured)
     if not isinstance(structured, dict):
         raise VendorFailed(f"llm_error: {ask.vendor} answered no analysis object")
     summary = structured.get("summary") if ask.summary else None
     success = structured.get("success") if ask.success_criteria else None
     data = None
+    left_out: tuple[str, ...] = ()
     if ask.data_schema is not None:
         given = structured.get("data")
-        given = given if isinstance(given, dict) else {}
-        data = {name: given.get(name) for name in ask.data_schema.get("properties") or {}}
+        data, left_out = fitted_data(ask.data_schema, given if isinstance(given, dict) else {})
     return Answer(
         summary[:MAX_SUMMARY] if isinstance(summary, str) else None,
         data,
         success if isinstance(success, bool) else None,
+        left_out,
     )
 
 

@@ -8,10 +8,12 @@ end, run later as durable background work (`call_analysis`, tasks.py), exactly o
   nothing unless its analysis is still `pending`; asks the agent's own model (its vendor, the
   sub-account's key, the vendor base URL of the settings: models.py); then, in one transaction
   guarded by the `pending` status, records the analysis, writes the mapped data to the contact's
-  custom fields (a value that does not fit its field is left out and named in `error`) and emits
-  `call.analyzed` to subscriptions and to the agent's webhook. A vendor failure raises (the
-  due-work engine retries it with backoff) except on the last allowed try, which records
-  `failed` with the error instead.
+  custom fields (a value that does not fit its field is left out and named in `error`, as is one
+  not of its data_schema property's type or enum: models.py) and emits `call.analyzed` to
+  subscriptions and to the agent's webhook. A vendor failure raises (the due-work engine
+  retries it with backoff) except on the last allowed try, which records `failed` with the
+  error instead. An answer that still cannot be stored (it is cleaned first, CONTRACT 18a) is
+  `failed` at once: another try would only ask the vendor again, on the sub-account's key.
 """
 
 from __future__ import annotations
@@ -33,11 +35,16 @@ from tenancy.due import schedule_due
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
 from tenancy.settings import get_settings
+from tenancy.storable import storable_text
 
 log = logging.getLogger("switchboard.analysis")
 
 ANALYSIS_WORK = "call_analysis"
 ANALYZED_EVENT = "call.analyzed"
+# What cannot be stored: PostgreSQL's refusal (a NUL, invalid JSON such as NaN) or asyncpg's own,
+# a ValueError, for a parameter it cannot encode (a lone surrogate).
+UNSTORABLE = (asyncpg.DataError, ValueError)
+MAX_ERROR = 500
 
 SELECT_AGENT_ANALYSIS = "SELECT analysis FROM agents WHERE id = $1"
 
@@ -155,14 +162,23 @@ async def run_analysis(
             scope, call, analysis_state("failed", error=str(exc)), {}, call_out, select_call
         )
         return
-    await _finish(
-        scope,
-        call,
-        analysis_state("completed", answer.summary, answer.data, answer.success),
-        (config.get("custom_field_map") or {}) if answer.data else {},
-        call_out,
-        select_call,
+    state = analysis_state(
+        "completed", answer.summary, answer.data, answer.success, "; ".join(answer.left_out) or None
     )
+    mapping = (config.get("custom_field_map") or {}) if answer.data else {}
+    try:
+        await _finish(scope, call, state, mapping, call_out, select_call)
+    except UNSTORABLE as exc:
+        log.warning("call %s: the analysis could not be stored: %s", call_id, exc)
+        error = storable_text(f"storage_error: the analysis could not be stored: {exc}")
+        await _finish(
+            scope,
+            call,
+            analysis_state("failed", error=error[:MAX_ERROR]),
+            {},
+            call_out,
+            select_call,
+        )
 
 
 async def _finish(
@@ -176,7 +192,7 @@ async def _finish(
     async with scope.transaction() as conn:
         to_set, problems = await _mapped_values(conn, state["data"] or {}, mapping)
         if problems:
-            state = {**state, "error": "; ".join(problems)}
+            state = {**state, "error": "; ".join([*filter(None, [state["error"]]), *problems])}
         if await conn.fetchval(FINISH_ANALYSIS, call["id"], state) is None:
             return
         if to_set:

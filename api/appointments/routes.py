@@ -80,7 +80,7 @@ async def book_appointment(data: BookAppointmentRequest) -> tuple[dict[str, Any]
 @validate_response(Error, 400)
 async def list_appointments(query_args: AppointmentFilters) -> dict[str, Any]:
     """List appointments ascending by start, optionally of one calendar, contact or status,
-    starting in [from, to)."""
+    starting in [from, to). 400 validation_error when `to` is before `from`."""
     limit, offset = pagination(request.args)
     start_from, before = instant_of(query_args.from_, "from"), instant_of(query_args.to, "to")
     if start_from is not None and before is not None and before < start_from:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from api.schemas import Page
-from api.types import UUID_KEYWORDS, UUIDQuery, document, required_one_of
+from api.types import UUID_KEYWORDS, UUIDQuery, UUIDText, document, required_one_of
 
 INSTANT = {
     "format": "date-time",
@@ -32,8 +32,8 @@ class BookAppointmentRequest(Strict):
         )
     )
 
-    calendar_id: StrictStr
-    contact_id: StrictStr
+    calendar_id: UUIDText
+    contact_id: UUIDText
     start: StrictStr = Field(max_length=64)
     title: StrictStr | None = Field(default=None, max_length=MAX_TITLE)
     notes: StrictStr | None = Field(default=None, max_length=MAX_NOTES)

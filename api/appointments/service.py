@@ -8,10 +8,21 @@ Functions a job or the voice runtime calls as the routes do (no HTTP in here):
 - `reschedule(scope, appointment_id, start, now=None)` and `cancel(scope, appointment_id)`;
 - `get_appointment(scope, appointment_id)`; `parse_start(text)` reads a start as clients write it.
 
-A booking or a reschedule locks its calendar row first (bookings of one calendar run one at a
-time: the buffer rule holds between them), then checks that `start` is a free slot's start, then
+A booking or a reschedule locks its calendar row (bookings of one calendar run one at a time:
+the buffer rule holds between them), then checks that `start` is a free slot's start, then
 writes; the exclusion constraint on booked appointments is the last word on overlap (it answers
-409 too). Every change that fires an event emits it as its transaction's last lock-taking step
+409 too).
+
+Locks are taken in one order, an appointment's row before its calendar's, so no two changes
+deadlock (CONTRACT 18a): every change of an existing appointment (reschedule, cancel, retitle)
+locks the appointment row first, as a reminder run and a calendar's deletion do; a reschedule
+then locks the calendar. A second write of one appointment row in a transaction (the reminder
+plan, after the change) has its foreign key checked again, which takes a key-share lock on the
+calendar row: had the reschedule locked the calendar first, a cancel holding the appointment
+would wait there for it while it waited for the appointment. A booking locks only its calendar
+(its appointment is new).
+
+Every change that fires an event emits it as its transaction's last lock-taking step
 (api/events.py). Work that must follow a booked, moved or cancelled appointment (reminders) is
 written in the same transaction, in `_changed`, before the event.
 """
@@ -233,20 +244,17 @@ async def update_appointment(
     now = now or utcnow()
     try:
         async with scope.transaction() as conn:
+            # The appointment first, then its calendar (the module's lock order): a cancel, a
+            # reschedule and a reminder run of one appointment queue on its row first.
             current = await fetch_one_or_404(
-                conn, SELECT_APPOINTMENT, appointment_id, what="appointment"
+                conn, SELECT_APPOINTMENT_FOR_UPDATE, appointment_id, what="appointment"
             )
             _refuse_if_cancelled(current)
-            # The calendar first, then the appointment: the order every booking takes.
             calendar = (
                 None
                 if changes.start is None
                 else await calendars.lock_calendar(conn, current["calendar_id"])
             )
-            current = await fetch_one_or_404(
-                conn, SELECT_APPOINTMENT_FOR_UPDATE, appointment_id, what="appointment"
-            )
-            _refuse_if_cancelled(current)
             start, end = await _moved(conn, current, calendar, changes.start, now)
             text = {key: current[key] for key in ("title", "notes")}
             text.update({key: blank_to_none(value) for key, value in changes.text.items()})

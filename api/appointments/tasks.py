@@ -14,9 +14,14 @@ The run (`send_due_reminders`) locks the appointment row for as long as it sends
 reschedule or cancel waits for it or goes first: it sends only the pending entries of a booked
 appointment whose time has come, as the plan stands under the lock. Each message carries its
 entry's message id: a message already recorded under that id (a run that died after sending,
-before writing the outcome) is taken as sent, never sent again. A refused send (consent
+before writing the outcome) is taken as sent, never sent again; one recorded `queued` (a run
+that died mid-send, charged, before the provider answered) is sent again under the same id, as
+the provider's message id, and not charged again. A refused send (consent
 revoked, no phone or email, insufficient funds) is recorded on the entry as `skipped` with the
 error code as its reason; a provider failure (refunded) as `failed`.
+
+An SMS reminder's rendered text is cut at 1,600 characters (CONTRACT 18a), as every placeholder's
+value is cut at 1,000 by the renderer.
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ import asyncpg
 
 from api.agents.context import render
 from api.calls.context import context_values
-from api.conversations.service import Outgoing, send_to_contact
-from tenancy.clock import utcnow
+from api.conversations.service import MAX_SMS, Outgoing, send_queued, send_to_contact
+from tenancy.clock import iso, utcnow
 from tenancy.due import DueWork, cancel_due, schedule_due
 from tenancy.errors import APIError
 from tenancy.scope import TenantScope
@@ -72,7 +77,7 @@ def plan(reminders: list[dict[str, Any]], start: datetime, now: datetime) -> lis
         entries.append(
             {
                 "index": index,
-                "at": at.isoformat(),
+                "at": iso(at),
                 "minutes_before": reminder["minutes_before"],
                 "channel": reminder["channel"],
                 "template": reminder["template"],
@@ -150,6 +155,9 @@ async def _send(
     """Send one entry (its outcome written on `entry`), unless its message exists already."""
     message_id = uuid.UUID(entry["message_id"])
     recorded = await conn.fetchval(SELECT_MESSAGE, message_id)
+    if recorded == "queued":
+        # Charged and recorded by a run that died before the provider's answer: sent again.
+        recorded = await send_queued(scope, organisation_id, message_id)
     if recorded is not None:
         failed = recorded == "failed"
         entry.update(
@@ -158,7 +166,8 @@ async def _send(
         return
     contact = await conn.fetchrow(SELECT_CONTACT_VALUES, appointment["contact_id"])
     values = _values(contact, appointment, now)
-    content = render(entry["template"], values)
+    limit = MAX_SMS if entry["channel"] == "sms" else None
+    content = render(entry["template"], values, limit)
     subject = render(entry["subject"], values) if entry.get("subject") else None
     try:
         await send_to_contact(
@@ -196,6 +205,6 @@ async def send_due_reminders(ctx: dict[str, Any], work: DueWork) -> datetime | N
         )
         for entry in due:
             await _send(scope, conn, organisation_id, appointment, entry, now)
-            entry["sent_at" if entry["status"] == "sent" else "settled_at"] = now.isoformat()
+            entry["sent_at" if entry["status"] == "sent" else "settled_at"] = iso(now)
             await conn.execute(WRITE_PLAN, appointment["id"], entries)
         return next_pending(entries)

@@ -49,7 +49,9 @@ def _day(args: Any, name: str) -> date:
 @validate_response(CalendarResponse, 201)
 @validate_response(Error, 400)
 async def create_calendar(data: CreateCalendarRequest) -> tuple[dict[str, Any], int]:
-    """Create a calendar: bookable wall-clock hours in a timezone, cut into slots."""
+    """Create a calendar: bookable wall-clock hours in a timezone, cut into slots.
+
+    400 validation_error for an availability window whose end is not after its start."""
     calendar = await service.create_calendar(tenant_scope(), data)
     return {"status": "success", "calendar": calendar}, 201
 
@@ -84,7 +86,9 @@ async def get_calendar(calendar_id: str) -> dict[str, Any]:
 @validate_response(CalendarResponse, 200)
 @validate_errors(Error, 400, 404)
 async def update_calendar(calendar_id: str, data: UpdateCalendarRequest) -> dict[str, Any]:
-    """Change only the fields sent; appointments already booked keep their times."""
+    """Change only the fields sent; appointments already booked keep their times.
+
+    400 validation_error for an availability window whose end is not after its start."""
     calendar = await service.update_calendar(tenant_scope(), parse_uuid(calendar_id), data)
     return {"status": "success", "calendar": calendar}
 
@@ -113,7 +117,9 @@ async def free_slots(calendar_id: str) -> dict[str, Any]:
     ascending: each window's start plus whole steps of slot + buffer, wholly inside the window,
     min_notice_minutes to max_days_ahead x 24 h after now, buffer_minutes clear of every booked
     appointment. Local times skipped by a daylight-saving change are no slot; a repeated one
-    counts at its first occurrence."""
+    counts at its first occurrence. At most 2,000 slots, earliest first; `truncated` says the
+    days held more. 400 validation_error when `to` is before `from` or more than 31 days after
+    it."""
     calendar_uuid = parse_uuid(calendar_id)
     from_day, to_day = _day(request.args, "from"), _day(request.args, "to")
     body = await service.list_free_slots(tenant_scope(), calendar_uuid, from_day, to_day)

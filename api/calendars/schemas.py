@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from functools import cache
 from typing import Annotated, Any, Literal
-from zoneinfo import available_timezones
 
 from pydantic import (
     AfterValidator,
@@ -18,7 +16,9 @@ from pydantic import (
     field_validator,
 )
 
+from api.calendars.slots import MAX_SLOTS
 from api.schemas import Page
+from api.timezones import Timezone
 from api.types import (
     NON_BLANK,
     Documented,
@@ -45,27 +45,15 @@ EDITABLE = (
 )
 
 
-@cache
-def timezones() -> frozenset[str]:
-    """The IANA names zoneinfo knows (the system's database, else the tzdata package)."""
-    return frozenset(available_timezones())
-
-
 def _non_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
     return value
 
 
-def _timezone(value: str) -> str:
-    if value not in timezones():
-        raise ValueError("must be an IANA timezone name, such as Europe/London")
-    return value
-
-
 Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]  # api.calendars.slots.DAYS
 Name = Annotated[HeaderText, Field(min_length=1, max_length=200), AfterValidator(_non_blank)]
-TimeZoneName = Annotated[StrictStr, AfterValidator(_timezone), Documented(enum=sorted(timezones()))]
+TimeZoneName = Timezone  # api/timezones.py: IANA names only
 Template = Annotated[
     StrictStr, Field(max_length=1000), AfterValidator(_non_blank), Documented(**NON_BLANK)
 ]
@@ -197,7 +185,14 @@ class FreeSlots(BaseModel):
     status: str
     calendar_id: uuid.UUID
     timezone: str
-    slots: list[FreeSlot]
+    slots: Annotated[
+        list[FreeSlot],
+        Field(max_length=MAX_SLOTS, description=f"At most {MAX_SLOTS:,} slots, earliest first."),
+    ]
+    truncated: bool = Field(
+        description=f"True when the days asked for hold more than {MAX_SLOTS:,} free slots "
+        "(ask again from a later day for the rest); false otherwise."
+    )
 
 
 def _free_slots_query(schema: dict[str, Any]) -> None:

@@ -2,8 +2,9 @@
 
 What a job, the booking tools and the appointments feature call:
 
-- `free_slots(conn, calendar_id, from_day, to_day, now)`: (calendar row, free slots) for the
-  local dates [from_day, to_day] (at most 31), in the caller's tenant transaction;
+- `free_slots(conn, calendar_id, from_day, to_day, now, limit)`: (calendar row, the first
+  `limit` (MAX_SLOTS) free slots for the local dates [from_day, to_day] (at most 31), whether
+  there were more), in the caller's tenant transaction;
 - `next_free_slots(scope, calendar_id, from_day, now, limit)`: the first `limit` free slots from
   a day on (default: today in the calendar's timezone), across later days;
 - `lock_calendar(conn, calendar_id)`: the calendar row, locked until the transaction ends:
@@ -12,7 +13,8 @@ What a job, the booking tools and the appointments feature call:
 - `slot_at(conn, calendar, start, now, exclude=None)`: the free slot starting exactly at `start`.
 
 The arithmetic is api/calendars/slots.py; this module reads what it needs in one query each
-(the calendar, then its booked appointments over the span the candidate slots cover).
+(the calendar, then its booked appointments over the span the candidate slots cover, a chunk of
+candidates at a time), and never computes more slots than the answer holds (CONTRACT 18a).
 """
 
 from __future__ import annotations
@@ -63,6 +65,18 @@ IN_USE = """
 SELECT EXISTS (SELECT 1 FROM appointments
                WHERE calendar_id = $1 AND status = 'booked' AND "end" > now())
 """
+
+# A check_availability or book_appointment tool names its calendar in its config (CONTRACT
+# 18a); a tool's create or change locks that calendar FOR KEY SHARE (api/tools/service.py), so
+# either the deletion sees the tool or the tool waits for the deletion and finds no calendar.
+TOOLS_USING = """
+SELECT name FROM tools WHERE config ->> 'calendar_id' = $1::uuid::text
+ORDER BY created_at, id LIMIT 1
+"""
+
+# The deletion takes its appointments with it: their rows are locked before the calendar's, the
+# order every change of an appointment takes (api/appointments/service.py).
+LOCK_APPOINTMENTS = "SELECT id FROM appointments WHERE calendar_id = $1 ORDER BY id FOR UPDATE"
 
 DELETE_CALENDAR = "DELETE FROM calendars WHERE id = $1"
 
@@ -198,14 +212,22 @@ async def update_calendar(
 
 async def delete_calendar(scope: TenantScope, calendar_id: uuid.UUID) -> None:
     """Delete a calendar with its past and cancelled appointments; 409 calendar_in_use while a
-    booked one is still to come."""
+    booked one is still to come or a tool names it."""
     async with scope.transaction() as conn:
+        await conn.execute(LOCK_APPOINTMENTS, calendar_id)
         await lock_calendar(conn, calendar_id)
         if await conn.fetchval(IN_USE, calendar_id):
             raise APIError(
                 409,
                 "calendar_in_use",
                 "the calendar has booked appointments still to come; cancel them first",
+            )
+        tool = await conn.fetchval(TOOLS_USING, calendar_id)
+        if tool is not None:
+            raise APIError(
+                409,
+                "calendar_in_use",
+                f"the tool {tool!r} uses this calendar; change its config or delete it first",
             )
         await conn.execute(DELETE_CALENDAR, calendar_id)
 
@@ -238,14 +260,23 @@ async def free_in(
     to_day: date,
     now: datetime,
     exclude: uuid.UUID | None = None,
+    limit: int | None = None,
 ) -> list[slots.Slot]:
-    """The free slots of `calendar` (a row) starting on the local dates [from_day, to_day]."""
+    """The free slots of `calendar` (a row) starting on the local dates [from_day, to_day]: the
+    first `limit` (all when None). The grid is laid out lazily, a chunk at a time, each chunk
+    checked against the booked appointments over its span (one query), until `limit` are
+    found: a range that holds far more costs only what the answer needs."""
     rules = rules_of(calendar)
-    grid = slots.candidates(rules, from_day, to_day, now)
-    taken = await booked_between(
-        conn, calendar["id"], slots.span_of(grid, rules.buffer_minutes), exclude
-    )
-    return slots.free(grid, slots.blocked(taken, rules.buffer_minutes))
+    found: list[slots.Slot] = []
+    size = slots.MAX_SLOTS + 1 if limit is None else limit
+    for chunk in slots.chunks(slots.grid(rules, from_day, to_day, now), max(size, 1)):
+        taken = await booked_between(
+            conn, calendar["id"], slots.span_of(chunk, rules.buffer_minutes), exclude
+        )
+        found += slots.sweep(chunk, slots.blocked(taken, rules.buffer_minutes))
+        if limit is not None and len(found) >= limit:
+            return found[:limit]
+    return found
 
 
 async def free_slots(
@@ -254,12 +285,15 @@ async def free_slots(
     from_day: date,
     to_day: date,
     now: datetime | None = None,
-) -> tuple[asyncpg.Record, list[slots.Slot]]:
-    """(the calendar row, its free slots on the local dates [from_day, to_day]); 404 when the
-    calendar is not the tenant's, 400 for a range `check_range` refuses."""
+    limit: int = slots.MAX_SLOTS,
+) -> tuple[asyncpg.Record, list[slots.Slot], bool]:
+    """(the calendar row, its first `limit` free slots on the local dates [from_day, to_day],
+    whether the range held more); 404 when the calendar is not the tenant's, 400 for a range
+    `check_range` refuses. Computes at most `limit` + 1 slots (the one past tells truncated)."""
     check_range(from_day, to_day)
     calendar = await fetch_one_or_404(conn, SELECT_CALENDAR, calendar_id, what="calendar")
-    return calendar, await free_in(conn, calendar, from_day, to_day, now or utcnow())
+    found = await free_in(conn, calendar, from_day, to_day, now or utcnow(), limit=limit + 1)
+    return calendar, found[:limit], len(found) > limit
 
 
 async def list_free_slots(
@@ -269,14 +303,16 @@ async def list_free_slots(
     to_day: date,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """GET /calendars/{id}/free-slots: the body's fields beside `status`."""
+    """GET /calendars/{id}/free-slots: the body's fields beside `status` (at most MAX_SLOTS
+    slots, earliest first, and `truncated` when the range held more)."""
     async with scope.transaction() as conn:
-        calendar, found = await free_slots(conn, calendar_id, from_day, to_day, now)
+        calendar, found, truncated = await free_slots(conn, calendar_id, from_day, to_day, now)
     zone = ZoneInfo(calendar["timezone"])
     return {
         "calendar_id": calendar["id"],
         "timezone": calendar["timezone"],
         "slots": [slot_out(slot, zone) for slot in found],
+        "truncated": truncated,
     }
 
 
@@ -299,7 +335,7 @@ async def next_free_slots(
         last = slots.horizon(rules, now)[1].astimezone(rules.zone).date() + timedelta(days=1)
         while len(found) < limit and day <= last:
             to_day = day + timedelta(days=MAX_RANGE_DAYS - 1)
-            found += await free_in(conn, calendar, day, to_day, now)
+            found += await free_in(conn, calendar, day, to_day, now, limit=limit - len(found))
             day = to_day + timedelta(days=1)
     return calendar_out(calendar), found[:limit]
 

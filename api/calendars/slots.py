@@ -16,13 +16,17 @@ Time model (docs/calendars.md):
   end + buffer.
 
 `candidates` lays out the grid; `free` removes what the appointments block, in one sweep over
-both sorted lists (never a query or a scan per slot).
+both sorted lists (never a query or a scan per slot). Both run lazily (`grid`, `sweep`), so a
+caller that wants only the first slots (an answer holds at most MAX_SLOTS, CONTRACT 18a) stops
+the work once it has them, however many windows and days the range holds.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+import heapq
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import NamedTuple
@@ -30,6 +34,8 @@ from zoneinfo import ZoneInfo
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 MINUTES_PER_DAY = 24 * 60
+# The most free slots one answer holds (CONTRACT 18a), earliest first.
+MAX_SLOTS = 2000
 
 
 @dataclass(frozen=True)
@@ -157,20 +163,30 @@ def _shows(moment: datetime, zone: ZoneInfo, local: datetime) -> bool:
     )
 
 
-def candidates(rules: Rules, from_day: date, to_day: date, now: datetime) -> list[Slot]:
+def grid(rules: Rules, from_day: date, to_day: date, now: datetime) -> Iterator[Slot]:
     """The grid of every window on [from_day, to_day] inside the horizon, ascending, each start
-    once (windows may overlap)."""
+    once (windows may overlap), computed only as far as it is read. A day's slots start that
+    day, local time, and first occurrences rise with wall-clock time, so the days come in order
+    and each day's windows (each ascending) merge into one ascending run."""
     earliest, latest = horizon(rules, now)
     by_weekday: dict[int, list[Window]] = {}
     for window in rules.windows:
         by_weekday.setdefault(window.weekday, []).append(window)
-    found: dict[datetime, Slot] = {}
+    previous: datetime | None = None
     for day in bookable_days(rules, from_day, to_day, now):
-        for window in by_weekday.get(day.weekday(), ()):
-            for slot in _window_slots(rules, day, window):
-                if earliest <= slot.start <= latest:
-                    found.setdefault(slot.start, slot)
-    return sorted(found.values())
+        windows = by_weekday.get(day.weekday(), ())
+        for slot in heapq.merge(*(_window_slots(rules, day, window) for window in windows)):
+            if slot.start > latest:
+                return  # ascending: every later slot is later still
+            if slot.start < earliest or slot.start == previous:
+                continue
+            previous = slot.start
+            yield slot
+
+
+def candidates(rules: Rules, from_day: date, to_day: date, now: datetime) -> list[Slot]:
+    """The whole `grid` of [from_day, to_day] as a list."""
+    return list(grid(rules, from_day, to_day, now))
 
 
 def blocked(
@@ -189,18 +205,22 @@ def blocked(
     return merged
 
 
-def free(slots: Sequence[Slot], spans: Sequence[tuple[datetime, datetime]]) -> list[Slot]:
-    """The slots (ascending) that overlap no span (`blocked`), in one sweep: slots all last
-    the same, so their ends rise with their starts, and the spans are disjoint and sorted."""
-    kept: list[Slot] = []
+def sweep(slots: Iterable[Slot], spans: Sequence[tuple[datetime, datetime]]) -> Iterator[Slot]:
+    """The slots (ascending) that overlap no span (`blocked`), in one lazy sweep: slots all
+    last the same, so their ends rise with their starts, and the spans are disjoint and
+    sorted."""
     index = 0
     for slot in slots:
         while index < len(spans) and spans[index][1] <= slot.start:
             index += 1
         if index < len(spans) and spans[index][0] < slot.end:
             continue
-        kept.append(slot)
-    return kept
+        yield slot
+
+
+def free(slots: Iterable[Slot], spans: Sequence[tuple[datetime, datetime]]) -> list[Slot]:
+    """Every slot of `sweep` as a list."""
+    return list(sweep(slots, spans))
 
 
 def free_slots(
@@ -209,11 +229,19 @@ def free_slots(
     to_day: date,
     now: datetime,
     appointments: Iterable[tuple[datetime, datetime]],
+    limit: int | None = None,
 ) -> list[Slot]:
-    """Every free slot starting on the local dates [from_day, to_day], ascending."""
-    return free(
-        candidates(rules, from_day, to_day, now), blocked(appointments, rules.buffer_minutes)
-    )
+    """The free slots starting on the local dates [from_day, to_day], ascending: the first
+    `limit` of them (all when None), computing no more than those."""
+    found = sweep(grid(rules, from_day, to_day, now), blocked(appointments, rules.buffer_minutes))
+    return list(itertools.islice(found, limit))
+
+
+def chunks(slots: Iterable[Slot], size: int) -> Iterator[list[Slot]]:
+    """`slots` in consecutive lists of `size` (the last one shorter), read as they are asked."""
+    iterator = iter(slots)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
 
 
 def span_of(slots: Sequence[Slot], buffer_minutes: int) -> tuple[datetime, datetime] | None:

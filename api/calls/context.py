@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import asyncpg
 
-from api.agents.context import render
+from api.agents.context import FIRST_MESSAGE_LIMIT, PROMPT_LIMIT, render
 from api.calls.queries import SELECT_CALL_CONTEXT
 from tenancy.clock import utcnow
 from tenancy.db import fetch_one_or_404
@@ -81,12 +81,15 @@ async def rendered_instructions(
     conn: asyncpg.Connection, call_id: uuid.UUID, *, now: datetime | None = None
 ) -> tuple[str, str | None]:
     """The call's agent's prompt (the system instructions of its model requests) and
-    first_message, with the call's context filled in. A first_message that renders blank is
-    None: as with none, the agent waits for its model's reply."""
+    first_message, with the call's context filled in and cut at PROMPT_LIMIT and
+    FIRST_MESSAGE_LIMIT characters (CONTRACT 18a). A first_message that renders blank is None:
+    as with none, the agent waits for its model's reply."""
     row = await fetch_one_or_404(conn, SELECT_CALL_CONTEXT, call_id, what="call")
     values = context_values(row, now or utcnow())
     first_message = row["first_message"]
-    rendered_first = render(first_message, values) if first_message is not None else None
+    rendered_first = (
+        render(first_message, values, FIRST_MESSAGE_LIMIT) if first_message is not None else None
+    )
     if rendered_first is not None and not rendered_first.strip():
         rendered_first = None
-    return render(row["prompt"], values), rendered_first
+    return render(row["prompt"], values, PROMPT_LIMIT), rendered_first

@@ -49,7 +49,8 @@ RECORDING_HEADERS = {
 @validate_errors(Error, 400, 402, 404, 409)
 async def place_call(contact_id: str, data: PlaceCallRequest) -> dict[str, Any]:
     """Place an outbound AI call to the contact's phone on file; `variables` fill the agent's
-    placeholders; with `start_at`, the call is `scheduled` and placed then."""
+    placeholders; with `start_at`, the call is `scheduled` and placed then. 400 when the
+    contact has no phone on file."""
     contact_uuid = parse_uuid(contact_id)
     agent_id = parse_uuid(data.agent_id, "agent_id")
     pool_id = parse_uuid(data.pool_id, "pool_id") if data.pool_id is not None else None

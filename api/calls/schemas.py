@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, StringConstraints
 
 from api.conversations.schemas import ScheduledTime
 from api.schemas import Page
-from api.types import UUID_KEYWORDS, Money, UUIDQuery, document
+from api.types import UUID_KEYWORDS, Money, UUIDQuery, UUIDText, document
 
 # CONTRACT 10: a call's variables fill the placeholders of its agent's prompt.
 MAX_VARIABLES = 50
@@ -43,8 +43,8 @@ class PlaceCallRequest(BaseModel):
         ),
     )
 
-    agent_id: Annotated[StrictStr, Field(max_length=64)]
-    pool_id: Annotated[StrictStr, Field(max_length=64)] | None = None
+    agent_id: UUIDText
+    pool_id: UUIDText | None = None
     variables: Variables | None = None
     # CONTRACT 10: placed then (status `scheduled` until), rather than now.
     start_at: ScheduledTime | None = None

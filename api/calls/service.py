@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -47,6 +47,7 @@ from tenancy.recording_links import recording_url
 from tenancy.recordings import RecordingsMisconfigured, recording_store
 from tenancy.scope import TenantScope
 from tenancy.settings import get_settings
+from tenancy.storable import storable
 
 log = logging.getLogger("switchboard.calls")
 
@@ -621,7 +622,9 @@ async def finish_call(
 
     `state.recording` (a whole WAV) is kept in the recordings store first, so the call's
     `recording_key` never names a recording that was not written; a store that fails costs
-    the recording, not the call's record."""
+    the recording, not the call's record. What the call's tools and model gave is stored cleaned
+    (`storable_state`), so nothing they returned keeps the record, recording or charge out."""
+    state = storable_state(state)
     if state.recording is not None:
         recording_key = await _keep_recording(scope.sub_account_id, call_id, state.recording)
     per_minute = await wallet.plan_price(scope, "call_per_minute")
@@ -669,6 +672,18 @@ async def finish_call(
                 secrets.decrypt(agent["webhook_secret"]),
                 row["agent_id"],
             )
+
+
+def storable_state(state: CallState) -> CallState:
+    """The call's end as PostgreSQL can hold it (CONTRACT 18a): the transcript, messages, tool
+    calls and error the runtime's model, tools and vendors gave, cleaned."""
+    return replace(
+        state,
+        transcript=storable(state.transcript),
+        error=storable(state.error),
+        messages=storable(state.messages),
+        tool_calls=storable(state.tool_calls),
+    )
 
 
 async def _keep_recording(sub_account_id: uuid.UUID, call_id: uuid.UUID, wav: bytes) -> str | None:

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
+
+from api import timezones
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
@@ -82,13 +84,8 @@ def validate_config(config: Any, name: str = "business_hours_config") -> list[di
 
 
 def _is_zone(value: Any) -> bool:
-    if not isinstance(value, str) or not value or len(value) > 64:
-        return False
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
+    """An IANA name (api/timezones.py): never `localtime`, `Factory` or a path."""
+    return timezones.is_timezone(value)
 
 
 def normalised(config: dict[str, Any]) -> dict[str, Any]:

@@ -133,7 +133,9 @@ def _new_campaign(data: CreateCampaignRequest) -> service.NewCampaign:
 @validate_response(CampaignResponse, 201)
 @validate_errors(Error, 400, 404)
 async def create_campaign(data: CreateCampaignRequest) -> tuple[dict[str, Any], int]:
-    """Create a draft campaign (content may come later; schedule checks it)."""
+    """Create a draft campaign (content may come later; schedule checks it).
+
+    400 validation_error for business hours whose end is not after their start."""
     campaign = await service.create_campaign(tenant_scope(), _new_campaign(data))
     return {"status": "success", "campaign": campaign}, 201
 
@@ -171,7 +173,9 @@ async def get_campaign(campaign_id: str) -> dict[str, Any]:
 @validate_response(CampaignResponse, 200)
 @validate_errors(Error, 400, 404, 409)
 async def schedule_campaign(campaign_id: str, data: ScheduleRequest) -> dict[str, Any]:
-    """Schedule a draft campaign or reschedule a scheduled one; it is sent at start_date."""
+    """Schedule a draft campaign or reschedule a scheduled one; it is sent at start_date.
+
+    400 validation_error for a start_date that is not in the future."""
     campaign_uuid = parse_uuid(campaign_id)
     start_date = future_start_date(data.start_date)
     campaign = await service.schedule_campaign(tenant_scope(), campaign_uuid, start_date)
@@ -197,7 +201,9 @@ async def cancel_campaign(campaign_id: str) -> dict[str, Any]:
 @validate_response(CampaignResponse, 200)
 @validate_errors(Error, 400, 404, 409)
 async def resume_campaign(campaign_id: str, data: ResumeRequest) -> dict[str, Any]:
-    """Resume a paused campaign at a future start_date, or at once without one."""
+    """Resume a paused campaign at a future start_date, or at once without one.
+
+    400 validation_error for a start_date that is not in the future."""
     campaign_uuid = parse_uuid(campaign_id)
     start_date = future_start_date(data.start_date) if data.start_date is not None else None
     campaign = await service.resume_campaign(tenant_scope(), campaign_uuid, start_date)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from zoneinfo import available_timezones
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from api import timezones
 from api.calls.schemas import VARIABLES_SCHEMA, Variables
 from api.campaigns.business_hours import DAYS, HHMM
 from api.campaigns.content import check_links
 from api.schemas import Page
-from api.types import UUID_KEYWORDS, HeaderText, NonBlank, document, when
+from api.types import UUID_KEYWORDS, HeaderText, NonBlank, UUIDText, document, when
 
 MAX_CONTACT_IDS = 10_000
 CampaignStatus = Literal[
@@ -46,7 +46,7 @@ HOURS = {
     "additionalProperties": False,
     "description": "Sends happen on these days between start and end (start before end).",
     "properties": {
-        "timezone": {"enum": sorted(available_timezones())},
+        "timezone": {"enum": sorted(timezones.names())},
         "days": {"type": "array", "minItems": 1, "items": {"enum": list(DAYS)}},
         "start": {"type": "string", "pattern": HHMM.pattern},
         "end": {"type": "string", "pattern": HHMM.pattern},
@@ -124,13 +124,13 @@ class CreateCampaignRequest(Strict):
     message_content: Annotated[StrictStr, AfterValidator(check_links)] | None = Field(
         default=None, max_length=MAX_EMAIL_CONTENT
     )
-    contact_ids: list[StrictStr] | None = Field(default=None, max_length=MAX_CONTACT_IDS)
-    smart_list_id: StrictStr | None = None
+    contact_ids: list[UUIDText] | None = Field(default=None, max_length=MAX_CONTACT_IDS)
+    smart_list_id: UUIDText | None = None
     business_hours_enabled: StrictBool = False
     business_hours_config: dict[str, Any] | None = None
     # Call campaigns (CONTRACT 10).
-    agent_id: Annotated[StrictStr, Field(max_length=64)] | None = None
-    pool_id: Annotated[StrictStr, Field(max_length=64)] | None = None
+    agent_id: UUIDText | None = None
+    pool_id: UUIDText | None = None
     variables: Variables | None = None
     calling_window: dict[str, Any] | None = None
     max_concurrent_calls: StrictInt | None = Field(default=None, ge=1, le=100)

@@ -47,7 +47,9 @@ def contacts_page(args: Any) -> tuple[int, int]:
 @validate_response(ContactList, 200)
 @validate_response(Error, 400)
 async def list_contacts(query_args: ContactFilters) -> dict[str, Any]:
-    """List contacts, newest first; q, email, phone and tag narrow it (all must hold)."""
+    """List contacts, newest first; q, email, phone and tag narrow it (all must hold).
+
+    400 validation_error for a `phone` that no country assigns (libphonenumber)."""
     conditions = service.search_conditions(
         query_args.q, query_args.email, query_args.phone, query_args.tag
     )
@@ -64,7 +66,10 @@ async def list_contacts(query_args: ContactFilters) -> dict[str, Any]:
 @validate_response(ContactCreated, 200)
 @validate_errors(Error, 400, 409)
 async def create_contact(data: CreateContactRequest) -> tuple[dict[str, Any], int]:
-    """Create a contact, or match one by email, then phone, and update it."""
+    """Create a contact, or match one by email, then phone, and update it.
+
+    400 validation_error for a phone that no country assigns (libphonenumber), a custom field
+    key that does not exist, or an assigned_user_id that is no member of the sub-account."""
     created, contact_id = await service.create_or_match(tenant_scope(), data)
     return {"status": "success", "created": created, "contact_id": contact_id}, (
         201 if created else 200
@@ -89,7 +94,10 @@ async def get_contact(contact_id: str) -> dict[str, Any]:
 @validate_response(ContactUpdated, 200)
 @validate_errors(Error, 400, 404, 409)
 async def update_contact(contact_id: str, data: UpdateContactRequest) -> dict[str, Any]:
-    """Change only the fields present; tags replaces the whole set."""
+    """Change only the fields present; tags replaces the whole set.
+
+    400 validation_error for a phone that no country assigns (libphonenumber), a custom field
+    key that does not exist, or an assigned_user_id that is no member of the sub-account."""
     contact_uuid = parse_uuid(contact_id)
     await service.update_contact(tenant_scope(), contact_uuid, data)
     return {"status": "success", "updated": True, "contact_id": contact_uuid}

@@ -14,6 +14,7 @@ from api.types import (
     NON_BLANK,
     UUID_KEYWORDS,
     Repeated,
+    UUIDText,
     document,
     required_one_of,
 )
@@ -36,8 +37,8 @@ class ContactFields(BaseModel):
     address: StrictStr | None = Field(default=None, max_length=MAX_ADDRESS)
     source: StrictStr | None = Field(default=None, max_length=MAX_SOURCE)
     custom_field_values: dict[str, Any] | None = Field(default=None, max_length=200)
-    company_id: StrictStr | None = None
-    assigned_user_id: StrictStr | None = None
+    company_id: UUIDText | None = None
+    assigned_user_id: UUIDText | None = None
     status: StrictStr | None = None
 
 

@@ -34,7 +34,7 @@ from tenancy.scope import TenantScope
 blueprint = Blueprint("conversations", __name__)
 
 MAX_MESSAGES_PAGE = 200
-MAX_SMS = 1600
+MAX_SMS = service.MAX_SMS
 CONVERSATIONS = "/webhooks/inbound/conversations"
 TWILIO_WEBHOOKS = "/webhooks/providers/twilio"
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
@@ -48,7 +48,8 @@ EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response/>'
 @validate_errors(Error, 400, 402, 404, 409, 502)
 async def send_message(contact_id: str, data: SendMessageRequest) -> tuple[dict[str, Any], int]:
     """Send an SMS or email to the contact, charged to the wallet, kept in its conversation;
-    with `send_at`, kept `scheduled` and sent (and charged) then."""
+    with `send_at`, kept `scheduled` and sent (and charged) then. 400 when the contact has no
+    email (an email) or phone (an SMS) on file."""
     contact_uuid = parse_uuid(contact_id)
     if data.message_type == "sms" and len(data.content) > MAX_SMS:
         raise APIError(

@@ -37,6 +37,8 @@ from tenancy.invitations import email_config_for
 from tenancy.scope import TenantScope
 
 PRICE_KEYS = {"email": "email_per_message", "sms": "sms_per_message"}
+# The most characters an SMS the product sends may have (CONTRACT 18a).
+MAX_SMS = 1_600
 # The due work of a scheduled message (ref: the message id), run by tasks.send_scheduled_message.
 MESSAGE_SEND_WORK = "message_send"
 
@@ -314,6 +316,37 @@ async def send_scheduled(
     return None
 
 
+async def send_queued(
+    scope: TenantScope, organisation_id: uuid.UUID, message_id: uuid.UUID
+) -> str | None:
+    """Send again a message that a run charged and recorded `queued` but never recorded as
+    sent (its worker killed mid-send), with the same id as the provider's message id (a
+    provider that got it the first time drops the repeat): marked sent, or failed and refunded
+    when it cannot go. Nothing is charged again. The message's status afterwards (None: no
+    such outbound message); a message no longer `queued` is left as it is."""
+    async with scope.transaction() as conn:
+        message = await conn.fetchrow(queries.LOCK_OUTBOUND, message_id)
+        if message is None or message["status"] != "queued":
+            return None if message is None else str(message["status"])
+        outgoing = Outgoing(message["message_type"], message["content"], message["subject"])
+        price = await message_price(scope, outgoing.message_type)
+        config = await _email_config(scope, organisation_id, outgoing)
+        try:
+            envelope = await _taken(conn, config, message, outgoing, price)
+        except APIError:
+            envelope = None
+    if envelope is None:
+        await _fail(scope, message_id, price, "not sent: the contact has no address any more")
+        return "failed"
+    try:
+        provider_id = await _deliver(scope, envelope)
+    except (EmailDeliveryError, SmsError) as exc:
+        await _fail(scope, message_id, price, str(exc))
+        return "failed"
+    await _mark_sent(scope, message_id, provider_id, outgoing.message_type)
+    return "sent"
+
+
 async def _taken(
     conn: asyncpg.Connection,
     config: SMTPConfig | None,
@@ -385,6 +418,9 @@ def _envelope(
     from_number: str | None = None,
 ) -> Envelope:
     header_id = f"<{message_id}@switchboard>"
+    if outgoing.message_type == "sms" and len(outgoing.content) > MAX_SMS:
+        # Each sender bounds its own text first; this holds for every one of them.
+        raise APIError(400, "validation_error", f"an sms is at most {MAX_SMS} characters")
     if config is None:
         return Envelope(address, header_id, text=outgoing.content, from_number=from_number)
     try:

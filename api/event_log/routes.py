@@ -73,6 +73,9 @@ async def list_events() -> dict[str, Any]:
     walk as its next cursor. Events committed during a walk come in at the front, so a later
     page may repeat an event (de-duplicate by id) but none is skipped: whatever the walk did
     not see comes after its cursor.
+
+    400 validation_error for `since` with `after`, and for an `after` that is not the id of an
+    event of this sub-account.
     """
     limit, offset = pagination(request.args)
     types, since, after = _types(request.args), _since(request.args), _after(request.args)

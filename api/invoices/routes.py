@@ -32,7 +32,9 @@ blueprint = Blueprint("invoices", __name__, url_prefix="/webhooks/inbound")
 @validate_response(InvoiceResponse, 201)
 @validate_errors(ErrorResponse, 400, 404)
 async def create_invoice(data: CreateInvoiceRequest) -> tuple[dict[str, Any], int]:
-    """Create a pending invoice for a contact, numbered INV-000001 onwards per sub-account."""
+    """Create a pending invoice for a contact, numbered INV-000001 onwards per sub-account.
+
+    400 validation_error when the items' total is over the cap."""
     invoice = await service.create_invoice(tenant_scope(), data)
     return {"status": "success", "invoice": invoice}, 201
 
@@ -70,7 +72,9 @@ async def get_invoice(invoice_id: str) -> dict[str, Any]:
 @validate_response(UpdatedInvoiceResponse, 200)
 @validate_errors(ErrorResponse, 400, 404, 409)
 async def update_invoice(invoice_id: str, data: UpdateInvoiceRequest) -> dict[str, Any]:
-    """Change only the fields sent; a changed amount clears the payment link."""
+    """Change only the fields sent; a changed amount clears the payment link.
+
+    400 validation_error when the items' total is over the cap."""
     invoice, cleared = await service.update_invoice(tenant_scope(), parse_uuid(invoice_id), data)
     return {"status": "success", "invoice": invoice, "payment_link_cleared": cleared}
 

@@ -23,6 +23,7 @@ from api.types import (
     UUID_KEYWORDS,
     Money,
     UUIDQuery,
+    UUIDText,
     WholeNumber,
     document,
     required_one_of,
@@ -83,11 +84,11 @@ class CreateInvoiceRequest(Strict):
         )
     )
 
-    contact_id: StrictStr
+    contact_id: UUIDText
     items: LineItems
     due_date: DueDate
     notes: StrictStr | None = Field(default=None, max_length=5000)
-    quote_id: StrictStr | None = None
+    quote_id: UUIDText | None = None
 
 
 class UpdateInvoiceRequest(Strict):
@@ -99,7 +100,7 @@ class UpdateInvoiceRequest(Strict):
         )
     )
 
-    contact_id: StrictStr | None = None
+    contact_id: UUIDText | None = None
     items: LineItems | None = None
     due_date: DueDate | None = None
     notes: StrictStr | None = Field(default=None, max_length=5000)

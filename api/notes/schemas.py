@@ -7,13 +7,18 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
+from api.types import NON_BLANK_PATTERN
+
 MAX_CONTENT = 5000
 
 
 class CreateNoteRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    content: StrictStr = Field(min_length=1, max_length=MAX_CONTENT)
+    # The non-blank rule below, in the document (CONTRACT 18a).
+    content: StrictStr = Field(
+        min_length=1, max_length=MAX_CONTENT, json_schema_extra={"pattern": NON_BLANK_PATTERN}
+    )
 
     @field_validator("content")
     @classmethod

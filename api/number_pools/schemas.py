@@ -6,10 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas import Page
-from api.types import UUID_KEYWORDS, NonBlank, document
+from api.types import UUID_KEYWORDS, NonBlank, UUIDText, document
 
 
 class CreatePoolRequest(BaseModel):
@@ -19,7 +19,7 @@ class CreatePoolRequest(BaseModel):
     )
 
     name: Annotated[NonBlank, Field(max_length=100)]
-    phone_number_ids: Annotated[list[StrictStr], Field(min_length=1, max_length=100)]
+    phone_number_ids: Annotated[list[UUIDText], Field(min_length=1, max_length=100)]
 
 
 class Pool(BaseModel):

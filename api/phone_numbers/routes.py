@@ -71,7 +71,9 @@ async def purchase_phone_number(data: PurchaseRequest) -> tuple[dict[str, Any], 
 @validate_response(PhoneNumberResponse, 201)
 @validate_errors(Error, 400, 409, 502)
 async def import_phone_number(data: ImportRequest) -> tuple[dict[str, Any], int]:
-    """Import a number the sub-account already holds elsewhere (not billed)."""
+    """Import a number the sub-account already holds elsewhere (not billed).
+
+    400 validation_error for a number that no country assigns (libphonenumber)."""
     number = await service.import_number(tenant_scope(), _arq(), data.phone_number)
     return {"status": "success", "phone_number": number}, 201
 

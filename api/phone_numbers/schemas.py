@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from api.types import E164_PATTERN, UUID_KEYWORDS, document
+from api.types import E164_PATTERN, UUID_KEYWORDS, UUIDText, document
 
 
 class PurchaseRequest(BaseModel):
@@ -38,7 +38,7 @@ class AssignRequest(BaseModel):
         extra="ignore", json_schema_extra=document(properties={"agent_id": UUID_KEYWORDS})
     )
 
-    agent_id: Annotated[StrictStr, Field(max_length=64)]
+    agent_id: UUIDText
 
 
 class PhoneNumber(BaseModel):

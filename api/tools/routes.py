@@ -35,7 +35,11 @@ def _allow_private() -> bool:
 @validate_errors(Error, 400, 404, 409)
 async def create_tool(data: CreateToolRequest) -> tuple[dict[str, Any], int]:
     """Create a tool (http, transfer_call, send_sms, check_availability or book_appointment)
-    that agents may offer their model; a calendar tool's calendar must be the sub-account's."""
+    that agents may offer their model; a calendar tool's calendar must be the sub-account's.
+
+    400 validation_error for a transfer number that no country assigns (libphonenumber),
+    parameters requiring a name they have no property for, a header named twice in different
+    case, or a header value "***" (which stands for a stored value)."""
     tool = await service.create_tool(tenant_scope(), data, allow_private_webhooks=_allow_private())
     return {"status": "success", "tool": tool}, 201
 
@@ -71,7 +75,9 @@ async def get_tool(tool_id: str) -> dict[str, Any]:
 @validate_errors(Error, 400, 404, 409)
 async def update_tool(tool_id: str, data: UpdateToolRequest) -> dict[str, Any]:
     """Change a tool's name, description or config (sent whole; a header sent as "***" keeps
-    its value); its type and parameters never change."""
+    its value); its type and parameters never change. 400 validation_error for a config of
+    another type than the tool's, for what create refuses, and for "***" as the value of a
+    header the tool does not have."""
     tool = await service.update_tool(
         tenant_scope(), parse_uuid(tool_id), data, allow_private_webhooks=_allow_private()
     )

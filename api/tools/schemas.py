@@ -30,6 +30,7 @@ from api.types import (
     required_one_of,
     when,
 )
+from integrations.webhooks import USERINFO_PATTERN
 
 # --- the bounded JSON Schema object ---------------------------------------------------------------
 
@@ -162,7 +163,7 @@ class JSONSchemaObject(BaseModel):
 # --- tools --------------------------------------------------------------------------------------
 
 TOOL_NAME = r"^[a-zA-Z][a-zA-Z0-9_]{0,63}$"
-# The built-in tool every agent's model is offered (CONTRACT 9).
+# The built-in tool every agent's model is offered (CONTRACT 9), reserved in any case (18a).
 RESERVED_TOOL_NAMES = ("end_call",)
 MAX_DESCRIPTION = 1_000
 MAX_HEADERS = 10
@@ -198,8 +199,8 @@ RESERVED_HEADER_PATTERN = "^(?:" + "|".join(map(any_case, RESERVED_HEADERS)) + "
 
 
 def _not_reserved_name(value: str) -> str:
-    if value in RESERVED_TOOL_NAMES:
-        raise ValueError(f"{value} is the built-in tool's name")
+    if value.lower() in RESERVED_TOOL_NAMES:
+        raise ValueError(f"{value} is the built-in tool's name (names ignore case)")
     return value
 
 
@@ -219,7 +220,9 @@ ToolName = Annotated[
     StrictStr,
     Field(pattern=TOOL_NAME),
     AfterValidator(_not_reserved_name),
-    Documented(**{"not": {"enum": list(RESERVED_TOOL_NAMES)}}),
+    Documented(
+        **{"not": {"pattern": "^(?:" + "|".join(map(any_case, RESERVED_TOOL_NAMES)) + ")$"}}
+    ),
 ]
 Description = Annotated[NonBlank, Field(max_length=MAX_DESCRIPTION)]
 HeaderName = Annotated[str, StringConstraints(pattern=HEADER_NAME)]
@@ -241,7 +244,9 @@ Headers = Annotated[
 HTTP_URL = {
     "format": "uri",
     "pattern": r"^[hH][tT][tT][pP][sS]?://",
-    "description": "An absolute http(s) URL whose host resolves to public addresses.",
+    "not": {"pattern": USERINFO_PATTERN},
+    "description": "An absolute http(s) URL whose host resolves to public addresses, without a "
+    "user name or password.",
 }
 
 

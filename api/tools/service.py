@@ -9,6 +9,10 @@ Agents name their tools in an array (`agents.tool_ids`), which no foreign key ca
 agent's create or change locks the tools it names FOR KEY SHARE, a tool's deletion locks the
 tool FOR UPDATE and then looks for agents naming it, so either the deletion sees the agent (409
 tool_in_use) or the agent waits for the deletion and finds no tool (404).
+
+Names are unique in the sub-account ignoring case (CONTRACT 18a): the unique index holds exact
+names only, so a create or rename locks the name in lower case (a transaction advisory lock) and
+then looks for it in any case.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from tenancy.db import fetch_one_or_404, fetch_page
 from tenancy.errors import APIError, invalid, refuse
 from tenancy.scope import TenantScope
 
-SELECT_CALENDAR = "SELECT id FROM calendars WHERE id = $1"
+# Locked until the tool is written: a calendar's deletion (FOR UPDATE) either goes first (the
+# tool finds no calendar: 404) or waits and then sees the tool (409 calendar_in_use).
+SELECT_CALENDAR = "SELECT id FROM calendars WHERE id = $1 FOR KEY SHARE"
 COLUMNS = "id, name, type, description, parameters, config, secret, created_at, updated_at"
 
 # ON CONFLICT: of concurrent creates of one name the unique index lets one in.
@@ -51,6 +57,14 @@ RETURNING {COLUMNS}
 """
 
 SELECT_TOOL = f"SELECT {COLUMNS} FROM tools WHERE id = $1"
+
+# Names are unique ignoring case (CONTRACT 18a), which the unique index (exact names) does not
+# see: a create or rename takes this lock on the name in lower case, then looks for the name.
+LOCK_TOOL_NAME = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+
+NAME_TAKEN = """
+SELECT EXISTS (SELECT 1 FROM tools WHERE lower(name) = lower($1) AND id IS DISTINCT FROM $2)
+"""
 
 SELECT_TOOLS = f"""
 SELECT {COLUMNS}, count(*) OVER () AS total
@@ -218,7 +232,19 @@ def _opened(token: str | None) -> dict[str, str]:
 
 
 def _name_taken(name: str) -> APIError:
-    return APIError(409, "tool_name_taken", f"the sub-account already has a tool named {name}")
+    return APIError(
+        409, "tool_name_taken", f"the sub-account already has a tool named {name} (in any case)"
+    )
+
+
+async def _check_name_free(
+    conn: asyncpg.Connection, scope: TenantScope, name: str, tool_id: uuid.UUID | None = None
+) -> None:
+    """No other tool of the sub-account has `name` in any case (409 tool_name_taken); the
+    name stays locked until the transaction ends."""
+    await conn.execute(LOCK_TOOL_NAME, f"tool name:{scope.sub_account_id}:{name.lower()}")
+    if await conn.fetchval(NAME_TAKEN, name, tool_id):
+        raise _name_taken(name)
 
 
 def tool_out(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
@@ -241,6 +267,7 @@ async def create_tool(
     secret = new_secret()
     async with scope.transaction() as conn:
         await check_calendar(conn, config.shown)
+        await _check_name_free(conn, scope, data.name)
         row = await conn.fetchrow(
             INSERT_TOOL,
             data.name,
@@ -308,6 +335,8 @@ async def update_tool(
             config, header_values = checked.shown, _sealed(checked.header_values)
             await check_calendar(conn, config)
         name = changes.get("name", current["name"])
+        if name != current["name"]:
+            await _check_name_free(conn, scope, name, tool_id)
         try:
             row = await conn.fetchrow(
                 UPDATE_TOOL,

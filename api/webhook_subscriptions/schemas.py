@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from api.events import ALL_EVENTS, EVENT_TYPES
 from api.types import document
+from integrations.webhooks import USERINFO_PATTERN
 
 
 class CreateSubscriptionRequest(BaseModel):
@@ -19,8 +20,10 @@ class CreateSubscriptionRequest(BaseModel):
                 "url": {
                     "format": "uri",
                     "pattern": r"^\s*[hH][tT][tT][pP][sS]?://",
+                    "not": {"pattern": USERINFO_PATTERN},
                     "description": (
-                        "An absolute http(s) URL whose host resolves to public addresses."
+                        "An absolute http(s) URL whose host resolves to public addresses, "
+                        "without a user name or password."
                     ),
                 },
                 "events": {

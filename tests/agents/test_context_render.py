@@ -110,6 +110,26 @@ def test_a_template_without_placeholders_is_unchanged():
     assert render("Be brief and kind.", VALUES) == "Be brief and kind."
 
 
+# --- bounds (CONTRACT 18a) ------------------------------------------------------------------------
+
+
+def test_a_placeholder_renders_at_most_1000_characters_of_its_value():
+    assert render("<{{ a }}>", {"a": "x" * 5000}) == f"<{'x' * 1000}>"
+
+
+def test_a_value_of_1000_characters_renders_whole():
+    assert render("{{ a }}", {"a": "x" * 1000}) == "x" * 1000
+
+
+def test_a_limit_cuts_the_rendered_text_there():
+    assert render("ab{{ a }}cd{{ a }}", {"a": "x" * 1000}, 1003) == "ab" + "x" * 1000 + "c"
+    assert render("abc", {}, 2) == "ab"
+
+
+def test_text_within_the_limit_is_not_cut():
+    assert render("ab{{ a }}cd", {"a": "xy"}, 6) == "abxycd"
+
+
 # --- custom field values as text ------------------------------------------------------------------
 
 

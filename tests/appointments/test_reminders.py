@@ -9,16 +9,28 @@ second or two from now, as the plan stands after booking."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
+from email import message_from_bytes
+from email.message import Message
 from typing import Any
+
+import pytest
 
 from api.appointments import tasks as reminders_module
 from api.appointments.tasks import APPOINTMENT_REMINDER, send_due_reminders
-from tenancy.clock import utcnow
+from tenancy.clock import iso, utcnow
 from tenancy.db import tenant_transaction
 from tenancy.due import DueWork, schedule_due
+from tenancy.embedded import free_port
 from tests.factories import (
     APPOINTMENTS,
     CONTACTS,
@@ -31,7 +43,7 @@ from tests.factories import (
     free_slots,
     make_priced_tenant,
 )
-from tests.helpers import balance, tenant_sql
+from tests.helpers import TIMESTAMP, balance, stored_timestamps_off_format, tenant_sql
 
 SMS = {
     "minutes_before": 1,
@@ -81,7 +93,7 @@ async def bring_forward(pool: Any, tenant: Any, appointment_id: str, seconds: fl
         )
         for entry in entries:
             if entry["status"] == "pending":
-                entry["at"] = at.isoformat()
+                entry["at"] = iso(at)
         await conn.execute(
             "UPDATE appointments SET reminders = $2 WHERE id = $1",
             uuid.UUID(appointment_id),
@@ -157,12 +169,15 @@ async def test_sms_and_email_reminders_arrive_once_at_their_time(
     appointment = await book(client, tenant, calendar["id"], contact_id, slot["start"])
     plan = await plan_of(pool, tenant, appointment["id"])
     assert [e["status"] for e in plan] == ["pending", "pending"]
+    assert all(TIMESTAMP.fullmatch(e["at"]) for e in plan), plan
     assert len(await due_rows(pool, appointment["id"])) == 1
 
     await bring_forward(pool, tenant, appointment["id"])
     entries = await settled(pool, tenant, appointment["id"])
 
     assert [e["status"] for e in entries] == ["sent", "sent"], entries
+    assert all(TIMESTAMP.fullmatch(e["sent_at"]) for e in entries), entries
+    assert await stored_timestamps_off_format(pool, tenant) == []
     by_type = {m["message_type"]: m for m in await outbound(pool, tenant, contact_id)}
     sms, email = by_type["sms"], by_type["email"]
     assert sms["message_type"] == "sms" and sms["status"] == "sent"
@@ -310,3 +325,105 @@ async def test_a_run_that_raced_a_reschedule_sends_only_for_the_new_start(client
     assert next_at == datetime.fromisoformat(moved["at"]) > utcnow()
     assert await outbound(pool, tenant, contact_id) == []
     assert await balance(pool, tenant) == Decimal("1")
+
+
+# --- a worker killed holding a reminder (CONTRACT 18a) ------------------------------------------
+
+
+class HeldSink:
+    """An SMTP server that holds the first message unanswered until `opened` (a slow provider:
+    the worker that sends it is caught mid-send), then accepts every message."""
+
+    def __init__(self) -> None:
+        self.host, self.port = "127.0.0.1", free_port()
+        self.accepted: list[tuple[list[str], Message]] = []
+        self.held = threading.Event()
+        self.opened = threading.Event()
+        self.arrived = threading.Event()
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        if not self.opened.is_set():
+            self.held.set()
+            await asyncio.to_thread(self.opened.wait)
+            return "451 4.3.0 Try again later"
+        self.accepted.append((list(envelope.rcpt_tos), message_from_bytes(envelope.content)))
+        self.arrived.set()
+        return "250 Message accepted for delivery"
+
+    def to(self, address: str) -> list[Message]:
+        return [message for rcpt, message in self.accepted if address in rcpt]
+
+
+@pytest.fixture
+def held_sink() -> Iterator[HeldSink]:
+    from aiosmtpd.controller import Controller
+
+    sink = HeldSink()
+    controller = Controller(sink, hostname=sink.host, port=sink.port)
+    controller.start()
+    try:
+        yield sink
+    finally:
+        sink.opened.set()
+        controller.stop()
+
+
+def start_worker(sink: HeldSink) -> subprocess.Popen[bytes]:
+    """`switchboard worker` as a process of its own, its email going to `sink`."""
+    env = {**os.environ, "SMTP_HOST": sink.host, "SMTP_PORT": str(sink.port)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+# CONTRACT 18a: "within 30 s of their time once a worker runs" (a bound, not a benchmark).
+AFTER_A_DEATH = 30.0
+
+
+async def test_a_reminder_whose_worker_died_holding_it_goes_out_once_within_30_s(
+    client, pool, agency, held_sink
+):
+    address = f"ada-{uuid.uuid4().hex[:8]}@example.com"
+    tenant, calendar, contact_id, slots = await arrange(client, agency, [EMAIL], email=address)
+    appointment = await book(client, tenant, calendar["id"], contact_id, slots[1]["start"])
+    first = start_worker(held_sink)
+    second = None
+    try:
+        # Given: the worker took the reminder and is mid-send (charged, the message recorded
+        # queued, the provider not yet answering) when it is killed.
+        await bring_forward(pool, tenant, appointment["id"])
+        assert await asyncio.to_thread(held_sink.held.wait, 60)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        (entry,) = await plan_of(pool, tenant, appointment["id"])
+        assert entry["status"] == "pending"
+        held_sink.opened.set()
+
+        # When: another worker starts at once (its due-work row still claimed by the dead one).
+        started = time.monotonic()
+        second = start_worker(held_sink)
+
+        # Then: the reminder goes out within 30 s, once, with its own message id.
+        assert await asyncio.to_thread(held_sink.arrived.wait, AFTER_A_DEATH + 15)
+        took = time.monotonic() - started
+        (entry,) = await settled(pool, tenant, appointment["id"])
+        await asyncio.sleep(1)  # anything sent twice would have arrived by now
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=20)
+
+    assert took <= AFTER_A_DEATH, f"sent {took:.1f} s after the new worker started"
+    (message,) = held_sink.to(address)
+    assert entry["status"] == "sent"
+    assert message["Message-ID"] == f"<{entry['message_id']}@switchboard>"
+    assert message["Subject"] == "Reminder: Dental"
+    (stored,) = await outbound(pool, tenant, contact_id)
+    assert (str(stored["id"]), stored["status"]) == (entry["message_id"], "sent")
+    assert await balance(pool, tenant) == Decimal("1") - EMAIL_PRICE
+    assert await due_rows(pool, appointment["id"]) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from tests.factories import (
     ALL_DAY,
     APPOINTMENTS,
     CALENDARS,
+    TOOLS,
     book,
     create_calendar,
     create_contact,
@@ -410,6 +412,92 @@ async def test_delete_with_only_past_appointments_takes_them_with_it(client, ten
 
     assert response.status_code == 200
     assert (await tenant_sql(pool, tenant, "SELECT count(*) FROM appointments"))[0][0] == 0
+
+
+def calendar_tool(kind: str, calendar_id: str) -> dict[str, Any]:
+    return {
+        "name": f"{kind}_{uuid.uuid4().hex[:6]}",
+        "type": kind,
+        "description": "Calendar work.",
+        "config": {"calendar_id": calendar_id},
+    }
+
+
+@pytest.mark.parametrize("kind", ["check_availability", "book_appointment"])
+async def test_delete_of_a_calendar_a_tool_names_is_409_calendar_in_use(client, tenant, kind):
+    calendar = await create_calendar(client, tenant)
+    other = await create_calendar(client, tenant)
+    created = await client.post(
+        TOOLS, json=calendar_tool(kind, calendar["id"]), headers=tenant.headers
+    )
+    assert created.status_code == 201
+    tool = (await created.get_json())["tool"]
+
+    response = await client.delete(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
+
+    answer = await expect_error(response, 409, "calendar_in_use")
+    assert tool["name"] in answer["error"]["message"]
+    assert (
+        await client.get(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
+    ).status_code == 200
+    # Once the tool names another calendar, the first one can go.
+    moved = await client.patch(
+        f"{TOOLS}/{tool['id']}",
+        json={"config": {"calendar_id": other["id"]}},
+        headers=tenant.headers,
+    )
+    assert moved.status_code == 200
+    assert (
+        await client.delete(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers)
+    ).status_code == 200
+    await expect_error(
+        await client.delete(f"{CALENDARS}/{other['id']}", headers=tenant.headers),
+        409,
+        "calendar_in_use",
+    )
+    assert (await client.delete(f"{TOOLS}/{tool['id']}", headers=tenant.headers)).status_code == 200
+    assert (
+        await client.delete(f"{CALENDARS}/{other['id']}", headers=tenant.headers)
+    ).status_code == 200
+
+
+async def test_a_tool_of_another_sub_account_never_holds_a_calendar(client, tenant, tenant_second):
+    mine = await create_calendar(client, tenant)
+    theirs = await create_calendar(client, tenant_second)
+    created = await client.post(
+        TOOLS, json=calendar_tool("check_availability", theirs["id"]), headers=tenant_second.headers
+    )
+    assert created.status_code == 201
+
+    response = await client.delete(f"{CALENDARS}/{mine['id']}", headers=tenant.headers)
+
+    assert response.status_code == 200
+
+
+async def test_concurrent_tool_creates_and_calendar_delete_never_leave_a_dangling_tool(
+    client, tenant, pool
+):
+    for _ in range(5):
+        calendar = await create_calendar(client, tenant)
+        create, delete = await asyncio.gather(
+            client.post(
+                TOOLS,
+                json=calendar_tool("book_appointment", calendar["id"]),
+                headers=tenant.headers,
+            ),
+            client.delete(f"{CALENDARS}/{calendar['id']}", headers=tenant.headers),
+        )
+        assert sorted((create.status_code, delete.status_code)) in ([200, 404], [201, 409])
+        tools = await tenant_sql(
+            pool,
+            tenant,
+            "SELECT 1 FROM tools WHERE config ->> 'calendar_id' = $1",
+            calendar["id"],
+        )
+        calendars = await tenant_sql(
+            pool, tenant, "SELECT 1 FROM calendars WHERE id = $1", uuid.UUID(calendar["id"])
+        )
+        assert len(tools) <= len(calendars)
 
 
 async def test_calendar_covering_every_hour_is_allowed(client, tenant):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.calendars import service
+from api.calendars import service, slots
 from tenancy.clock import utcnow
 from tests.factories import (
     APPOINTMENTS,
@@ -58,6 +58,7 @@ async def test_free_slots_body_is_ascending_utc_with_local_starts(client, tenant
     )
     local = [slot["start_local"][:16] for slot in answer["slots"]]
     assert local == [f"{day}T09:00", f"{day}T10:00", f"{day}T11:00"]
+    assert answer["truncated"] is False
     for slot in answer["slots"]:
         start = datetime.fromisoformat(slot["start"])
         assert slot["start"].endswith(".000Z") and slot["end"].endswith(".000Z")
@@ -202,10 +203,10 @@ async def test_the_service_takes_an_injected_now_across_a_dst_change(client, ten
     now = datetime(2026, 3, 7, 12, tzinfo=UTC)
 
     async with scope_of(pool, tenant).transaction() as conn:
-        _, spring = await service.free_slots(
+        _, spring, _ = await service.free_slots(
             conn, uuid.UUID(calendar["id"]), date(2026, 3, 8), date(2026, 3, 8), now
         )
-        _, fall = await service.free_slots(
+        _, fall, _ = await service.free_slots(
             conn, uuid.UUID(calendar["id"]), date(2026, 11, 1), date(2026, 11, 1), now
         )
 
@@ -230,3 +231,87 @@ async def test_next_free_slots_walks_later_days_up_to_the_limit(client, tenant, 
     assert [slot.start.isoformat()[:13] for slot in found] == [
         f"2026-01-{day:02d}T{hour:02d}" for day in (7, 14, 21) for hour in (9, 10, 11)
     ] + ["2026-01-28T09"]
+
+
+# --- the answer is bounded (CONTRACT 18a) -------------------------------------------------------
+
+WEEK = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+# 50 overlapping windows, each starting a minute later than the one before on its weekday: with
+# 5-minute slots almost every minute of every day starts a slot (the range holds ~44,000).
+MANY_WINDOWS = [
+    {"day": WEEK[n % 7], "start": f"{n // 7:02d}:{n // 7:02d}", "end": "24:00"} for n in range(50)
+]
+
+
+async def test_a_range_holding_more_than_2000_slots_answers_the_2000_earliest_truncated(
+    client, tenant, pool, monkeypatch
+):
+    calendar = await create_calendar(
+        client, tenant, slot_minutes=5, max_days_ahead=60, availability=MANY_WINDOWS
+    )
+    first = (utcnow() + timedelta(days=1)).date()
+    last = first + timedelta(days=30)
+    rules = service.rules_of({**calendar, "id": uuid.UUID(calendar["id"])})
+    everything = slots.free_slots(rules, first, last, utcnow(), [])
+    assert len(everything) > 40_000
+    # Count the grid slots the request lays out: the work, not only the answer, is bounded.
+    laid_out = 0
+    window_slots = slots._window_slots
+
+    def counted(*args: Any) -> Any:
+        nonlocal laid_out
+        for slot in window_slots(*args):
+            laid_out += 1
+            yield slot
+
+    monkeypatch.setattr(slots, "_window_slots", counted)
+
+    response = await get(
+        client, tenant, calendar["id"], **{"from": first.isoformat(), "to": last.isoformat()}
+    )
+
+    answer = await response.get_json()
+    assert response.status_code == 200
+    assert answer["truncated"] is True
+    assert len(answer["slots"]) == slots.MAX_SLOTS == 2000
+    assert [slot["start"] for slot in answer["slots"]] == [
+        service.slot_out(slot, rules.zone)["start"] for slot in everything[:2000]
+    ]
+    # 2,001 free slots, the duplicates the overlapping windows give, and one slot ahead per
+    # window of the last day reached: a small share of the ~44,000 the range holds.
+    assert laid_out < 3 * 2001 < len(everything) / 5
+
+
+async def test_a_range_holding_2000_slots_or_fewer_is_not_truncated(client, tenant):
+    calendar = await create_calendar(client, tenant, slot_minutes=30)
+    day = in_days(2)
+
+    response = await get(client, tenant, calendar["id"], **{"from": day, "to": day})
+
+    answer = await response.get_json()
+    assert response.status_code == 200
+    assert (len(answer["slots"]), answer["truncated"]) == (48, False)
+
+
+@pytest.mark.parametrize(("last_end", "truncated"), [("22:40", False), ("22:45", True)])
+async def test_truncated_is_true_only_past_2000(client, tenant, last_end, truncated):
+    # 5-minute slots: six whole days hold 6 x 288 = 1,728, and the seventh 00:00-22:40 another
+    # 272 (2,000 in all); to 22:45 it holds one more.
+    first = (utcnow() + timedelta(days=1)).date()
+    seventh = first + timedelta(days=6)
+    availability = [
+        {
+            "day": day,
+            "start": "00:00",
+            "end": last_end if day == WEEK[seventh.weekday()] else "24:00",
+        }
+        for day in WEEK
+    ]
+    calendar = await create_calendar(client, tenant, slot_minutes=5, availability=availability)
+
+    response = await get(
+        client, tenant, calendar["id"], **{"from": first.isoformat(), "to": seventh.isoformat()}
+    )
+
+    answer = await response.get_json()
+    assert (len(answer["slots"]), answer["truncated"]) == (2000, truncated)

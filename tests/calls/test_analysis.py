@@ -455,3 +455,153 @@ async def test_a_whole_sandbox_call_is_analysed(client, tenant, vendors, worker)
         "error": None,
     }
     assert any("response_format" in r.body for r in llm_requests(vendors, "openai"))
+
+
+# --- data that does not fit, or cannot be stored (CONTRACT 18a) --------------------------------
+
+
+def answered(value: str, kind: str = "string", **prop: object) -> dict[str, object]:
+    """A data_schema property the fake model answers with `value` (JSON text)."""
+    return {"type": kind, "description": f"[fake:value={value}]", **prop}
+
+
+async def test_data_not_of_its_propertys_type_or_enum_is_left_out_and_named(
+    client, pool, tenant, vendors
+):
+    await define_custom_field(client, tenant, key="demo_wanted", field_type="text")
+    await define_custom_field(client, tenant, key="room_count", field_type="number")
+    schema = {
+        "type": "object",
+        "properties": {
+            "wants_demo": answered('"true"', "boolean"),
+            "seats": answered("1.5", "integer"),
+            "flagged": answered("true", "integer"),
+            "interest": answered('"medium"', enum=["high", "low"]),
+            "budget": answered('"12"', "number"),
+            "note": answered("7"),
+            "rooms": answered("2.0", "integer"),
+            "urgent": answered("false", "boolean"),
+            "level": answered("3", "number", enum=[1, 3]),
+        },
+    }
+    agent_id = await analysed_agent(
+        client,
+        tenant,
+        analysis={
+            "data_schema": schema,
+            "custom_field_map": {"wants_demo": "demo_wanted", "rooms": "room_count"},
+        },
+    )
+    call_id, contact_id = await ended_call(client, pool, tenant, agent_id)
+
+    await run_job(pool, tenant, call_id)
+
+    analysis = (await get_call(client, tenant, call_id))["analysis"]
+    assert analysis["status"] == "completed"
+    assert analysis["data"] == {
+        "wants_demo": None,
+        "seats": None,
+        "flagged": None,
+        "interest": None,
+        "budget": None,
+        "note": None,
+        "rooms": 2,
+        "urgent": False,
+        "level": 3,
+    }
+    # Each named once (in the data_schema's order as stored: jsonb's).
+    misfits = {
+        "wants_demo": "not of type boolean (the model gave a string)",
+        "seats": "not of type integer (the model gave a number with a fraction)",
+        "flagged": "not of type integer (the model gave a boolean)",
+        "interest": "not one of its enum values",
+        "budget": "not of type number (the model gave a string)",
+        "note": "not of type string (the model gave an integer)",
+    }
+    assert sorted(analysis["error"].split("; ")) == sorted(
+        f"data.{name} was left out: {why}" for name, why in misfits.items()
+    )
+    # Only what fits its property reaches the contact's custom fields.
+    contact = await (
+        await client.get(f"/webhooks/inbound/contacts/{contact_id}", headers=tenant.headers)
+    ).get_json()
+    assert contact["contact"]["custom_field_values"] == {"room_count": 2}
+
+
+async def test_a_type_misfit_and_a_custom_field_misfit_are_both_named(
+    client, pool, tenant, vendors
+):
+    await define_custom_field(client, tenant, key="demo_date", field_type="date")
+    schema = {
+        "type": "object",
+        "properties": {"demo": answered('"next tuesday"'), "seats": answered('"two"', "integer")},
+    }
+    agent_id = await analysed_agent(
+        client,
+        tenant,
+        analysis={"data_schema": schema, "custom_field_map": {"demo": "demo_date"}},
+    )
+    call_id, _ = await ended_call(client, pool, tenant, agent_id)
+    await run_job(pool, tenant, call_id)
+    analysis = (await get_call(client, tenant, call_id))["analysis"]
+    assert analysis["data"] == {"demo": "next tuesday", "seats": None}
+    first, second = analysis["error"].split("; ")
+    assert first == "data.seats was left out: not of type integer (the model gave a string)"
+    assert second.startswith("data.demo was not written to custom field demo_date: ")
+
+
+async def test_an_answer_with_nul_lone_surrogates_or_nan_is_stored_cleaned(
+    client, pool, tenant, vendors
+):
+    await define_custom_field(client, tenant, key="call_note", field_type="text")
+    schema = {
+        "type": "object",
+        "properties": {
+            "note": answered(r'"a\u0000b \ud800 \ud83d\ude00"'),
+            "budget": answered("NaN", "number"),
+            "ceiling": answered("-Infinity", "number"),
+        },
+    }
+    agent_id = await analysed_agent(
+        client,
+        tenant,
+        analysis={"data_schema": schema, "custom_field_map": {"note": "call_note"}},
+    )
+    call_id, contact_id = await ended_call(client, pool, tenant, agent_id)
+
+    await run_job(pool, tenant, call_id)
+
+    analysis = (await get_call(client, tenant, call_id))["analysis"]
+    assert analysis == {
+        "status": "completed",
+        "summary": "Yes, I'd like a demo next week.",
+        "data": {"note": "ab \ufffd \U0001f600", "budget": None, "ceiling": None},
+        "success": None,
+        "error": None,
+    }
+    contact = await (
+        await client.get(f"/webhooks/inbound/contacts/{contact_id}", headers=tenant.headers)
+    ).get_json()
+    assert contact["contact"]["custom_field_values"] == {"call_note": "ab \ufffd \U0001f600"}
+    [event] = [e for e in await stored_events(pool, tenant) if e["type"] == "call.analyzed"]
+    assert event["data"]["call"]["analysis"]["data"]["note"] == "ab \ufffd \U0001f600"
+
+
+async def test_an_analysis_that_still_cannot_be_stored_fails_at_once_with_its_error(
+    client, pool, tenant, vendors, monkeypatch
+):
+    # A value the cleaning would miss (here: no cleaning at all) reaches PostgreSQL as it is.
+    monkeypatch.setattr("api.analysis.models.storable", lambda value: value)
+    schema = {"type": "object", "properties": {"note": answered(r'"a\u0000b"')}}
+    agent_id = await analysed_agent(client, tenant, analysis={"data_schema": schema})
+    call_id, _ = await ended_call(client, pool, tenant, agent_id)
+
+    # Not a failure the engine retries (on the sub-account's key): recorded on the first try.
+    await run_job(pool, tenant, call_id, failures=0)
+
+    analysis = (await get_call(client, tenant, call_id))["analysis"]
+    assert (analysis["status"], analysis["data"], analysis["summary"]) == ("failed", None, None)
+    assert analysis["error"].startswith("storage_error: the analysis could not be stored: ")
+    assert len(llm_requests(vendors, "openai")) == 1
+    analysed = [e for e in await stored_events(pool, tenant) if e["type"] == "call.analyzed"]
+    assert [e["data"]["call"]["analysis"]["status"] for e in analysed] == ["failed"]

@@ -341,3 +341,54 @@ async def test_an_agent_without_first_message_renders_none(client, pool, tenant,
         pool, tenant, await placed(client, tenant, contact_id, agent_id)
     )
     assert (prompt, first) == ("", None)
+
+
+# --- rendered text is bounded (CONTRACT 18a) ----------------------------------------------------
+
+
+async def _contact_with_note(client, tenant, note):
+    await define_custom_field(client, tenant, key="note", field_type="text")
+    return await create_contact(
+        client, tenant, phone="+14155552671", custom_field_values={"note": note}
+    )
+
+
+async def test_a_custom_field_of_5000_characters_renders_1000_of_them(client, pool, tenant):
+    agent_id = await callable_agent(
+        client,
+        pool,
+        tenant,
+        prompt="Note: {{ contact.custom.note }}.",
+        first_message="About {{ contact.custom.note }}",
+    )
+    contact_id = await _contact_with_note(client, tenant, "n" * 5000)
+    call_id = await placed(client, tenant, contact_id, agent_id)
+    prompt, first = await _rendered(pool, tenant, call_id)
+    assert prompt == f"Note: {'n' * 1000}."
+    assert first == f"About {'n' * 1000}"
+
+
+async def test_a_first_message_of_199_placeholders_renders_2000_characters(client, pool, tenant):
+    agent_id = await callable_agent(client, pool, tenant, first_message="{{a}}" * 199 + "Hi!")
+    contact_id = await create_contact(client, tenant, phone="+14155552671")
+    call_id = await placed(client, tenant, contact_id, agent_id, variables={"a": "a" * 1000})
+    _, first = await _rendered(pool, tenant, call_id)
+    assert first == "a" * 2000
+
+
+async def test_a_prompt_rendering_past_40000_characters_is_cut_there(client, pool, tenant):
+    agent_id = await callable_agent(
+        client, pool, tenant, prompt="{{ contact.custom.note }}\n" * 50 + "The end."
+    )
+    contact_id = await _contact_with_note(client, tenant, "n" * 5000)
+    call_id = await placed(client, tenant, contact_id, agent_id)
+    prompt, _ = await _rendered(pool, tenant, call_id)
+    assert prompt == (("n" * 1000 + "\n") * 50)[:40_000]
+
+
+async def test_a_prompt_of_40000_rendered_characters_is_whole(client, pool, tenant):
+    agent_id = await callable_agent(client, pool, tenant, prompt="{{ a }}" * 40)
+    contact_id = await create_contact(client, tenant, phone="+14155552671")
+    call_id = await placed(client, tenant, contact_id, agent_id, variables={"a": "a" * 1000})
+    prompt, _ = await _rendered(pool, tenant, call_id)
+    assert prompt == "a" * 40_000

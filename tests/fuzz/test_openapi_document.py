@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,3 +77,26 @@ def test_created_records_link_to_their_operations(document: dict[str, Any]) -> N
         "PATCH /webhooks/inbound/contacts/{contact_id}",
         "DELETE /webhooks/inbound/contacts/{contact_id}",
     } <= set(created["links"])
+
+
+def _allowed_400() -> list[str]:
+    """The operations schemathesis.toml lets answer 400 to a request that fits the document."""
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "schemathesis.toml").read_text())
+    return [
+        name
+        for override in config["operations"]
+        if "400" in override["checks"]["positive_data_acceptance"]["expected-statuses"]
+        for name in override["include-name"]
+    ]
+
+
+def test_operations_allowed_a_400_name_it_in_their_description(document: dict[str, Any]) -> None:
+    """CONTRACT 18a: a state- or cross-field 400 is named in the operation's description and in
+    the project's schemathesis configuration; a name there that is no operation is a mistake."""
+    allowed = _allowed_400()
+    assert len(allowed) >= 20
+    for name in allowed:
+        method, path = name.split(" ", 1)
+        operation = document["paths"][path][method.lower()]
+        text = f"{operation.get('summary', '')} {operation.get('description', '')}"
+        assert "400" in text, name

@@ -4,7 +4,8 @@ Every operation gets schema-valid and schema-violating requests from a fixed see
 aimed at records that exist (a contact with an email and a phone, an invoice, a campaign, an
 agent, a number, a sub-account of the agency key), so the fuzzing reaches past the 404. No answer
 may be a 5xx; every answer must be one the document describes (status, body, headers); a request
-the document calls invalid must be refused and one without a key must get 401. A stateful run
+the document calls invalid must be refused, one it calls valid accepted (a 400 only where
+schemathesis.toml names the operation), and one without a key must get 401. A stateful run
 follows the document's links (create a contact, then read, patch, tag and delete it), and every
 POST gets a body nested thousands deep with an Idempotency-Key.
 
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,10 +37,12 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     ignored_auth,
     negative_data_rejection,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -68,8 +72,13 @@ CHECKS = [
     response_schema_conformance,
     response_headers_conformance,
     negative_data_rejection,
+    positive_data_acceptance,
     ignored_auth,
 ]
+# The stateful run checks all but positive_data_acceptance: a linked step's valid request can
+# meet state a former step left (hypothesis then found the verdict flaky on replay, 2 of 4
+# runs); every operation's own test above runs that check.
+STATEFUL_CHECKS = [check for check in CHECKS if check is not positive_data_acceptance]
 # A wallet this close to its column's limit (numeric(12,2)) overflows on a credit of 1 or more.
 NEAR_WALLET_LIMIT = "9999999999.00"
 # What a hostile client puts into text (header injection) and numbers (overflow).
@@ -369,7 +378,10 @@ def _openapi_document() -> dict[str, Any]:
 
 
 DOCUMENT = _openapi_document()
-SCHEMA = schemathesis.openapi.from_dict(DOCUMENT)
+# The project's configuration (which statuses a schema-valid request may get, per operation),
+# read from the repository root wherever pytest runs: `st run` there reads the same file.
+CONFIG = SchemathesisConfig.from_path(Path(__file__).resolve().parents[2] / "schemathesis.toml")
+SCHEMA = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG)
 # The keys are ours (Live.headers_for); a generated Authorization beside a valid x-api-key
 # would make the request "invalid" for a reason the service rightly ignores.
 SCHEMA.config.generation.update(with_security_parameters=False)
@@ -421,8 +433,9 @@ def _with_text_injected(body: Any, injection: str, text_fields: set[str], fill: 
     `injection`."""
     if not isinstance(body, dict):
         return body
-    if fill:
-        body = {**{name: "fuzz" for name in text_fields}, **body}
+    # A new body, never the case's own changed in place: schemathesis judges a case valid or
+    # not again only when its body is replaced, and a changed field may break its pattern.
+    body = {**{name: "fuzz" for name in text_fields}, **body} if fill else dict(body)
     for name in text_fields & body.keys():
         if isinstance(body[name], str):
             body[name] += injection
@@ -580,7 +593,7 @@ class Workflow(SCHEMA.as_state_machine()):  # type: ignore[misc]
     def validate_response(
         self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any
     ) -> None:
-        case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+        case.validate_response(response, checks=STATEFUL_CHECKS, transport_kwargs=kwargs)
 
 
 def test_linked_operations_follow_each_other(live: Live) -> None:

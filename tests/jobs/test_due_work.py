@@ -60,6 +60,15 @@ async def held_until_cancelled(ctx, work):
     await asyncio.sleep(60)
 
 
+LONG_KIND = "test.long"
+
+
+async def long_run(ctx, work):
+    """A run that outlasts its claim's own lease several times (its handler lease is 30 s)."""
+    calls.append(work.ref_id)
+    await asyncio.sleep(2)
+
+
 RESCHEDULE_KIND = "test.rescheduled_while_running"
 
 
@@ -108,6 +117,7 @@ TEST_JOBS = dataclasses.replace(
         DueHandler(SLOW_KIND, slow, lease_seconds=0.3),
         DueHandler(HELD_KIND, held_until_cancelled, lease_seconds=30),
         DueHandler(RESCHEDULE_KIND, rescheduled_while_running, lease_seconds=30),
+        DueHandler(LONG_KIND, long_run, lease_seconds=30),
     ],
 )
 
@@ -448,3 +458,75 @@ async def test_a_job_taken_by_a_worker_that_died_before_claiming_it_is_queued_ag
     await due.run_due(ctx, str(row["id"]), row["version"])
     assert handled.count(ref_id) == 1
     assert await status_of(pool, ref_id) is None
+
+
+# --- the claim's short, renewed lease (CONTRACT 18a) --------------------------------------------
+
+
+async def swept(pool) -> list[uuid.UUID]:
+    """The rows a sweep would queue now."""
+    return [row["id"] for row in await pool.fetch(due.SELECT_SWEEP, due.SWEEP_LIMIT)]
+
+
+@pytest.fixture
+def short_claims(monkeypatch):
+    """Claims of 0.6 s renewed every 0.2 s (15 s and 5 s in production), so a test sees a claim
+    outlive its own lease many times over."""
+    monkeypatch.setattr(due, "CLAIM_SECONDS", 0.6)
+    monkeypatch.setattr(due, "RENEW_SECONDS", 0.2)
+
+
+async def test_a_long_run_keeps_its_claim_and_runs_once(pool, tenant, arq, short_claims):
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, LONG_KIND, ref_id, utcnow())
+    [row] = await due_rows(pool, [ref_id])
+    ctx = {"db": pool, "redis": arq, "due_handlers": due.handlers_by_kind(TEST_JOBS.due_handlers)}
+    running = asyncio.create_task(due.run_due(ctx, str(row["id"]), row["version"]))
+
+    await asyncio.sleep(1.5)  # 2.5 claim leases
+    claimed = await status_of(pool, ref_id)
+    # Still held: the sweeper leaves it be, and no other claim takes it.
+    assert row["id"] not in await swept(pool)
+    assert await due.claim(pool, ctx["due_handlers"], row["id"], claimed["version"]) is None
+    await running
+
+    assert calls.count(ref_id) == 1
+    assert await status_of(pool, ref_id) is None
+
+
+async def test_a_claim_left_by_a_dead_run_is_free_within_its_short_lease(
+    pool, tenant, arq, short_claims
+):
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, RECORD_KIND, ref_id, utcnow())
+    [row] = await due_rows(pool, [ref_id])
+    handlers = due.handlers_by_kind(TEST_JOBS.due_handlers)
+    # A worker claims it (handler lease 30 s) and dies: nobody renews the claim.
+    assert await due.claim(pool, handlers, row["id"], row["version"]) is not None
+    ctx = {"db": pool, "redis": arq, "due_handlers": handlers}
+    assert row["id"] not in await swept(pool)
+
+    await asyncio.sleep(0.8)
+
+    assert row["id"] in await swept(pool)  # the sweeper queues it after 0.6 s, not 30 s
+    claimed = await status_of(pool, ref_id)
+    await due.run_due(ctx, str(row["id"]), claimed["version"])
+    assert handled.count(ref_id) == 1
+    assert await status_of(pool, ref_id) is None
+
+
+async def test_a_run_that_cannot_renew_its_claim_is_stopped_before_it_lapses(
+    pool, tenant, arq, short_claims, monkeypatch
+):
+    # The database stops answering the renewals (each takes longer than a renewal may).
+    monkeypatch.setattr(due, "RENEW", "SELECT pg_sleep(5), $1::uuid, $2::bigint, $3::interval")
+    ref_id = uuid.uuid4()
+    await schedule(pool, tenant, LONG_KIND, ref_id, utcnow())
+    [row] = await due_rows(pool, [ref_id])
+    ctx = {"db": pool, "redis": arq, "due_handlers": due.handlers_by_kind(TEST_JOBS.due_handlers)}
+
+    await asyncio.wait_for(due.run_due(ctx, str(row["id"]), row["version"]), 1.5)
+
+    after = await status_of(pool, ref_id)
+    assert (after["status"], after["failures"]) == ("pending", 1)
+    assert after["last_error"].startswith("ClaimLost")

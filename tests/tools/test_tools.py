@@ -145,6 +145,29 @@ async def test_end_call_as_a_name_is_400(client, pool, tenant):
     assert await tool_count(pool, tenant) == 0
 
 
+@pytest.mark.parametrize("name", ["END_CALL", "End_Call", "end_CALL"])
+async def test_end_call_in_any_case_is_400(client, pool, tenant, name):
+    await refused(await post_tool(client, tenant, tool_body(name=name)), "name")
+    assert await tool_count(pool, tenant) == 0
+
+
+async def test_a_name_taken_in_another_case_is_409_tool_name_taken(client, pool, tenant):
+    await make_tool(client, tenant, name="Book")
+    response = await post_tool(client, tenant, tool_body(name="book"))
+    await expect_error(response, 409, "tool_name_taken")
+    assert [row["name"] for row in await tenant_sql(pool, tenant, "SELECT name FROM tools")] == [
+        "Book"
+    ]
+
+
+async def test_concurrent_creates_of_one_name_in_two_cases_make_one_tool(client, pool, tenant):
+    responses = await asyncio.gather(
+        *(post_tool(client, tenant, tool_body(name=name)) for name in ["Racer", "racer"] * 4)
+    )
+    assert sorted(response.status_code for response in responses) == [201] + [409] * 7
+    assert await tool_count(pool, tenant) == 1
+
+
 async def test_a_name_taken_in_the_sub_account_is_409_tool_name_taken(client, pool, tenant):
     await make_tool(client, tenant, name="lookup")
     response = await post_tool(client, tenant, tool_body(name="lookup"))
@@ -240,7 +263,9 @@ async def test_calendar_tools_need_a_calendar_id(client, pool, tenant, kind):
     del body["config"]
     await refused(await post_tool(client, tenant, body), "config.calendar_id")
     bad = {**body, "config": {"calendar_id": "not-a-uuid"}}
-    await refused(await post_tool(client, tenant, bad), "config.calendar_id")
+    # An id that is no UUID is invalid_uuid, in a body as in a path (CONTRACT 2).
+    not_an_id = await expect_error(await post_tool(client, tenant, bad), 400, "invalid_uuid")
+    assert [d["field"] for d in not_an_id["error"]["details"]] == ["config.calendar_id"]
     assert await tool_count(pool, tenant) == 0
 
 
@@ -609,6 +634,28 @@ async def test_patch_to_a_taken_name_is_409_tool_name_taken(client, pool, tenant
 async def test_patch_to_end_call_is_400(client, tenant):
     tool = await make_tool(client, tenant)
     await refused(await patch_tool(client, tenant, tool["id"], {"name": "end_call"}), "name")
+
+
+async def test_patch_to_end_call_in_another_case_is_400(client, pool, tenant):
+    tool = await make_tool(client, tenant)
+    await refused(await patch_tool(client, tenant, tool["id"], {"name": "End_Call"}), "name")
+    assert (await stored_tool(pool, tenant, tool["id"]))["name"] == tool["name"]
+
+
+async def test_patch_to_a_name_taken_in_another_case_is_409_tool_name_taken(client, pool, tenant):
+    await make_tool(client, tenant, name="Book")
+    tool = await make_tool(client, tenant)
+    await expect_error(
+        await patch_tool(client, tenant, tool["id"], {"name": "BOOK"}), 409, "tool_name_taken"
+    )
+    assert (await stored_tool(pool, tenant, tool["id"]))["name"] == tool["name"]
+
+
+async def test_patch_to_its_own_name_in_another_case_is_fine(client, pool, tenant):
+    tool = await make_tool(client, tenant, name="Book")
+    response = await patch_tool(client, tenant, tool["id"], {"name": "book"})
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    assert (await stored_tool(pool, tenant, tool["id"]))["name"] == "book"
 
 
 async def test_patch_config_replaces_the_whole_config(client, tenant):

@@ -23,7 +23,7 @@ from tests.factories import (
     free_slots,
     make_tool,
 )
-from tests.helpers import balance, tenant_sql
+from tests.helpers import TIMESTAMP, balance, stored_timestamps_off_format, tenant_sql
 from tests.voice.test_call_scripts import PERSON, ready
 
 pytestmark = pytest.mark.voice_e2e
@@ -98,7 +98,7 @@ async def test_openai_model_reads_its_context_calls_an_http_tool_and_texts_in_on
     order = tool_call(call, "lookup_order")
     assert order["status"] == "succeeded" and order["result"] == {"status": "shipped"}
     assert order["tool_id"] == lookup["id"] and order["arguments"] == {"order_id": "A-17"}
-    assert order["duration_ms"] >= 0 and order["at"].endswith("Z")
+    assert order["duration_ms"] >= 0 and TIMESTAMP.fullmatch(order["at"]), order["at"]
     # The tool's endpoint got the signed body, with the tool's header.
     [request] = receiver.to("/orders")
     assert request.verified is True and request.headers["x-shop"] == "sunny"
@@ -131,6 +131,9 @@ async def test_openai_model_reads_its_context_calls_an_http_tool_and_texts_in_on
         await asyncio.sleep(0.1)
     sent = receiver.to("/calls")[0].json()["data"]["call"]
     assert sent["tool_calls"] == call["tool_calls"] and sent["transferred_to"] is None
+    # Every timestamp stored as JSON (the call's tool_calls, the events' payloads) is written
+    # as the answers write them.
+    assert await stored_timestamps_off_format(pool, tenant) == []
 
 
 async def test_anthropic_model_transfers_the_call(client, pool, tenant, worker, vendors) -> None:
@@ -320,6 +323,8 @@ async def test_model_checks_availability_books_the_contact_and_hears_of_a_taken_
     # GET /calls/{id} shows the same record.
     shown = await client.get(f"{CALLS}/{call['id']}", headers=tenant.headers)
     assert (await shown.get_json())["call"]["tool_calls"] == call["tool_calls"]
+    # The slots and the booking in the tools' results, the reminders and the events too.
+    assert await stored_timestamps_off_format(pool, tenant) == []
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
 No framework, no validation models, no rate limiter: per request it resolves the API key as the
 service does (the same control query, behind the same cache of resolved keys, so
 SWITCHBOARD_AUTH_CACHE_SECONDS means the same for both), then runs the same tenant statements as
-the service (in a tenant transaction, as the service does) and writes the same JSON shape.
+the service (in a tenant transaction, as the service does, row security included; a new
+contact's `contact.created` event too) and writes the same JSON shape.
 Run: `python -m bench.contacts.baseline PORT [WORKERS]` (DATABASE_URL must be set); several
 workers share the port as `switchboard serve --workers` does.
 """
@@ -15,6 +16,8 @@ import json
 import os
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -26,19 +29,36 @@ from api.contacts.service import (
     SELECT_CONTACT,
     SELECT_MATCH_FOR_UPDATE,
     STORED,
+    emit_created,
     run_search,
     search_conditions,
 )
 from api.tags.service import SELECT_TAG_SUMMARY, TAG_SCAN
 from tenancy.clock import iso
-from tenancy.db import create_pool, tenant_transaction
+from tenancy.db import create_pool, set_search_path, tenant_transaction
 from tenancy.principals import PrincipalCache
 from tenancy.settings import get_settings
 
 PREFIX = "/webhooks/inbound"
 POOL: asyncpg.Pool | None = None
+# BENCH_BASELINE_ROW_SECURITY=off: the tenant statements run under the connecting role (the
+# benchmark's superuser, which row-level security does not hold) instead of the tenant role, so
+# that one run measures what the policies and the role switch cost (CONTRACT 18: at most 5 %).
+ROW_SECURITY = os.environ.get("BENCH_BASELINE_ROW_SECURITY", "on") != "off"
 PRINCIPALS = PrincipalCache(get_settings().auth_cache_seconds)
 COLUMNS = [name.strip() for name in CONTACT_COLUMNS.split(",")]
+
+
+@asynccontextmanager
+async def _without_row_security(
+    pool: asyncpg.Pool, schema: str
+) -> AsyncIterator[asyncpg.Connection]:
+    async with pool.acquire() as conn, conn.transaction():
+        await set_search_path(conn, schema)
+        yield conn
+
+
+TRANSACTION = tenant_transaction if ROW_SECURITY else _without_row_security
 
 
 def _default(value: Any) -> Any:
@@ -54,7 +74,7 @@ def contact(row: asyncpg.Record) -> dict[str, Any]:
 async def handle(method: str, path: str, query: str, schema: str, body: bytes) -> tuple[int, Any]:
     assert POOL is not None
     if path == f"{PREFIX}/tags" and method == "GET":
-        async with tenant_transaction(POOL, schema) as conn:
+        async with TRANSACTION(POOL, schema) as conn:
             rows = await conn.fetch(SELECT_TAG_SUMMARY, TAG_SCAN)
         tags = [{"tag": row["tag"], "count": row["count"]} for row in rows]
         return 200, {"status": "success", "tag_count": len(tags), "tags": tags}
@@ -66,7 +86,7 @@ async def handle(method: str, path: str, query: str, schema: str, body: bytes) -
         conditions = search_conditions(
             first.get("q"), first.get("email"), first.get("phone"), params.get("tag")
         )
-        async with tenant_transaction(POOL, schema) as conn:
+        async with TRANSACTION(POOL, schema) as conn:
             rows, total = await run_search(conn, conditions, limit, offset)
         return 200, {
             "status": "success",
@@ -79,7 +99,7 @@ async def handle(method: str, path: str, query: str, schema: str, body: bytes) -
     if path == f"{PREFIX}/contacts" and method == "POST":
         data = json.loads(body)
         email = data["email"].strip().lower()
-        async with tenant_transaction(POOL, schema) as conn:
+        async with TRANSACTION(POOL, schema) as conn:
             matched = await conn.fetchrow(SELECT_MATCH_FOR_UPDATE, email, None)
             if matched is not None:
                 return 200, {"status": "success", "created": False, "contact_id": matched["id"]}
@@ -94,10 +114,13 @@ async def handle(method: str, path: str, query: str, schema: str, body: bytes) -
                 custom_field_values={},
             )
             created = await conn.fetchval(INSERT_CONTACT, *(values[name] for name in STORED))
+            # The service keeps a contact.created event in the same transaction (and queues it
+            # to every subscription that wants it): the same work here.
+            await emit_created(conn, uuid.UUID(hex=schema[2:]), created)
         return 201, {"status": "success", "created": True, "contact_id": created}
     if path.startswith(f"{PREFIX}/contacts/") and method == "GET":
         contact_id = uuid.UUID(path.rsplit("/", 1)[1])
-        async with tenant_transaction(POOL, schema) as conn:
+        async with TRANSACTION(POOL, schema) as conn:
             row = await conn.fetchrow(SELECT_CONTACT, contact_id)
         if row is None:
             return 404, {"status": "error", "error": {"code": "not_found", "message": "no"}}

@@ -422,6 +422,18 @@ def voice_process(
             process.wait()
 
 
+def worker_process(**env: str) -> subprocess.Popen[bytes]:
+    """`switchboard worker` as a process of its own (to be killed), with `env` added to this
+    process's environment, its output discarded."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli", "worker"],
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def restore_environment(saved: dict[str, str | None]) -> None:
     """Put back environment variables as `saved` had them (None: unset)."""
     from tenancy.settings import get_settings

@@ -9,10 +9,8 @@ second or two from now, as the plan stands after booking."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -43,7 +41,13 @@ from tests.factories import (
     free_slots,
     make_priced_tenant,
 )
-from tests.helpers import TIMESTAMP, balance, stored_timestamps_off_format, tenant_sql
+from tests.helpers import (
+    TIMESTAMP,
+    balance,
+    stored_timestamps_off_format,
+    tenant_sql,
+    worker_process,
+)
 
 SMS = {
     "minutes_before": 1,
@@ -370,14 +374,7 @@ def held_sink() -> Iterator[HeldSink]:
 
 def start_worker(sink: HeldSink) -> subprocess.Popen[bytes]:
     """`switchboard worker` as a process of its own, its email going to `sink`."""
-    env = {**os.environ, "SMTP_HOST": sink.host, "SMTP_PORT": str(sink.port)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "cli", "worker"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    return worker_process(SMTP_HOST=sink.host, SMTP_PORT=str(sink.port))
 
 
 # CONTRACT 18a: "within 30 s of their time once a worker runs" (a bound, not a benchmark).

@@ -4,10 +4,8 @@ killed mid-campaign: no recipient is called twice, none is missed, the limit hol
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 
 from tests.campaigns.call_campaigns import (
     callees,
@@ -18,21 +16,14 @@ from tests.campaigns.call_campaigns import (
     open_calls,
     recipients_of,
 )
-from tests.helpers import get_campaign, schedule, soon
+from tests.helpers import get_campaign, schedule, soon, worker_process
 
 RECIPIENTS = 16
 AT_ONCE = 4
 
 
 def start_worker() -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SWITCHBOARD_SANDBOX_RING_SECONDS": "2"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "cli", "worker"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    return worker_process(SWITCHBOARD_SANDBOX_RING_SECONDS="2")
 
 
 async def test_two_workers_one_killed_mid_campaign_call_each_recipient_once(client, pool, tenant):

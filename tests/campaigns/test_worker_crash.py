@@ -9,10 +9,8 @@ window CONTRACT.md section 3 leaves to the stable Message-ID). Held messages are
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -26,7 +24,15 @@ import pytest
 from tenancy.db import tenant_transaction
 from tenancy.embedded import free_port
 from tests.factories import add_contact, create_campaign, credit
-from tests.helpers import get_campaign, ledger, recipients, schedule, soon, wait_for_status
+from tests.helpers import (
+    get_campaign,
+    ledger,
+    recipients,
+    schedule,
+    soon,
+    wait_for_status,
+    worker_process,
+)
 
 ACCEPT_FIRST = 10
 RECIPIENTS = 30
@@ -75,21 +81,13 @@ def gated_sink() -> Iterator[GatedSink]:
 
 
 def start_worker(sink: GatedSink) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "SMTP_HOST": sink.host,
-        "SMTP_PORT": str(sink.port),
-        "SWITCHBOARD_CAMPAIGN_CONCURRENCY": "3",
-        "SWITCHBOARD_CAMPAIGN_BATCH_SIZE": "2",
-        "SWITCHBOARD_CAMPAIGN_SLICE_SECONDS": "2",
-        "SWITCHBOARD_CAMPAIGN_LEASE_SECONDS": "3",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "cli", "worker"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    return worker_process(
+        SMTP_HOST=sink.host,
+        SMTP_PORT=str(sink.port),
+        SWITCHBOARD_CAMPAIGN_CONCURRENCY="3",
+        SWITCHBOARD_CAMPAIGN_BATCH_SIZE="2",
+        SWITCHBOARD_CAMPAIGN_SLICE_SECONDS="2",
+        SWITCHBOARD_CAMPAIGN_LEASE_SECONDS="3",
     )
 
 

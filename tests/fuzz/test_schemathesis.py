@@ -580,7 +580,14 @@ def test_deeply_nested_body_with_idempotency_key_is_refused(label: str, live: Li
             assert response.status_code < 500, (label, depth, extra, response.text)
 
 
-class Workflow(SCHEMA.as_state_machine()):  # type: ignore[misc]
+# The stateful run keeps the schema it had before the configuration was applied (session 17):
+# with it, hypothesis found the link-following run's data generation inconsistent between
+# replays (FlakyStrategyDefinition, CI on 004e84f and 2 of 4 local runs).
+STATEFUL_SCHEMA = schemathesis.openapi.from_dict(DOCUMENT)
+STATEFUL_SCHEMA.config.generation.update(with_security_parameters=False)
+
+
+class Workflow(STATEFUL_SCHEMA.as_state_machine()):  # type: ignore[misc]
     live: Live
 
     def get_call_kwargs(self, case: Any) -> dict[str, Any]:
